@@ -1,0 +1,24 @@
+# `make eval` and `make test` each create .venv when it is missing and install the project.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: eval test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+# The pull-request job on this repository's own scenarios: no key, no Docker, no network.
+eval: $(STAMP)
+	$(BIN)/pytest -m pr --repeat 1 scenarios
+
+# The plugin's own test suite.
+test: $(STAMP)
+	$(BIN)/pytest tests -p no:cacheprovider -n 2
+
+clean:
+	rm -rf $(VENV) reports/*/ .pytest_cache

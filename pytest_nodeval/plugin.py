@@ -1,0 +1,1 @@
+"""pytest entry point of pytest-nodeval (kept thin: nothing heavy is imported here)."""

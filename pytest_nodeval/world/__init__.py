@@ -1,0 +1,80 @@
+"""The isolated world an agent's tools act on.
+
+`World` is the plug point: the engine's shell, file and code_exec tools only ever talk to
+a World, so the same agent runs against a temporary directory, a bubblewrap sandbox or a
+Docker container. Paths given to a world are relative to its working directory unless
+they are absolute inside the world.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """What one command did inside a world."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_ms: float
+    timed_out: bool = False
+
+
+@runtime_checkable
+class World(Protocol):
+    """A fresh, isolated place for one attempt's side effects."""
+
+    backend: str
+    """"local", "bwrap" or "docker"."""
+
+    workdir: str
+    """The directory (inside the world) where commands start and relative paths point."""
+
+    def exec(
+        self, argv: Sequence[str], *, timeout_s: float, stdin: bytes | None = None
+    ) -> ExecResult:
+        """Run argv in workdir; kill it after timeout_s and report timed_out."""
+        ...
+
+    def read(self, path: str) -> bytes: ...
+
+    def write(self, path: str, data: bytes) -> None: ...
+
+    def list(self, path: str = ".") -> list[str]:
+        """Names in a directory, sorted; directories end with '/'."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def encode_file(data: bytes, max_bytes: int) -> dict[str, object]:
+    """The payload of one file in a `world.snapshot` event (text when it is UTF-8)."""
+    truncated = len(data) > max_bytes
+    data = data[:max_bytes]
+    try:
+        content, encoding = data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        content, encoding = base64.b64encode(data).decode("ascii"), "base64"
+    return {"exists": True, "content": content, "encoding": encoding, "truncated": truncated}
+
+
+def snapshot(world: World, paths: Sequence[str], max_bytes: int = 65536) -> dict[str, dict[str, object]]:
+    """The final state of the watched paths: a file's content, a directory's listing.
+
+    Written into the journal as `world.snapshot` so assertions about the world's final
+    state hold in replay, where no world is started.
+    """
+    files: dict[str, dict[str, object]] = {}
+    for path in paths:
+        try:
+            if path.endswith("/"):
+                files[path] = {"exists": True, "listing": world.list(path)}
+            else:
+                files[path] = encode_file(world.read(path), max_bytes)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            files[path] = {"exists": False}
+    return files

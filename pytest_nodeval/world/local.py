@@ -1,0 +1,68 @@
+"""The `local` world: a temporary directory and plain subprocesses.
+
+It isolates nothing (a command can read the developer's files and reach the network),
+so choosing it warns once. It is what replay-free unit tests and machines without
+Docker or bubblewrap fall back to.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+from . import ExecResult
+
+
+class LocalWorld:
+    backend = "local"
+
+    def __init__(self, seed_dir: Path | None = None) -> None:
+        self._root = Path(tempfile.mkdtemp(prefix="nodeval-world-"))
+        self.workdir = str(self._root)
+        if seed_dir is not None and seed_dir.is_dir():
+            shutil.copytree(seed_dir, self._root, dirs_exist_ok=True)
+
+    def _path(self, path: str) -> Path:
+        return Path(path) if os.path.isabs(path) else self._root / path
+
+    def exec(
+        self, argv: Sequence[str], *, timeout_s: float, stdin: bytes | None = None
+    ) -> ExecResult:
+        start = time.perf_counter()
+        # A new session lets a timeout kill the whole process group, not just the shell.
+        proc = subprocess.Popen(
+            list(argv), cwd=self._root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            out, err = proc.communicate()
+            timed_out = True
+        return ExecResult(
+            exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            duration_ms=(time.perf_counter() - start) * 1000, timed_out=timed_out,
+        )
+
+    def read(self, path: str) -> bytes:
+        return self._path(path).read_bytes()
+
+    def write(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def list(self, path: str = ".") -> list[str]:
+        entries = self._path(path).iterdir()
+        return sorted(e.name + ("/" if e.is_dir() else "") for e in entries)
+
+    def close(self) -> None:
+        shutil.rmtree(self._root, ignore_errors=True)
