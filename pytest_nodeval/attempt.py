@@ -1,0 +1,160 @@
+"""One attempt inside pytest: run a case at one repeat, check it, describe the result.
+
+Used by the fixtures; the result becomes the `AttemptRecord` that rides on the TestReport.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .assertions import AssertionResult, Evidence, evaluate, evaluate_all
+from .case import Case
+from .errors import NodevalError
+from .report import AssertionRecord, AttemptRecord, CaseMeta
+from .session import AttemptSettings, Observed, run_case
+from .settings import Settings
+
+_ACTIVE: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar("nodeval_attempt", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRef:
+    """The parameter of a scenario test: which case, which repeat."""
+
+    case_id: str
+    directory: str
+    repeat: int
+
+    @property
+    def test_id(self) -> str:
+        return self.case_id if self.repeat == 1 else f"{self.case_id}-r{self.repeat}"
+
+
+def case_meta(case: Case, rootpath: Path) -> CaseMeta:
+    try:
+        directory = str(case.directory.relative_to(rootpath))
+    except ValueError:
+        directory = str(case.directory)
+    return CaseMeta(id=case.id, name=case.spec.name, tags=list(case.spec.tags),
+                    min_pass_rate=case.spec.min_pass_rate, directory=directory)
+
+
+class Attempt:
+    def __init__(self, case: Case, ref: CaseRef, settings: Settings, run_dir: Path, rootpath: Path) -> None:
+        self.case, self.ref, self.settings, self.run_dir = case, ref, settings, run_dir
+        self.meta = case_meta(case, rootpath)
+        self.dir = run_dir / "_sessions" / case.id / f"r{ref.repeat}"
+        self.observed: Observed | None = None
+        self.results: list[AssertionResult] = []
+
+    @property
+    def attempt_settings(self) -> AttemptSettings:
+        world = self.case.spec.world.backend or (None if self.settings.world == "auto" else self.settings.world)
+        return AttemptSettings(mode=self.settings.mode, match=self.settings.match, world_backend=world,
+                               run_id=self.run_dir.name, work_dir=self.run_dir / "_work")
+
+    def run(self) -> Observed:
+        """Run the reference engine once (later calls return the same observation)."""
+        if self.observed is None:
+            self._snapshot_config()
+            try:
+                self.observed = run_case(self.case, self.attempt_settings, self.dir / "journal")
+            except NodevalError as exc:
+                pytest.fail(str(exc), pytrace=False)
+        return self.observed
+
+    def _snapshot_config(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.case.config is not None:
+            (self.dir / "config.json").write_text(json.dumps(self.case.config.model_dump(mode="json"), indent=2))
+
+    def check(self) -> None:
+        """Run, evaluate the case's assertions.yaml, and fail with an explanation if anything is off."""
+        observed = self.run()
+        if observed.divergence:
+            pytest.fail(observed.divergence, pytrace=False)
+        self.results += evaluate_all(self.case.assertions, observed.evidence)
+        problems = self.problems()
+        if problems:
+            pytest.fail(self.explain(problems), pytrace=False)
+
+    def problems(self) -> list[str]:
+        found = []
+        observed = self.observed
+        if observed is not None and observed.status not in ("ok",):
+            found.append(f"the session ended with status '{observed.status}': {observed.metrics()['reason']}")
+        found += [f"{r.description}\n    {r.message.replace(chr(10), chr(10) + '    ')}"
+                  for r in self.results if r.status == "failed"]
+        return found
+
+    def first_problem(self) -> str | None:
+        problems = self.problems()
+        return problems[0].splitlines()[0][:300] if problems else None
+
+    def explain(self, problems: list[str]) -> str:
+        header = f"case '{self.case.id}' (repeat {self.ref.repeat}, {self.settings.mode} mode): "
+        header += f"{len(problems)} problem(s)"
+        journal = self.dir / "journal"
+        return header + "\n" + "\n".join(f"  x {p}" for p in problems) + f"\n  observed journal: {_rel(journal)}"
+
+    def record(self, outcome: str, reason: str | None) -> AttemptRecord:
+        metrics = self.observed.metrics() if self.observed else {}
+        infra = bool(metrics.get("infra"))
+        return AttemptRecord(
+            nodeid="", case_id=self.case.id, repeat=self.ref.repeat,
+            outcome="error" if infra and outcome == "failed" else outcome,  # type: ignore[arg-type]
+            infra_error=infra, reason=reason, status=metrics.get("status"),
+            assertions=[AssertionRecord(**r.to_json()) for r in self.results],
+            latency_ms=metrics.get("latency_ms"), wall_ms=metrics.get("wall_ms"),
+            input_tokens=metrics.get("input_tokens", 0), output_tokens=metrics.get("output_tokens", 0),
+            turns=metrics.get("turns", 0), llm_calls=metrics.get("llm_calls", 0),
+            tool_calls=metrics.get("tool_calls", 0),
+            journal=str((self.dir / "journal").relative_to(self.run_dir)) if self.observed else None,
+            world_backend=self.observed.world_backend if self.observed else None,
+            worker=os.environ.get("PYTEST_XDIST_WORKER"),
+        )
+
+    def activate(self) -> contextvars.Token[Attempt | None]:
+        return _ACTIVE.set(self)
+
+    @staticmethod
+    def deactivate(token: contextvars.Token[Attempt | None]) -> None:
+        _ACTIVE.reset(token)
+
+
+def active_attempt() -> Attempt | None:
+    return _ACTIVE.get()
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def note_results(results: list[AssertionResult]) -> None:
+    """Called by the Python assertion API so its results appear in the report too."""
+    attempt = active_attempt()
+    if attempt is not None:
+        attempt.results += results
+
+
+def evidence_of(target: Any) -> Evidence:
+    if isinstance(target, Evidence):
+        return target
+    if isinstance(target, Observed):
+        return target.evidence
+    if isinstance(target, Attempt):
+        return target.run().evidence
+    return Evidence(list(target))
+
+
+__all__ = ["Attempt", "CaseRef", "active_attempt", "evaluate", "evidence_of", "note_results"]

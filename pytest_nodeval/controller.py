@@ -1,0 +1,194 @@
+"""The controller: collects attempt results, aggregates, decides the exit status, writes reports.
+
+Registered only in the process that is not an xdist worker. Results arrive on TestReports
+through `pytest_runtest_logreport`, the same hook with and without `-n`. The denominator
+is what was collected: an attempt whose worker crashed, or that never ran, is an error.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .plugin import CASE_FILE, run_id_key, settings_key
+
+if TYPE_CHECKING:  # the models load only once a run has cases (a suite without any never pays)
+    from .report import AttemptRecord, CaseMeta, RunReport
+
+_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+
+
+class Controller:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self.run_id = config.stash[run_id_key]
+        self.run_dir = self.settings.report_dir / self.run_id
+        self.started_at, self._t0 = _now(), time.perf_counter()
+        self.expected: dict[str, tuple[str, int]] = {}
+        self.records: dict[str, AttemptRecord] = {}
+        self.metas: dict[str, CaseMeta] = {}
+        self.failed_nodeids: set[str] = set()
+        self.report: RunReport | None = None
+        self.report_path: Path | None = None
+        self.problem: str | None = None
+
+    # -- what is expected ------------------------------------------------------------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            ref = getattr(getattr(item, "callspec", None), "params", {}).get("nodeval_case")
+            if ref is not None and hasattr(ref, "case_id"):
+                self.expected[item.nodeid] = (ref.case_id, ref.repeat)
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # The controller does not collect under xdist; case files are known from their ids.
+        for nodeid in ids:
+            parsed = parse_case_nodeid(nodeid)
+            if parsed is not None:
+                self.expected.setdefault(nodeid, parsed)
+
+    # -- what arrives ----------------------------------------------------------------------
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self.failed_nodeids.add(report.nodeid)
+        if not hasattr(report, "nodeval") and report.nodeid not in self.expected:
+            return  # not an attempt: plain tests cost nothing here
+        from .wire import first_line, from_report
+
+        meta, record = from_report(report)
+        if meta is not None:
+            self.metas[meta.id] = meta
+            self.expected.setdefault(report.nodeid, (meta.id, record.repeat if record else 0))
+        if record is None and report.when == "???" and report.nodeid in self.expected:
+            from .report import AttemptRecord
+
+            case_id, repeat = self.expected[report.nodeid]
+            record = AttemptRecord(nodeid=report.nodeid, case_id=case_id, repeat=repeat, outcome="error",
+                                   infra_error=True, reason=first_line(report) or "the worker crashed")
+        if record is not None:
+            self._merge(record)
+
+    def _merge(self, record: AttemptRecord) -> None:
+        current = self.records.get(record.nodeid)
+        if current is None or _SEVERITY[record.outcome] >= _SEVERITY[current.outcome]:
+            if current is not None and record.outcome == "error" and current.outcome != "error":
+                # A teardown error after a judged call keeps the call's measurements.
+                record = current.model_copy(update={"outcome": "error", "reason": record.reason})
+            self.records[record.nodeid] = record
+
+    # -- the end -------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.expected and not self.records:
+            return
+        self._fill_missing()
+        report = self._build(int(session.exitstatus))
+        if session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._all_failures_tolerated(report):
+            session.exitstatus = pytest.ExitCode.OK
+        report.exit_status = int(session.exitstatus)
+        self.report = report
+        self._write(report)
+
+    def _fill_missing(self) -> None:
+        from .report import AttemptRecord
+
+        for nodeid, (case_id, repeat) in self.expected.items():
+            if nodeid not in self.records:
+                self.records[nodeid] = AttemptRecord(
+                    nodeid=nodeid, case_id=case_id, repeat=repeat, outcome="error", infra_error=True,
+                    reason="never reported: the run was interrupted or its worker died")
+
+    def _build(self, pytest_exit: int) -> RunReport:
+        from .aggregate import aggregate
+        from .report import RunReport
+
+        cases, totals, suite = aggregate(self.records.values(), self.metas)
+        return RunReport(
+            run_id=self.run_id, started_at=self.started_at, finished_at=_now(),
+            duration_s=round(time.perf_counter() - self._t0, 3), mode=self.settings.mode,
+            repeat=self.settings.repeat, profile=self.settings.profile, match=self.settings.match,
+            world=self.settings.world, exit_status=pytest_exit, pytest_exit_status=pytest_exit,
+            totals=totals, suite=suite, cases=cases, environment=_environment(self.config),
+        )
+
+    def _all_failures_tolerated(self, report: RunReport) -> bool:
+        tolerated = {a.nodeid for c in report.cases if c.verdict == "tolerated"
+                     for a in c.attempts if a.outcome == "failed"}
+        return bool(self.failed_nodeids) and self.failed_nodeids <= tolerated
+
+    def _write(self, report: RunReport) -> None:
+        from .journal import write_atomic
+        from .report import write_report
+        from .terminal import summary_lines
+
+        try:
+            self.report_path = write_report(report, self.run_dir)
+            write_atomic(self.run_dir / "summary.txt", "\n".join(summary_lines(report)) + "\n")
+            _point_latest(self.settings.report_dir, self.run_id)
+        except OSError as exc:
+            self.problem = f"could not write the report under {self.run_dir}: {exc}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.report is None:
+            return
+        from .terminal import summary_lines
+
+        terminalreporter.section("nodeval")
+        for line in summary_lines(self.report, verbosity=self.config.get_verbosity()):
+            terminalreporter.line(line)
+        if self.problem:
+            terminalreporter.line(f"nodeval: {self.problem}", red=True)
+        elif self.report_path is not None:
+            terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}")
+
+
+def parse_case_nodeid(nodeid: str) -> tuple[str, int] | None:
+    """('refund-flow', 2) from 'scenarios/refund-flow/case.yaml::test_scenario[refund-flow-r2]'."""
+    path, sep, rest = nodeid.partition("::test_scenario[")
+    if not sep or not path.endswith(CASE_FILE) or not rest.endswith("]"):
+        return None
+    param = rest[:-1]
+    base, dash, number = param.rpartition("-r")
+    if dash and number.isdigit() and base:
+        return base, int(number)
+    return param, 1
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _environment(config: pytest.Config) -> dict[str, str]:
+    from . import __version__
+
+    workers = getattr(config.option, "numprocesses", None)
+    return {"pytest_nodeval": __version__, "pytest": pytest.__version__, "python": platform.python_version(),
+            "platform": sys.platform, "workers": str(workers or 0)}
+
+
+def _point_latest(report_dir: Path, run_id: str) -> None:
+    """`reports/latest` names the newest run (a symlink, replaced atomically)."""
+    link = report_dir / "latest"
+    tmp = report_dir / f".latest-{run_id}"
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_id)
+        tmp.replace(link)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,98 @@
+"""Reading YAML files into pydantic models with errors that name the file and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import CaseFormatError
+
+M = TypeVar("M", bound=BaseModel)
+
+try:  # libyaml is many times faster; fall back to the pure-Python loader where it is missing.
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _Loader = yaml.SafeLoader
+
+
+def load_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CaseFormatError(f"{path}: missing") from None
+    except UnicodeDecodeError as exc:
+        raise CaseFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise CaseFormatError(f"{path}{where}: invalid YAML: {problem}") from None
+
+
+def load_model(model: type[M], path: Path, data: Any = None, *, optional: bool = False) -> M:
+    """Validate a YAML file (or data read from it) against a model."""
+    if data is None:
+        data = load_yaml(path)
+    if data is None and optional:
+        data = {}
+    return validate(model, data, path)
+
+
+def validate(model: type[M], data: Any, path: Path | str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise CaseFormatError(describe_errors(path, exc, model)) from None
+
+
+def describe_errors(path: Path | str, exc: ValidationError, model: type[BaseModel]) -> str:
+    """One line per problem: `file: field.path: what is wrong (what is valid)`."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            valid = _fields_at(model, err["loc"][:-1])
+            message = f"unknown key{f' (valid keys: {valid})' if valid else ''}"
+        elif err["type"] == "missing":
+            message = "required key is missing"
+        elif "input" in err and err["type"] not in ("model_type", "dict_type"):
+            message += f" (got {_short(err['input'])})"
+        lines.append(f"{path}: {loc}: {message}")
+    return "\n".join(dict.fromkeys(lines))
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """The keys valid at a location, found by walking the model's field annotations."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return ""
+        current = _model_in(fields[part].annotation)
+        if current is None:
+            return ""
+    fields = getattr(current, "model_fields", None)
+    return ", ".join(fields) if fields else ""
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
