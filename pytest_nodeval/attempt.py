@@ -18,7 +18,7 @@ from .assertions import AssertionResult, Evidence, evaluate, evaluate_all
 from .case import Case
 from .errors import NodevalError
 from .report import AssertionRecord, AttemptRecord, CaseMeta
-from .session import AttemptSettings, Observed, run_case
+from .session import AttemptSettings, Observed, run_agent_case, run_case
 from .settings import Settings
 
 _ACTIVE: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar("nodeval_attempt", default=None)
@@ -60,12 +60,19 @@ class Attempt:
         return AttemptSettings(mode=self.settings.mode, match=self.settings.match, world_backend=world,
                                run_id=self.run_dir.name, work_dir=self.run_dir / "_work")
 
-    def run(self) -> Observed:
-        """Run the reference engine once (later calls return the same observation)."""
+    def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
+        """Run the case once, with the reference engine or your own `agent` (see adapter.py).
+
+        Later calls return the same observation.
+        """
         if self.observed is None:
             self._snapshot_config()
+            journal = self.dir / "journal"
             try:
-                self.observed = run_case(self.case, self.attempt_settings, self.dir / "journal")
+                if agent is None:
+                    self.observed = run_case(self.case, self.attempt_settings, journal)
+                else:
+                    self.observed = run_agent_case(agent, self.case, self.attempt_settings, journal, inputs)
             except NodevalError as exc:
                 pytest.fail(str(exc), pytrace=False)
         return self.observed

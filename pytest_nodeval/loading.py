@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -68,29 +68,34 @@ def describe_errors(path: Path | str, exc: ValidationError, model: type[BaseMode
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
-    """The keys valid at a location, found by walking the model's field annotations."""
-    current: Any = model
+    """The keys valid at a location, found by walking the models' field annotations.
+
+    A step may also be the tag of a discriminated union (e.g. "tool_called"), which
+    picks that member.
+    """
+    candidates: list[type[BaseModel]] = [model]
     for part in loc:
         if isinstance(part, int):
             continue
-        fields = getattr(current, "model_fields", None)
-        if not fields or part not in fields:
+        tagged = [c for c in candidates if part in _tags_of(c)]
+        if tagged:
+            candidates = tagged
+            continue
+        candidates = [m for c in candidates if part in c.model_fields for m in _models_in(c.model_fields[part].annotation)]
+        if not candidates:
             return ""
-        current = _model_in(fields[part].annotation)
-        if current is None:
-            return ""
-    fields = getattr(current, "model_fields", None)
-    return ", ".join(fields) if fields else ""
+    return ", ".join(candidates[0].model_fields) if len(candidates) == 1 else ""
 
 
-def _model_in(annotation: Any) -> Any:
+def _tags_of(model: type[BaseModel]) -> tuple[Any, ...]:
+    kind = model.model_fields.get("kind")
+    return get_args(kind.annotation) if kind is not None else ()
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -157,6 +157,35 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter,
             chain.close()
 
 
+def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_dir: Path,
+                   inputs: list[str] | None = None) -> Observed:
+    """Run a user's own agent (see adapter.py) on a case in the given mode."""
+    from .adapter import run_agent
+    from .user import JournalUser, ScriptedUser, ScriptedUserSpec, make_user
+
+    stash = _stash_for(case, settings)
+    if stash is not None:
+        user: Any = JournalUser(stash)
+    elif inputs is not None:
+        user = ScriptedUser(ScriptedUserSpec(kind="scripted", inputs=inputs), "the inputs given to the agent")
+    elif case.inputs is not None:
+        user = make_user(case.inputs.user, str(case.inputs_path))
+    else:
+        raise NodevalError(f"{case.inputs_path}: missing; give the agent's inputs there or pass inputs=[...]")
+    source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
+    start = time.perf_counter()
+    writer = JournalWriter(journal_dir, journal_header(source, None))
+    try:
+        divergence, _ = run_agent(agent, writer, user, stash, mode=settings.mode)
+    finally:
+        writer.close()
+    observed = Observed(case.id, settings.mode, writer.events, journal_dir, divergence=divergence,
+                        wall_ms=(time.perf_counter() - start) * 1000, golden=_golden(case, settings))
+    if settings.mode == "record" and observed.status == "ok":
+        install_journal(journal_dir, case.journal_dir)
+    return observed
+
+
 def build_tools(config: EngineConfig) -> dict[str, Any]:
     from .tools import BUILTINS
 

@@ -1,0 +1,48 @@
+"""The `nodeval` command. Each subcommand lives in the module of its concept and loads lazily.
+
+A subcommand is `add_arguments(parser)` + `run(args) -> int` in its module; this file
+only maps names to them. User mistakes (NodevalError) print one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+# name -> (module, one-line help). Keep sorted.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
+}
+
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nodeval", description="pytest-nodeval: agent evaluations as pytest tests.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in sorted(COMMANDS.items()):
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .errors import NodevalError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(importlib.import_module(args._module).run(args))
+    except NodevalError as exc:
+        print(f"nodeval {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

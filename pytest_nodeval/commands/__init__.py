@@ -1,0 +1,1 @@
+"""Subcommands of the `nodeval` command line (see cli.py)."""

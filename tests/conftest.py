@@ -1,0 +1,85 @@
+"""Shared helpers for the plugin's own tests."""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+# Imported here, before pytester snapshots sys.modules, so in-process runs reuse them
+# instead of re-importing (and rebuilding every pydantic model) on each run.
+import pytest_nodeval.aggregate  # noqa: E402,F401
+import pytest_nodeval.controller  # noqa: E402,F401
+import pytest_nodeval.engine  # noqa: E402,F401
+import pytest_nodeval.wire  # noqa: E402,F401
+
+pytest_plugins = ["pytester"]
+
+
+def write_case(root: Path, case_id: str, *, script: list[dict[str, Any]], inputs: list[str],
+               assertions: list[dict[str, Any]] | None = None, tools: list[str] | None = None,
+               case: dict[str, Any] | None = None, answers: list[dict[str, Any]] | None = None,
+               providers: list[dict[str, Any]] | None = None, record: bool = True,
+               system_prompt: str = "You are a careful assistant.") -> Path:
+    """A case directory driven by the mock provider; recorded unless record=False."""
+    directory = root / case_id
+    (directory / "input").mkdir(parents=True, exist_ok=True)
+    _dump(directory / "case.yaml", {"id": case_id, "name": case_id.replace("-", " "), **(case or {})})
+    config = {
+        "providers": providers or [{"name": "mock", "model": "mock-1", "script": script}],
+        "system_prompt": system_prompt,
+        "tools": tools if tools is not None else ["shell", "file", "ask_user"],
+    }
+    _dump(directory / "input" / "config.yaml", config)
+    user: dict[str, Any] = {"kind": "scripted", "inputs": inputs}
+    if answers:
+        user["answers"] = answers
+    _dump(directory / "input" / "inputs.yaml", {"user": user})
+    if assertions is not None:
+        _dump(directory / "assertions.yaml", assertions)
+    if record:
+        record_case(directory)
+    return directory
+
+
+def record_case(directory: Path) -> Any:
+    from pytest_nodeval.case import load_case
+    from pytest_nodeval.session import AttemptSettings, run_case
+
+    scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-"))
+    observed = run_case(load_case(directory), AttemptSettings(mode="record"), scratch / "journal")
+    assert observed.status == "ok", observed.metrics()
+    return observed
+
+
+def _dump(path: Path, data: Any) -> None:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Any attempt to open a network connection fails loudly (and is listed)."""
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        raise OSError("network access is blocked in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    yield attempts
+
+
+@pytest.fixture
+def nodeval_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester directory laid out like a user's project (scenarios/ as the case root)."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makeini("[pytest]\ntestpaths = scenarios\n")
+    (pytester.path / "scenarios").mkdir()
+    return pytester

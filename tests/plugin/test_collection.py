@@ -1,0 +1,121 @@
+"""Collecting case directories into tests: ids, markers, profiles, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..conftest import write_case
+
+ANSWER = [{"text": "Hello there."}]
+PASSING = [{"kind": "output_contains", "text": "hello"}]
+
+
+def test_each_case_is_a_test_with_a_deterministic_id(nodeval_project: pytest.Pytester) -> None:
+    for name in ("beta", "alpha"):
+        write_case(nodeval_project.path / "scenarios", name, script=ANSWER, inputs=["hi"], assertions=PASSING)
+    result = nodeval_project.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "scenarios/alpha/case.yaml::test_scenario[[]alpha[]]",
+        "scenarios/beta/case.yaml::test_scenario[[]beta[]]",
+    ])
+
+
+def test_repeats_get_r_suffixes(nodeval_project: pytest.Pytester) -> None:
+    write_case(nodeval_project.path / "scenarios", "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
+    result = nodeval_project.runpytest("--collect-only", "-q", "--repeat", "3")
+    result.stdout.fnmatch_lines(["*test_scenario[[]alpha[]]", "*test_scenario[[]alpha-r2[]]", "*test_scenario[[]alpha-r3[]]"])
+
+
+def test_a_case_repeat_applies_unless_the_command_line_says_repeat(nodeval_project: pytest.Pytester) -> None:
+    write_case(nodeval_project.path / "scenarios", "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING,
+               case={"repeat": 2})
+    nodeval_project.runpytest("--collect-only", "-q").stdout.fnmatch_lines(["*2 tests collected*"])
+    nodeval_project.runpytest("--collect-only", "-q", "--repeat", "1").stdout.fnmatch_lines(["*1 test collected*"])
+
+
+def test_tags_become_registered_markers(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING, case={"tags": ["pr", "release"]})
+    write_case(root, "beta", script=ANSWER, inputs=["hi"], assertions=PASSING, case={"tags": ["release"]})
+    result = nodeval_project.runpytest("-m", "pr", "--strict-markers", "-W", "error::pytest.PytestUnknownMarkWarning")
+    result.assert_outcomes(passed=1, deselected=1)
+    assert "PytestUnknownMarkWarning" not in result.stdout.str()
+
+
+def test_k_selects_one_case(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    for name in ("alpha", "beta", "gamma"):
+        write_case(root, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
+    nodeval_project.runpytest("-k", "beta").assert_outcomes(passed=1, deselected=2)
+
+
+def test_malformed_case_yaml_is_a_collection_error_naming_file_and_field(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
+    (root / "alpha" / "case.yaml").write_text("id: alpha\nrepeat: many\nowner: me\ncolour: blue\n")
+    result = nodeval_project.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        "*ERROR collecting scenarios/alpha/case.yaml*",
+        "*scenarios/alpha/case.yaml: repeat: Input should be a valid integer* (got 'many')",
+        "*scenarios/alpha/case.yaml: colour: unknown key (valid keys: schema_version, id, name*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_invalid_yaml_names_the_line(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
+    (root / "alpha" / "assertions.yaml").write_text("- kind: output_contains\n  text: [unclosed\n")
+    result = nodeval_project.runpytest()
+    result.stdout.fnmatch_lines(["*scenarios/alpha/assertions.yaml:3:1: invalid YAML*"])
+
+
+def test_unknown_config_key_names_file_and_key(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
+    config = root / "alpha" / "input" / "config.yaml"
+    config.write_text(config.read_text() + "limits: {max_turn: 3}\n")
+    result = nodeval_project.runpytest()
+    result.stdout.fnmatch_lines([
+        "*input/config.yaml: limits.max_turn: unknown key (valid keys: max_turns, max_tokens, timeout_s, tool_timeout_s)"])
+
+
+def test_duplicate_case_ids_are_an_error_naming_both_files(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
+    write_case(root / "more", "alpha-copy", script=ANSWER, inputs=["hi"], assertions=PASSING, case={"id": "alpha"})
+    result = nodeval_project.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*duplicate case id 'alpha': *scenarios/alpha/case.yaml and *scenarios/more/alpha-copy/case.yaml*"])
+
+
+def test_profiles_from_markers(nodeval_project: pytest.Pytester) -> None:
+    nodeval_project.makeini("[pytest]\ntestpaths = scenarios\n"
+                            "nodeval_profiles =\n    release: repeat=3\n    pr: repeat=1\n")
+    write_case(nodeval_project.path / "scenarios", "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING,
+               case={"tags": ["pr", "release"]})
+    nodeval_project.runpytest("-m", "release").assert_outcomes(passed=3)
+    nodeval_project.runpytest("-m", "pr").assert_outcomes(passed=1)
+    nodeval_project.runpytest("-m", "release", "--repeat", "2").assert_outcomes(passed=2)  # CLI over profile
+    result = nodeval_project.runpytest("-m", "pr or release")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*selects several profiles (pr, release); choose one with --nodeval-profile*"])
+
+
+def test_bad_profile_value_names_its_source(nodeval_project: pytest.Pytester) -> None:
+    nodeval_project.makeini("[pytest]\ntestpaths = scenarios\nnodeval_profiles =\n    release: mode=livee\n")
+    result = nodeval_project.runpytest("-m", "release")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*mode from profile 'release' (*tox.ini) must be one of deterministic, full, live, record, got 'livee'*"])
+
+
+def test_bad_ini_repeat_names_the_ini_file(nodeval_project: pytest.Pytester) -> None:
+    nodeval_project.makeini("[pytest]\ntestpaths = scenarios\nnodeval_repeat = 0\n")
+    result = nodeval_project.runpytest()
+    result.stderr.fnmatch_lines(["*repeat from *tox.ini must be a positive integer, got '0'*"])
+
+
+def test_record_mode_refuses_repeats(nodeval_project: pytest.Pytester) -> None:
+    result = nodeval_project.runpytest("--nodeval-mode", "record", "--repeat", "2")
+    result.stderr.fnmatch_lines(["*mode 'record' (from command line) writes each case's journal once; repeat must be 1*"])
