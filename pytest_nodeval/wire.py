@@ -47,8 +47,12 @@ def _record(report: pytest.TestReport, attempt: Any, ref: CaseRef) -> AttemptRec
 
 
 def first_line(report: pytest.TestReport, limit: int = 300) -> str:
+    """A one-line reason: the exception's own message where pytest has one."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     if report.skipped and isinstance(report.longrepr, tuple):
         text = str(report.longrepr[2])
+    elif crash is not None:
+        text = crash.message
     else:
         text = report.longreprtext or ""
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")

@@ -75,11 +75,19 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     yield attempts
 
 
+# The outer test process imported pytest_nodeval already, so inner runs cannot rewrite it.
+PROJECT_INI = (
+    "[pytest]\ntestpaths = scenarios\nfilterwarnings = ignore::pytest.PytestAssertRewriteWarning\n"
+    # Inner runs do not use hypothesis; its summary hook re-imports half of it per run.
+    "addopts = -p no:hypothesispytest\n"
+)
+
+
 @pytest.fixture
 def nodeval_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester directory laid out like a user's project (scenarios/ as the case root)."""
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    pytester.makeini("[pytest]\ntestpaths = scenarios\n")
+    pytester.makeini(PROJECT_INI)
     (pytester.path / "scenarios").mkdir()
     return pytester

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..conftest import write_case
+from ..conftest import PROJECT_INI, write_case
 
 ANSWER = [{"text": "Hello there."}]
 PASSING = [{"kind": "output_contains", "text": "hello"}]
@@ -91,7 +91,7 @@ def test_duplicate_case_ids_are_an_error_naming_both_files(nodeval_project: pyte
 
 
 def test_profiles_from_markers(nodeval_project: pytest.Pytester) -> None:
-    nodeval_project.makeini("[pytest]\ntestpaths = scenarios\n"
+    nodeval_project.makeini(PROJECT_INI +
                             "nodeval_profiles =\n    release: repeat=3\n    pr: repeat=1\n")
     write_case(nodeval_project.path / "scenarios", "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING,
                case={"tags": ["pr", "release"]})
@@ -104,14 +104,14 @@ def test_profiles_from_markers(nodeval_project: pytest.Pytester) -> None:
 
 
 def test_bad_profile_value_names_its_source(nodeval_project: pytest.Pytester) -> None:
-    nodeval_project.makeini("[pytest]\ntestpaths = scenarios\nnodeval_profiles =\n    release: mode=livee\n")
+    nodeval_project.makeini(PROJECT_INI + "nodeval_profiles =\n    release: mode=livee\n")
     result = nodeval_project.runpytest("-m", "release")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*mode from profile 'release' (*tox.ini) must be one of deterministic, full, live, record, got 'livee'*"])
 
 
 def test_bad_ini_repeat_names_the_ini_file(nodeval_project: pytest.Pytester) -> None:
-    nodeval_project.makeini("[pytest]\ntestpaths = scenarios\nnodeval_repeat = 0\n")
+    nodeval_project.makeini(PROJECT_INI + "nodeval_repeat = 0\n")
     result = nodeval_project.runpytest()
     result.stderr.fnmatch_lines(["*repeat from *tox.ini must be a positive integer, got '0'*"])
 

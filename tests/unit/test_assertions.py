@@ -6,7 +6,7 @@ import pytest
 
 from pytest_nodeval.assertions import ASSERTION, AssertionsFile, Evidence, evaluate, matches
 from pytest_nodeval.errors import CaseFormatError
-from pytest_nodeval.expect import expect
+from pytest_nodeval.expectations import expect
 from pytest_nodeval.journal import EVENT_ADAPTER
 from pytest_nodeval.loading import validate
 

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_nodeval.schemas import render, schemas
+
+SCHEMA_DIR = Path(__file__).parents[2] / "schemas"
+
+
+@pytest.mark.parametrize("name", sorted(schemas()))
+def test_committed_schema_matches_the_model(name: str) -> None:
+    committed = (SCHEMA_DIR / name).read_text()
+    assert committed == render(schemas()[name]), (
+        f"schemas/{name} is out of date with its model; if the change is deliberate, run "
+        "`python -m pytest_nodeval.schemas schemas` (and bump schema_version if readers would break)")
