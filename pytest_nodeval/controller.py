@@ -61,18 +61,18 @@ class Controller:
             self.failed_nodeids.add(report.nodeid)
         if not hasattr(report, "nodeval") and report.nodeid not in self.expected:
             return  # not an attempt: plain tests cost nothing here
-        from .wire import first_line, from_report
+        from .wire import from_report
 
-        meta, record = from_report(report)
+        meta, repeat, record = from_report(report)
         if meta is not None:
             self.metas[meta.id] = meta
-            self.expected.setdefault(report.nodeid, (meta.id, record.repeat if record else 0))
+            self.expected.setdefault(report.nodeid, (meta.id, repeat))
         if record is None and report.when == "???" and report.nodeid in self.expected:
             from .report import AttemptRecord
 
             case_id, repeat = self.expected[report.nodeid]
             record = AttemptRecord(nodeid=report.nodeid, case_id=case_id, repeat=repeat, outcome="error",
-                                   infra_error=True, reason=first_line(report) or "the worker crashed")
+                                   infra_error=True, reason=_crash_reason(report))
         if record is not None:
             self._merge(record)
 
@@ -149,6 +149,12 @@ class Controller:
             terminalreporter.line(f"nodeval: {self.problem}", red=True)
         elif self.report_path is not None:
             terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}")
+
+
+def _crash_reason(report: pytest.TestReport) -> str:
+    # xdist's crash report starts with the worker's platform line; the crash is said below it.
+    lines = (report.longreprtext or "").splitlines()
+    return next((line.strip() for line in lines if "crashed" in line), "the worker running it crashed")
 
 
 def parse_case_nodeid(nodeid: str) -> tuple[str, int] | None:

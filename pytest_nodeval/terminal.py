@@ -24,12 +24,13 @@ def _verdict(case: CaseReport) -> str:
 
 def case_lines(report: RunReport, limit: int | None = None) -> list[str]:
     width = max([len(c.id) for c in report.cases] + [4])
+    # passed/judged: infrastructure errors are not the agent's, so they stay out of the rate.
     lines = [f"{'case':<{width}}  {'passed':>9}  {'rate':>5}  {'95% CI':<14}  verdict"]
     # Problems first, so a long run shows what needs attention without scrolling.
     order = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "skipped": 4}
     cases = sorted(report.cases, key=lambda c: (order[c.verdict], c.id))
     for case in cases[:limit]:
-        passed = f"{case.stats.passed}/{case.stats.attempts}"
+        passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}"
         lines.append(f"{case.id:<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
                      f"{_interval(case):<14}  {_verdict(case)}")
     if limit is not None and len(cases) > limit:

@@ -22,7 +22,7 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
     attempt = item.stash.get(attempt_key, None)
     case = item.config.stash[cases_key].get(ref.directory)
     meta = attempt.meta if attempt else (case_meta(case, item.config.rootpath) if case else CaseMeta(id=ref.case_id))
-    payload: dict[str, Any] = {"meta": meta.model_dump(mode="json")}
+    payload: dict[str, Any] = {"meta": meta.model_dump(mode="json"), "repeat": ref.repeat}
     record = _record(report, attempt, ref)
     if record is not None:
         payload["attempt"] = record.model_dump(mode="json")
@@ -59,10 +59,11 @@ def first_line(report: pytest.TestReport, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def from_report(report: Any) -> tuple[CaseMeta | None, AttemptRecord | None]:
+def from_report(report: Any) -> tuple[CaseMeta | None, int, AttemptRecord | None]:
+    """(case metadata, repeat, the attempt's result if this report carries one)."""
     payload = getattr(report, ATTRIBUTE, None)
     if not isinstance(payload, dict):
-        return None, None
+        return None, 0, None
     meta = CaseMeta.model_validate(payload["meta"]) if "meta" in payload else None
     record = AttemptRecord.model_validate(payload["attempt"]) if "attempt" in payload else None
-    return meta, record
+    return meta, int(payload.get("repeat", 0)), record
