@@ -104,9 +104,22 @@ class CaseFile(pytest.Module):
 
         try:
             self.case = load_case_cached(self.config, self.path.parent)
+            _warn_if_stale(self.case)
         except NodevalError as exc:
             raise self.CollectError(str(exc)) from None
         return super().collect()
+
+
+def _warn_if_stale(case: Case) -> None:
+    overdue = case.stale_by()
+    if overdue is not None:
+        import warnings
+
+        from .errors import NodevalWarning
+
+        warnings.warn(NodevalWarning(
+            f"case '{case.id}' ({case.directory / CASE_FILE}): its journal is {overdue.days} day(s) past its "
+            f"freshness window ({case.spec.freshness}); re-record it with `nodeval record {case.directory}`"))
 
 
 def load_case_cached(config: pytest.Config, directory: Path) -> Case:

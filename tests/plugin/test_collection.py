@@ -119,3 +119,14 @@ def test_bad_ini_repeat_names_the_ini_file(nodeval_project: pytest.Pytester) -> 
 def test_record_mode_refuses_repeats(nodeval_project: pytest.Pytester) -> None:
     result = nodeval_project.runpytest("--nodeval-mode", "record", "--repeat", "2")
     result.stderr.fnmatch_lines(["*mode 'record' (from command line) writes each case's journal once; repeat must be 1*"])
+
+
+def test_a_stale_journal_warns_naming_the_case(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    case = write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING, case={"freshness": "30d"})
+    header = case / "journal" / "header.json"
+    header.write_text(header.read_text().replace(header.read_text().split('"created_at": "')[1][:4], "2020", 1))
+    result = nodeval_project.runpytest()
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*NodevalWarning: case 'alpha' (*scenarios/alpha/case.yaml): its journal is * day(s) "
+                                 "past its freshness window (30d); re-record it with `nodeval record *"])
