@@ -136,6 +136,18 @@ class Controller:
             _point_latest(self.settings.report_dir, self.run_id)
         except OSError as exc:
             self.problem = f"could not write the report under {self.run_dir}: {exc}"
+        if self.settings.history is not None:
+            self._append_history(report, self.settings.history)
+
+    def _append_history(self, report: RunReport, path: Path) -> None:
+        import sqlite3
+
+        from .history import append
+
+        try:
+            append(path, report)
+        except (OSError, sqlite3.Error) as exc:
+            self.problem = f"could not append to the run history {path}: {exc}"
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.report is None:

@@ -58,6 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
     parser.addini("nodeval_report_dir", "Directory for run reports.", default="reports")
     parser.addini("nodeval_baseline", "Baseline report.json for the gate.", default="")
+    parser.addini("nodeval_history", "SQLite file every run appends its summary to ('' disables).",
+                  default="reports/history.sqlite")
     parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=5'.", type="linelist",
                   default=[])
 

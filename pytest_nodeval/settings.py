@@ -38,6 +38,7 @@ class Settings:
     profile: str | None
     baseline: Path | None
     update_baseline: bool
+    history: Path | None = None
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
 
@@ -124,4 +125,5 @@ def from_config(config: pytest.Config) -> Settings:
         case_roots=tuple(rootpath / p for p in config.getini("nodeval_cases")),
         profile=profile, baseline=rootpath / baseline if baseline else None,
         update_baseline=bool(config.getoption("nodeval_update_baseline")), sources=sources,
+        history=rootpath / config.getini("nodeval_history") if config.getini("nodeval_history") else None,
     )
