@@ -58,7 +58,7 @@ class Attempt:
     def attempt_settings(self) -> AttemptSettings:
         world = self.case.spec.world.backend or (None if self.settings.world == "auto" else self.settings.world)
         return AttemptSettings(mode=self.settings.mode, match=self.settings.match, world_backend=world,
-                               run_id=self.run_dir.name, work_dir=self.run_dir / "_work")
+                               run_id=self.run_dir.name, seed=self.ref.repeat, work_dir=self.run_dir / "_work")
 
     def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
         """Run the case once, with the reference engine or your own `agent` (see adapter.py).

@@ -75,6 +75,7 @@ class Wiring:
     journal: JournalWriter
     stash: ReplayStash | None = None
     api_keys: dict[str, str] = field(default_factory=dict)
+    """Keys by provider name, ahead of the environment (e.g. for local fakes)."""
 
 
 # -- mock ---------------------------------------------------------------------------------
@@ -193,7 +194,7 @@ def api_key(spec: ProviderSpec, wiring: Wiring, default_env: str) -> str:
     if wiring.stash is not None:
         return "nodeval-replay-needs-no-key"
     env = spec.api_key_env or default_env
-    key = wiring.api_keys.get(env) or os.environ.get(env)
+    key = wiring.api_keys.get(spec.key) or os.environ.get(env)
     if not key:
         raise ProviderError(f"provider '{spec.key}': no API key; set the environment variable {env} "
                             "(or api_key_env in input/config.yaml), or replay the case's journal "

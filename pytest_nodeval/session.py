@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from . import __version__
 from .assertions import Evidence
@@ -34,6 +35,8 @@ class AttemptSettings:
     match: MatchLevel = "default"
     world_backend: str | None = None
     run_id: str = "adhoc"
+    seed: int | None = None
+    """Seeds stochastic fakes; repeats of a live case get different seeds."""
     work_dir: Path | None = None
     """Shared scratch space of the run (locks, image builds)."""
 
@@ -142,19 +145,32 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter,
 
     assert case.config is not None and case.inputs is not None
     chain = None
-    try:
-        chain = build_chain(case.config.providers, Wiring(writer, stash))
-        user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path))
-        engine = Engine(case.config, writer, chain, build_tools(case.config), user, world, stash,
-                        session_id=writer.header.session_id, mode=settings.mode, watch=case.spec.world.watch)
-        engine.run()
-        if stash is not None:
-            stash.check_complete()
-    except ReplayStopped as stop:
-        observed.divergence = str(stop.divergence)
-    finally:
-        if chain is not None:
-            chain.close()
+    with _services(case, case.config, settings) as (config, keys):
+        try:
+            chain = build_chain(config.providers, Wiring(writer, stash, keys))
+            user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path))
+            engine = Engine(config, writer, chain, build_tools(config), user, world, stash,
+                            session_id=writer.header.session_id, mode=settings.mode, watch=case.spec.world.watch)
+            engine.run()
+            if stash is not None:
+                stash.check_complete()
+        except ReplayStopped as stop:
+            observed.divergence = str(stop.divergence)
+        finally:
+            if chain is not None:
+                chain.close()
+
+
+@contextmanager
+def _services(case: Case, config: EngineConfig, settings: AttemptSettings) -> Iterator[tuple[EngineConfig, dict[str, str]]]:
+    from .services import REPLAY_URL, live_services, with_fake_urls
+
+    if settings.replay:
+        yield with_fake_urls(config, REPLAY_URL)  # the journal answers; nothing is started
+        return
+
+    with live_services(case, config, settings.seed) as wired:
+        yield wired
 
 
 def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_dir: Path,
