@@ -37,13 +37,19 @@ class Clock:
         self._start = time.perf_counter()
         self._journal = journal
         self._replay = replay
+        self._seen = 0
+        self._recorded_ms = 0.0
 
     def elapsed_s(self) -> float:
         if not self._replay:
             return time.perf_counter() - self._start
         # Replay is instant; a time limit hit while recording must be hit again here.
-        return sum(e.payload.latency_ms for e in self._journal.events
-                   if e.type in ("llm.response", "tool.result")) / 1000
+        events = self._journal.events
+        for event in events[self._seen:]:
+            if event.type in ("llm.response", "tool.result"):
+                self._recorded_ms += event.payload.latency_ms
+        self._seen = len(events)
+        return self._recorded_ms / 1000
 
 
 @dataclass

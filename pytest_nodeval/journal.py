@@ -13,6 +13,7 @@ import json
 import os
 import uuid
 import warnings
+from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Union
@@ -20,7 +21,7 @@ from typing import Annotated, Any, Callable, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
 from .errors import JournalError, NodevalWarning
-from .redact import Redactor, default_redactor
+from .redact import Redactor, secrets_redactor
 
 SCHEMA_VERSION = 1
 HEADER_FILE = "header.json"
@@ -199,6 +200,11 @@ class _EventBase(BaseModel):
         return dig(self.payload_dict(), path, default)
 
     def payload_dict(self) -> dict[str, Any]:
+        """The payload as plain types (computed once per event; do not mutate it)."""
+        return self._payload_dict
+
+    @cached_property
+    def _payload_dict(self) -> dict[str, Any]:
         payload = getattr(self, "payload")
         return payload if isinstance(payload, dict) else payload.model_dump()
 
@@ -257,7 +263,7 @@ class JournalHeader(BaseModel):
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def new_session_id() -> str:
@@ -278,7 +284,7 @@ def dig(data: Any, path: str, default: Any = None) -> Any:
 
 
 # Event types after which the writer fsyncs: a turn's work is durable once it has ended.
-_DURABLE_AFTER = frozenset({"agent.turn.end", "session.end", "io.output"})
+_DURABLE_AFTER = frozenset({"agent.turn.end", "session.end"})
 
 
 class JournalWriter:
@@ -286,18 +292,21 @@ class JournalWriter:
 
     Every payload goes through the redactor before it is serialised, so secrets never
     reach the disk; the events kept in memory (`events`) are the redacted ones too.
+    `durable=False` skips the fsyncs: for replayed sessions, which can always be replayed
+    again, the flush per event is enough (an fsync costs milliseconds on some disks).
     """
 
     def __init__(
-        self, directory: Path, header: JournalHeader, redactor: Redactor = default_redactor
+        self, directory: Path, header: JournalHeader, redactor: Redactor | None = None, *, durable: bool = True
     ) -> None:
         self.directory = directory
         self.header = header
         self.events: list[Any] = []
-        self._redactor = redactor
+        self._redactor = redactor or secrets_redactor()
+        self._durable = durable
         self._turn = 0
         directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n")
+        write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable)
         self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")
 
     @property
@@ -318,10 +327,13 @@ class JournalWriter:
             "turn": self._turn if turn is None else turn,
             "payload": self._redactor(type_name, payload),
         }
-        event = EVENT_ADAPTER.validate_python(raw)
-        self._file.write(event.model_dump_json(exclude_none=False) + "\n")
+        line = EVENT_ADAPTER.validate_python(raw).model_dump_json()
+        self._file.write(line + "\n")
+        # Kept in memory as read back from its line: the caller's objects (an agent's live
+        # message list, say) may change later; the journal must not change with them.
+        event = EVENT_ADAPTER.validate_json(line)
         self._file.flush()
-        if type_name in _DURABLE_AFTER:
+        if self._durable and type_name in _DURABLE_AFTER:
             os.fsync(self._file.fileno())
         self.events.append(event)
         return event
@@ -329,7 +341,8 @@ class JournalWriter:
     def close(self) -> None:
         if not self._file.closed:
             self._file.flush()
-            os.fsync(self._file.fileno())
+            if self._durable:
+                os.fsync(self._file.fileno())
             self._file.close()
 
     def __enter__(self) -> JournalWriter:
@@ -411,14 +424,15 @@ def _warn(message: str) -> None:
     warnings.warn(NodevalWarning(message), stacklevel=3)
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, *, durable: bool = True) -> None:
     """Write a file so that readers see the old or the new content, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 

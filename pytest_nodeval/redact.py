@@ -8,6 +8,7 @@ environment variables (`*_API_KEY`, `*_TOKEN`, `*_SECRET`) wherever they appear.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, Callable, Iterable
@@ -21,15 +22,11 @@ SECRET_KEYS = frozenset({
     "cookie", "set-cookie", "x-goog-api-key", "access_token", "refresh_token", "client_secret",
 })
 
-_SECRET_PATTERNS = [
-    re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"),
-]
-_PII_PATTERNS = [
-    re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"),
-    re.compile(r"\b(?:\d[ \-]?){13,19}\b"),
-]
+_SECRETS = r"sk-ant-[A-Za-z0-9_\-]{8,}|\bsk-[A-Za-z0-9_\-]{16,}|(?i:\bbearer\s+[A-Za-z0-9._~+/=\-]{8,})"
+_PII = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}|\b(?:\d[ \-]?){13,19}\b"
+# One alternation per redactor: a single pass over each string (redaction runs on every event).
+_SECRET_PATTERNS = [re.compile(_SECRETS)]
+_PII_PATTERNS = [re.compile(_PII)]
 _SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$")
 
 
@@ -40,13 +37,26 @@ def scrub(value: Any, patterns: list[re.Pattern[str]], literals: Iterable[str] =
                 for k, v in value.items()}
     if isinstance(value, list):
         return [scrub(v, patterns, literals) for v in value]
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) >= 8:  # nothing secret is shorter
         for literal in literals:
             if literal in value:
                 value = value.replace(literal, REDACTED)
         for pattern in patterns:
             value = pattern.sub(REDACTED, value)
     return value
+
+
+def might_hold_secrets(payload: Any, patterns: list[re.Pattern[str]], literals: Iterable[str]) -> bool:
+    """A fast, conservative check on the payload's JSON text (false alarms only cost a scrub).
+
+    An agent resends its whole conversation on every model call, so walking every string of
+    every request would cost more than the SDK call itself; most payloads hold nothing.
+    """
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    lowered = text.lower()
+    return (any(f'"{key}"' in lowered for key in SECRET_KEYS)
+            or any(p.search(text) for p in patterns)
+            or any(literal in text for literal in literals))
 
 
 def secret_env_values(environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -67,8 +77,20 @@ def chain(*redactors: Redactor) -> Redactor:
     return chained
 
 
+def secrets_redactor() -> Redactor:
+    """Credentials only (what every journal writer applies); secret env values read once."""
+    literals = secret_env_values()
+
+    def secrets(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if not might_hold_secrets(payload, _SECRET_PATTERNS, literals):
+            return payload
+        return scrub(payload, _SECRET_PATTERNS, literals)
+
+    return secrets
+
+
 def default_redactor(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Credentials only: what the journal writer always applies."""
+    """Credentials only, reading the environment on each call (see secrets_redactor)."""
     return scrub(payload, _SECRET_PATTERNS, secret_env_values())
 
 

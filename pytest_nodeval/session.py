@@ -121,7 +121,7 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path) -> Observ
     world = None if settings.replay else _open_world(case, settings)
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
-    writer = JournalWriter(journal_dir, journal_header(source, case.config))
+    writer = JournalWriter(journal_dir, journal_header(source, case.config), durable=not settings.replay)
     observed = Observed(case.id, settings.mode, writer.events, journal_dir,
                         world_backend=world.backend if world else None)
     try:
@@ -190,7 +190,7 @@ def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_di
         raise NodevalError(f"{case.inputs_path}: missing; give the agent's inputs there or pass inputs=[...]")
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
-    writer = JournalWriter(journal_dir, journal_header(source, None))
+    writer = JournalWriter(journal_dir, journal_header(source, None), durable=not settings.replay)
     try:
         divergence, _ = run_agent(agent, writer, user, stash, mode=settings.mode)
     finally:
