@@ -44,7 +44,7 @@ WRITE_SCRIPT = (
     '[ -d "$1" ] && exit 72; cat > "$1" || exit 74'
 )
 
-RunRaw = Callable[[list[str], float, "bytes | None"], RawResult]
+RunRaw = Callable[[Sequence[str], float, "bytes | None"], RawResult]
 """A backend's way to run argv in the world: run(argv, timeout_s, stdin)."""
 
 FILE_OP_TIMEOUT_S = 60.0

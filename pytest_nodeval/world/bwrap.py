@@ -28,7 +28,13 @@ from typing import Iterator, Sequence
 from ..errors import WorldError
 from . import KILLED_EXIT_CODE, ExecResult, WorldLimits
 from ._inside import (
-    LIST_SCRIPT, READ_SCRIPT, WRITE_SCRIPT, RawResult, absolute, argv_list, parse_listing,
+    LIST_SCRIPT,
+    READ_SCRIPT,
+    WRITE_SCRIPT,
+    RawResult,
+    absolute,
+    argv_list,
+    parse_listing,
     run_script,
 )
 
@@ -135,7 +141,8 @@ class BwrapWorld:
                     return candidate
         return None
 
-    def _run(self, argv: list[str], timeout_s: float, stdin: bytes | None) -> RawResult:
+    # Sequence, not list: inside this class body `list` is the World.list method.
+    def _run(self, argv: Sequence[str], timeout_s: float, stdin: bytes | None) -> RawResult:
         memory_kib = str(self.limits.memory_mb * 1024)
         command = [*self._bwrap, "--", "/bin/sh", "-c", _LIMIT_SCRIPT, "nodeval-limits", memory_kib, *argv]
         start = time.perf_counter()
@@ -219,7 +226,7 @@ def bwrap_problem() -> str | None:
         return "the bwrap binary is not on PATH (apt-get install bubblewrap)"
     trial = ["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "true"]
     try:
-        done = subprocess.run(trial, capture_output=True, timeout=10)
+        done = subprocess.run(trial, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"a trial sandbox failed to run: {exc}"
     if done.returncode != 0:

@@ -19,13 +19,20 @@ import socket
 import tarfile
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import WorldError
 from . import KILLED_EXIT_CODE, ExecResult, WorldLimits
 from ._inside import (
-    LIST_SCRIPT, READ_SCRIPT, WRITE_SCRIPT, RawResult, absolute, argv_list, parse_listing,
+    LIST_SCRIPT,
+    READ_SCRIPT,
+    WRITE_SCRIPT,
+    RawResult,
+    absolute,
+    argv_list,
+    parse_listing,
     run_script,
 )
 
@@ -55,7 +62,11 @@ _STDIN_SCRIPT = 'exec <"$1" && rm -f -- "$1" && shift && exec "$@"'
 
 
 class DockerWorld:
-    """A container with no network (unless asked), resource limits and a /workspace."""
+    """A container with no network (unless asked), resource limits and a /workspace.
+
+    Any image works that has /bin/sh, coreutils (timeout, cat, ls, mkdir, dirname) and a
+    user with uid 1000 as its default user; the top-level Dockerfile makes one.
+    """
 
     backend = "docker"
     workdir = WORKDIR
@@ -111,7 +122,8 @@ class DockerWorld:
         except NotFound:
             pass  # already removed, e.g. by `nodeval clean`
 
-    def _run(self, argv: list[str], timeout_s: float, stdin: bytes | None) -> RawResult:
+    # Sequence, not list: inside this class body `list` is the World.list method.
+    def _run(self, argv: Sequence[str], timeout_s: float, stdin: bytes | None) -> RawResult:
         if self._closed:
             raise WorldError(f"the docker world {self._container.name} is closed")
         start = time.perf_counter()
@@ -127,7 +139,7 @@ class DockerWorld:
             timed_out=exit_code == KILLED_EXIT_CODE and elapsed >= timeout_s,
         )
 
-    def _exec(self, command: list[str]) -> tuple[int, bytes, bytes]:
+    def _exec(self, command: Sequence[str]) -> tuple[int, bytes, bytes]:
         from docker.errors import APIError
 
         api = self._container.client.api
@@ -165,18 +177,33 @@ def _exit_code(api: Any, exec_id: str) -> int:
 def _start_container(
     image: str, labels: dict[str, str], limits: WorldLimits, network: bool
 ) -> DockerContainer:
-    from testcontainers.core.config import testcontainers_config
     from testcontainers.core.container import DockerContainer
 
-    # Ryuk is pulled from a registry and is not needed: labels + cleanup_stale() replace it.
-    testcontainers_config.ryuk_disabled = True
     started = DockerContainer(image, name=container_name(labels[LABEL_RUN_ID]), **run_options(labels, limits, network))
     try:
-        started.start()
+        with _without_ryuk():
+            started.start()
     except Exception as exc:
         _remove_quietly(started)
         raise WorldError(f"cannot start a docker world from image {image!r}: {exc}") from None
     return started
+
+
+@contextmanager
+def _without_ryuk() -> Iterator[None]:
+    """Start without testcontainers' reaper, then put the setting back as it was.
+
+    Ryuk is an image pulled from a registry, and labels + cleanup_stale() do its job
+    here; restoring the setting leaves a user's own testcontainers tests unaffected.
+    """
+    from testcontainers.core.config import testcontainers_config
+
+    previous = testcontainers_config.ryuk_disabled
+    testcontainers_config.ryuk_disabled = True
+    try:
+        yield
+    finally:
+        testcontainers_config.ryuk_disabled = previous
 
 
 def run_options(labels: dict[str, str], limits: WorldLimits, network: bool) -> dict[str, Any]:

@@ -14,8 +14,7 @@ from typing import Callable, Iterator
 import pytest
 
 from pytest_nodeval.errors import WorldError
-from pytest_nodeval.world import World, WorldLimits
-from pytest_nodeval.world import select
+from pytest_nodeval.world import World, WorldLimits, select
 
 SANDBOXED = ["docker", "bwrap"]
 

@@ -16,8 +16,18 @@ import pytest
 
 from pytest_nodeval.world import World
 from pytest_nodeval.world.docker import (
-    LABEL_HOST, LABEL_MANAGED, LABEL_PID, LABEL_PID_START, LABEL_RUN_ID, LABEL_STARTED_AT,
-    DockerWorld, cleanup_stale, docker_client, is_stale, owner_labels, remove_worlds,
+    LABEL_HOST,
+    LABEL_MANAGED,
+    LABEL_PID,
+    LABEL_PID_START,
+    LABEL_RUN_ID,
+    LABEL_STARTED_AT,
+    DockerWorld,
+    cleanup_stale,
+    docker_client,
+    is_stale,
+    owner_labels,
+    remove_worlds,
 )
 
 MakeWorld = Callable[..., World]
