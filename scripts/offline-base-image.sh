@@ -77,7 +77,7 @@ if [ "$force" -eq 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
     exit 0
 fi
 
-rootfs="$(mktemp -d /tmp/nodeval-rootfs.XXXXXX)"
+rootfs="$(mktemp -d -t nodeval-rootfs.XXXXXX)"
 trap 'rm -rf "$rootfs"' EXIT
 start=$(date +%s)
 
