@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -81,6 +82,13 @@ def main() -> None:
     args = parse_args()
     warnings.simplefilter("ignore", NodevalWarning)  # the local world's warning is known here
     seed = seed_directory()
+    try:
+        print("\n".join(table(args, seed)))
+    finally:
+        shutil.rmtree(seed, ignore_errors=True)
+
+
+def table(args: argparse.Namespace, seed: Path) -> list[str]:
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     print(f"{args.runs} runs per backend; {os.cpu_count()} CPUs, load average {load} before the runs")
     lines = [
@@ -93,7 +101,7 @@ def main() -> None:
             lines.append(f"| {backend:<6} | unavailable: {problem} |")
             continue
         lines.append(row(backend, measure(backend, args.runs, seed)))
-    print("\n".join(lines))
+    return lines
 
 
 if __name__ == "__main__":

@@ -89,7 +89,9 @@ def backend_problem(name: str) -> str | None:
         from .bwrap import bwrap_problem
 
         return bwrap_problem()
-    return None
+    if name == "local":
+        return None
+    return f"unknown world backend {name!r} (valid names: {', '.join(BACKENDS)})"
 
 
 @functools.cache
