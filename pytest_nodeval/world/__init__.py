@@ -12,6 +12,11 @@ import base64
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from ..errors import WorldError
+
+KILLED_EXIT_CODE = 137
+"""The exit code a sandboxed backend reports for a command it killed (128 + SIGKILL)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ExecResult:
@@ -22,6 +27,30 @@ class ExecResult:
     stderr: str
     duration_ms: float
     timed_out: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorldLimits:
+    """Resources one world may use; each backend enforces what its mechanism allows."""
+
+    cpus: float = 1.0
+    """CPU cores (docker: a CFS quota; bwrap: not enforced, it has no cgroup of its own)."""
+    memory_mb: int = 1024
+    """Memory (docker: the cgroup limit, no swap; bwrap: RLIMIT_AS of each command)."""
+    pids: int = 256
+    """Processes and threads at once (docker: the pids cgroup; bwrap: not enforced)."""
+    exec_timeout_s: float = 300.0
+    """The longest one exec may run, whatever timeout the caller asks for."""
+
+    def __post_init__(self) -> None:
+        for name in ("cpus", "memory_mb", "pids", "exec_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise WorldError(f"world limit {name} must be a positive number, got {value!r}")
+
+    def timeout_for(self, requested_s: float) -> float:
+        """The wall time an exec gets: what the caller asked, capped by exec_timeout_s."""
+        return min(requested_s, self.exec_timeout_s)
 
 
 @runtime_checkable

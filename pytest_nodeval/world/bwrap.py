@@ -1,0 +1,240 @@
+"""The `bwrap` world: each command runs in a fresh bubblewrap sandbox over one workspace.
+
+The sandbox sees the system read-only (the host's /usr and a short list of /etc files,
+or a prepared root filesystem), its own /proc and /dev, no network, and exactly two
+writable places that persist across the world's commands: /workspace and /tmp, both
+host directories private to this world. Every command gets new pid, ipc and uts
+namespaces, `--die-with-parent` and `--new-session`; a timeout kills the outer bwrap,
+and with it the sandbox's pid 1 and so every process inside.
+
+Limits: memory is RLIMIT_AS, set by `ulimit -v` in the sandbox's shell before the
+command starts (no cgroup is needed, so it works without systemd and unprivileged).
+CPU and pids are not enforced: without a cgroup of our own there is no honest way to
+cap them (RLIMIT_NPROC counts the user's processes machine-wide and ignores root).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from ..errors import WorldError
+from . import KILLED_EXIT_CODE, ExecResult, WorldLimits
+from ._inside import (
+    LIST_SCRIPT,
+    READ_SCRIPT,
+    WRITE_SCRIPT,
+    RawResult,
+    absolute,
+    argv_list,
+    parse_listing,
+    run_script,
+)
+
+WORKDIR = "/workspace"
+SANDBOX_TMP = "/tmp"
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# On a merged-/usr system these are symlinks into /usr; elsewhere real directories.
+TOP_LEVEL_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+# The host /etc files programs need to start and to know the users; not all of /etc,
+# whose root-owned secrets the sandbox (run by root, it is uid 0 inside) could read.
+HOST_ETC_FILES = (
+    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group",
+    "nsswitch.conf", "localtime", "ssl", "ca-certificates", "mime.types", "protocols",
+    "services", "hosts", "os-release", "python3", "python3.11", "python3.12", "python3.13",
+)
+
+# Run by the sandbox's /bin/sh: set the memory limit, then become the command.
+_LIMIT_SCRIPT = 'ulimit -v "$1" && ulimit -c 0 && shift && exec "$@"'
+
+
+class BwrapWorld:
+    """A bubblewrap sandbox: read-only system, private writable /workspace and /tmp."""
+
+    backend = "bwrap"
+    workdir = WORKDIR
+
+    def __init__(
+        self,
+        *,
+        seed_dir: Path | None = None,
+        limits: WorldLimits | None = None,
+        network: bool = False,
+        rootfs: Path | None = None,
+    ) -> None:
+        if rootfs is not None:
+            _raise_if_rootfs_unusable(rootfs)
+        self.limits = limits or WorldLimits()
+        self.network = network
+        self._host_root = Path(tempfile.mkdtemp(prefix="nodeval-bwrap-"))
+        self._mounts = {WORKDIR: self._host_root / "workspace", SANDBOX_TMP: self._host_root / "tmp"}
+        for host_dir in self._mounts.values():
+            host_dir.mkdir()
+        if seed_dir is not None and seed_dir.is_dir():
+            shutil.copytree(seed_dir, self._mounts[WORKDIR], dirs_exist_ok=True)
+        self._bwrap = sandbox_argv(
+            rootfs=rootfs or Path("/"), workspace=self._mounts[WORKDIR],
+            tmp=self._mounts[SANDBOX_TMP], network=network,
+        )
+
+    @property
+    def host_workspace(self) -> Path:
+        """Where /workspace lives on the host (for debugging and tests)."""
+        return self._mounts[WORKDIR]
+
+    def exec(
+        self, argv: Sequence[str], *, timeout_s: float, stdin: bytes | None = None
+    ) -> ExecResult:
+        return self._run(argv_list(argv), self.limits.timeout_for(timeout_s), stdin).decoded()
+
+    def read(self, path: str) -> bytes:
+        host = self._host_path(path)
+        if host is None:
+            return run_script(self._run, READ_SCRIPT, absolute(self.workdir, path)).stdout
+        with _errors_name(absolute(self.workdir, path)):
+            return host.read_bytes()
+
+    def write(self, path: str, data: bytes) -> None:
+        host = self._host_path(path)
+        if host is None:
+            run_script(self._run, WRITE_SCRIPT, absolute(self.workdir, path), stdin=data)
+            return
+        with _errors_name(absolute(self.workdir, path)):
+            host.parent.mkdir(parents=True, exist_ok=True)
+            host.write_bytes(data)
+
+    def list(self, path: str = ".") -> list[str]:
+        host = self._host_path(path)
+        if host is None:
+            return parse_listing(run_script(self._run, LIST_SCRIPT, absolute(self.workdir, path)).stdout)
+        with _errors_name(absolute(self.workdir, path)), os.scandir(host) as entries:
+            return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries)
+
+    def close(self) -> None:
+        shutil.rmtree(self._host_root, ignore_errors=True)
+
+    def _host_path(self, path: str) -> Path | None:
+        """The host path behind a world path, when reaching it directly is safe.
+
+        Only /workspace and /tmp qualify, and only when, with symlinks resolved on the
+        host, the path stays inside that directory: a link the agent made to
+        /root/.ssh must not be followed by the harness. Anything else goes through the
+        sandbox (None), where links resolve in the sandbox's own view. No sandbox
+        process outlives its exec (the pid namespace dies with it), so nothing can swap
+        a path between this check and the access.
+        """
+        inside = absolute(self.workdir, path)
+        for mount, host_dir in self._mounts.items():
+            if inside == mount or inside.startswith(mount + "/"):
+                candidate = host_dir / inside[len(mount):].lstrip("/")
+                real, real_dir = os.path.realpath(candidate), os.path.realpath(host_dir)
+                if real == real_dir or real.startswith(real_dir + os.sep):
+                    return candidate
+        return None
+
+    # Sequence, not list: inside this class body `list` is the World.list method.
+    def _run(self, argv: Sequence[str], timeout_s: float, stdin: bytes | None) -> RawResult:
+        memory_kib = str(self.limits.memory_mb * 1024)
+        command = [*self._bwrap, "--", "/bin/sh", "-c", _LIMIT_SCRIPT, "nodeval-limits", memory_kib, *argv]
+        start = time.perf_counter()
+        # Its own session, so the timeout can kill bwrap's whole process group at once.
+        proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        out, err, timed_out = _communicate(proc, stdin, timeout_s)
+        exit_code = KILLED_EXIT_CODE if proc.returncode < 0 else proc.returncode
+        return RawResult(
+            exit_code=exit_code, stdout=out, stderr=err,
+            duration_ms=(time.perf_counter() - start) * 1000, timed_out=timed_out,
+        )
+
+
+@contextmanager
+def _errors_name(world_path: str) -> Iterator[None]:
+    """Report an OSError with the path as the world sees it, not the host's temp dir."""
+    try:
+        yield
+    except OSError as exc:
+        raise type(exc)(exc.errno, exc.strerror, world_path) from None
+
+
+def _communicate(proc: subprocess.Popen[bytes], stdin: bytes | None, timeout_s: float) -> tuple[bytes, bytes, bool]:
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout_s)
+        return out, err, False
+    except subprocess.TimeoutExpired:
+        # Killing bwrap is enough: --die-with-parent takes the sandbox's pid 1 down with
+        # it, and the kernel then kills every process left in that pid namespace.
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return out, err, True
+
+
+def sandbox_argv(*, rootfs: Path, workspace: Path, tmp: Path, network: bool) -> list[str]:
+    """The bwrap command line up to (not including) `--` and the command."""
+    argv = [
+        "bwrap", "--die-with-parent", "--new-session",
+        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        "--hostname", "nodeval-world",
+    ]
+    if not network:
+        argv.append("--unshare-net")
+    argv += system_binds(rootfs, network)
+    argv += [
+        "--proc", "/proc", "--dev", "/dev",
+        "--bind", str(workspace), WORKDIR, "--bind", str(tmp), SANDBOX_TMP,
+        "--chdir", WORKDIR, "--clearenv",
+        "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR,
+        "--setenv", "TMPDIR", SANDBOX_TMP, "--setenv", "LANG", "C.UTF-8",
+        # bwrap builds the tree on a tmpfs; making it read-only turns a write to /etc/x
+        # into an error instead of a file that silently vanishes after the command.
+        "--remount-ro", "/",
+    ]
+    return argv
+
+
+def system_binds(rootfs: Path, network: bool) -> list[str]:
+    """Read-only binds of the system: /usr, the top-level dirs or links, and /etc."""
+    binds = ["--ro-bind", str(rootfs / "usr"), "/usr"]
+    for name in TOP_LEVEL_SYSTEM_DIRS:
+        source = rootfs / name
+        if source.is_symlink():
+            binds += ["--symlink", os.readlink(source), f"/{name}"]
+        elif source.is_dir():
+            binds += ["--ro-bind", str(source), f"/{name}"]
+    if rootfs != Path("/"):
+        return binds + ["--ro-bind", str(rootfs / "etc"), "/etc"]  # a prepared tree: all of it
+    etc_files = HOST_ETC_FILES + (("resolv.conf",) if network else ())
+    for name in etc_files:
+        binds += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return binds
+
+
+def bwrap_problem() -> str | None:
+    """Why bubblewrap cannot run sandboxes here, or None when a trial sandbox works."""
+    if shutil.which("bwrap") is None:
+        return "the bwrap binary is not on PATH (apt-get install bubblewrap)"
+    trial = ["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "true"]
+    try:
+        done = subprocess.run(trial, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"a trial sandbox failed to run: {exc}"
+    if done.returncode != 0:
+        reason = done.stderr.decode("utf-8", "replace").strip()
+        return f"a trial sandbox failed (exit {done.returncode}): {reason or 'no message'}"
+    return None
+
+
+def _raise_if_rootfs_unusable(rootfs: Path) -> None:
+    if not (rootfs / "usr").is_dir() or not (rootfs / "etc").is_dir():
+        raise WorldError(f"bwrap rootfs {str(rootfs)!r} has no usr/ and etc/; pass a directory made by debootstrap")

@@ -1,0 +1,167 @@
+"""What every sandboxed world (docker, bwrap) must guarantee, checked against the real thing."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from pytest_nodeval.world import KILLED_EXIT_CODE, World, WorldLimits, snapshot
+
+MakeWorld = Callable[..., World]
+PY = "python3"
+
+
+def interfaces(world: World) -> list[str]:
+    """The network interfaces a command in the world can see."""
+    program = "import socket; print(*sorted(name for _, name in socket.if_nameindex()))"
+    return world.exec([PY, "-c", program], timeout_s=30).stdout.split()
+
+
+def host_processes_running(needle: str) -> list[str]:
+    """Command lines on this host containing needle (bwrap's sandboxes are host processes)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue  # the process ended while we looked
+        if needle in text:
+            found.append(text)
+    return found
+
+
+def test_seed_files_are_in_the_workdir(world: World) -> None:
+    assert world.workdir == "/workspace"
+    assert world.list() == ["docs/", "hello.txt"]
+    assert world.read("hello.txt") == b"hello from the seed\n"
+    assert world.read("/workspace/docs/notes.md") == b"# notes\n"
+    listed = world.exec(["cat", "hello.txt"], timeout_s=30)
+    assert (listed.exit_code, listed.stdout) == (0, "hello from the seed\n")
+
+
+def test_read_write_list_round_trip(world: World) -> None:
+    payload = bytes(range(256)) * 4
+    world.write("out/deep/data.bin", payload)
+    world.write("/workspace/top.txt", b"top\n")
+    assert world.read("out/deep/data.bin") == payload
+    assert world.list("out") == ["deep/"]
+    assert world.list("/workspace") == ["docs/", "hello.txt", "out/", "top.txt"]
+    # What the API wrote, commands see; what commands write, the API reads.
+    assert world.exec(["sh", "-c", "wc -c < out/deep/data.bin"], timeout_s=30).stdout.strip() == "1024"
+    world.exec(["sh", "-c", "echo from-command > made.txt && mkdir -p d/e"], timeout_s=30)
+    assert world.read("made.txt") == b"from-command\n"
+    assert snapshot(world, ["made.txt", "d/", "gone.txt"]) == {
+        "made.txt": {"exists": True, "content": "from-command\n", "encoding": "utf-8", "truncated": False},
+        "d/": {"exists": True, "listing": ["e/"]},
+        "gone.txt": {"exists": False},
+    }
+
+
+def test_missing_and_mistyped_paths_raise_like_open(world: World) -> None:
+    with pytest.raises(FileNotFoundError):
+        world.read("nope.txt")
+    with pytest.raises(IsADirectoryError):
+        world.read("docs")
+    with pytest.raises(NotADirectoryError):
+        world.list("hello.txt")
+    with pytest.raises(FileNotFoundError):
+        world.list("no-such-dir")
+
+
+def test_stdin_reaches_the_command(world: World) -> None:
+    result = world.exec(["sh", "-c", "tr a-z A-Z"], timeout_s=30, stdin=b"shout\n")
+    assert (result.exit_code, result.stdout) == (0, "SHOUT\n")
+
+
+def test_no_network_by_default(world: World) -> None:
+    connect = "import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)"
+    resolve = "import socket; socket.getaddrinfo('example.com', 443)"
+    for program in (connect, resolve):
+        result = world.exec([PY, "-c", program], timeout_s=30)
+        assert result.exit_code != 0, result
+        assert "Error" in result.stderr or "error" in result.stderr
+    assert interfaces(world) == ["lo"]
+
+
+def test_network_flag_gives_interfaces(make_world: MakeWorld, backend: str) -> None:
+    world = make_world(backend, network=True)
+    assert set(interfaces(world)) - {"lo"}
+
+
+def test_writes_outside_the_workspace_never_reach_the_host(world: World, tmp_path: Path) -> None:
+    host_file = tmp_path / "host.txt"
+    host_file.write_text("original\n")
+    script = f"mkdir -p {tmp_path}; echo overwritten > {host_file}; echo pwned > /usr/nodeval-pwned"
+    result = world.exec(["sh", "-c", script], timeout_s=30)
+    assert "nodeval-pwned" in result.stderr  # the system is read-only (bwrap) or not ours (docker)
+    assert host_file.read_text() == "original\n"
+    assert not Path("/usr/nodeval-pwned").exists()
+    with pytest.raises(PermissionError):
+        world.write("/usr/nodeval-pwned", b"x")
+
+
+def test_a_symlink_to_a_host_file_is_not_followed_by_the_api(world: World, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret\n")
+    world.exec(["ln", "-s", str(secret), "leak"], timeout_s=30)
+    with pytest.raises(FileNotFoundError):
+        world.read("leak")
+    with pytest.raises(OSError):
+        world.write("leak", b"overwritten")
+    assert secret.read_text() == "host secret\n"
+
+
+def test_two_worlds_never_see_each_others_files(make_world: MakeWorld, backend: str) -> None:
+    first, second = make_world(backend), make_world(backend)
+    first.write("mine.txt", b"first's\n")
+    first.exec(["sh", "-c", "echo scratch > /tmp/first-scratch"], timeout_s=30)
+    assert second.list() == []
+    peek = second.exec(["sh", "-c", "cat /workspace/mine.txt /tmp/first-scratch"], timeout_s=30)
+    assert peek.exit_code != 0 and peek.stdout == ""
+    assert first.exec(["cat", "/tmp/first-scratch"], timeout_s=30).stdout == "scratch\n"
+
+
+def test_a_command_over_its_time_limit_is_killed(world: World) -> None:
+    marker = f"sleep 6{random.randrange(10**6)}"  # unique, so other tests' sleeps never match
+    start = time.perf_counter()
+    result = world.exec(["sh", "-c", f"{marker} & {marker}"], timeout_s=1.0)
+    assert result.timed_out and result.exit_code == KILLED_EXIT_CODE
+    assert time.perf_counter() - start < 10
+    # The background child died too: neither inside the world nor on the host is it left.
+    inside = world.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"], timeout_s=30).stdout
+    assert marker not in inside
+    assert _gone_from_host(marker)
+
+
+def _gone_from_host(needle: str, within_s: float = 3.0) -> bool:
+    """Killed processes can take a moment to be reaped; give them that, not more."""
+    deadline = time.monotonic() + within_s
+    while host_processes_running(needle):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_limits_cap_what_a_caller_asks_for(make_world: MakeWorld, backend: str) -> None:
+    world = make_world(backend, limits=WorldLimits(exec_timeout_s=1.0))
+    result = world.exec(["sleep", "30"], timeout_s=600)
+    assert result.timed_out and result.duration_ms < 10_000
+
+
+def test_a_fast_command_is_not_reported_as_timed_out(world: World) -> None:
+    result = world.exec(["sh", "-c", "exit 3"], timeout_s=30)
+    assert (result.exit_code, result.timed_out) == (3, False)
+
+
+def test_a_runaway_allocation_is_stopped_by_the_memory_limit(make_world: MakeWorld, backend: str) -> None:
+    world = make_world(backend, limits=WorldLimits(memory_mb=256))
+    # str * n writes every byte, so the pages are really used (a calloc'd buffer would not be).
+    result = world.exec([PY, "-c", "x = 'x' * (2 * 1024**3); print(len(x))"], timeout_s=60)
+    assert result.exit_code != 0, result
+    assert not result.timed_out
+    assert "2147483648" not in result.stdout
