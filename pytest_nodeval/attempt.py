@@ -53,6 +53,8 @@ class Attempt:
         self.dir = run_dir / "_sessions" / case.id / f"r{ref.repeat}"
         self.observed: Observed | None = None
         self.results: list[AssertionResult] = []
+        self.world: Any = None
+        """Set by the nodeval_world fixture: the engine's tools then act on that world."""
 
     @property
     def attempt_settings(self) -> AttemptSettings:
@@ -70,7 +72,7 @@ class Attempt:
             journal = self.dir / "journal"
             try:
                 if agent is None:
-                    self.observed = run_case(self.case, self.attempt_settings, journal)
+                    self.observed = run_case(self.case, self.attempt_settings, journal, world=self.world)
                 else:
                     self.observed = run_agent_case(agent, self.case, self.attempt_settings, journal, inputs)
             except NodevalError as exc:

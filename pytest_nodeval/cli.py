@@ -13,6 +13,7 @@ from typing import Sequence
 
 # name -> (module, one-line help). Keep sorted.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "clean": ("pytest_nodeval.commands.clean", "Remove world containers that runs left behind."),
     "history": ("pytest_nodeval.commands.history", "Show a case's results across past runs."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
 }

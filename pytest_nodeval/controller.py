@@ -38,6 +38,21 @@ class Controller:
         self.report: RunReport | None = None
         self.report_path: Path | None = None
         self.problem: str | None = None
+        self.cleaned: list[str] = []
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.settings.mode in ("live", "record") and self.settings.world in ("auto", "docker"):
+            self._clean_stale_worlds()
+
+    def _clean_stale_worlds(self) -> None:
+        """Containers a killed earlier run left behind go now (the Ryuk reaper may not exist)."""
+        from .world.docker import cleanup_stale, engine_problem
+
+        if engine_problem() is None:
+            try:
+                self.cleaned = cleanup_stale(keep_run_id=self.run_id)
+            except Exception as exc:  # cleanup must never stop a run
+                self.problem = f"could not clean up stale world containers: {exc}"
 
     # -- what is expected ------------------------------------------------------------------
 
@@ -155,6 +170,8 @@ class Controller:
         from .terminal import summary_lines
 
         terminalreporter.section("nodeval")
+        if self.cleaned:
+            terminalreporter.line(f"removed {len(self.cleaned)} world container(s) left by earlier runs")
         for line in summary_lines(self.report, verbosity=self.config.get_verbosity()):
             terminalreporter.line(line)
         if self.problem:

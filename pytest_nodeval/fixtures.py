@@ -66,3 +66,28 @@ def nodeval_run(nodeval_attempt: Attempt) -> Observed:
 def nodeval_events(nodeval_run: Observed) -> list[Any]:
     """The observed events, in seq order."""
     return nodeval_run.events
+
+
+@pytest.fixture
+def nodeval_world(request: pytest.FixtureRequest, nodeval_settings: Settings, nodeval_run_dir: Path) -> Iterator[Any]:
+    """A fresh isolated world for this test (docker, bwrap or local, as configured).
+
+    When the test also runs a case (nodeval_attempt), the engine's tools act on this world.
+    """
+    from .errors import NodevalError
+    from .world.select import open_world
+
+    case = request.getfixturevalue("nodeval_case") if "nodeval_case" in request.fixturenames else None
+    spec = case.spec.world if case is not None else None
+    backend = (spec.backend if spec else None) or (None if nodeval_settings.world == "auto" else nodeval_settings.world)
+    try:
+        world = open_world(backend, run_id=nodeval_run_dir.name, network=bool(spec and spec.network),
+                           seed_dir=case.directory / "input" / "world" if case is not None else None,
+                           lock_dir=nodeval_run_dir / "_work")
+    except NodevalError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    attempt = request.node.stash.get(attempt_key, None)
+    if attempt is not None:
+        attempt.world = world
+    yield world
+    world.close()

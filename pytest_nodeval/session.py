@@ -112,13 +112,20 @@ def case_label(case: Case) -> str:
         return str(case.directory)
 
 
-def run_case(case: Case, settings: AttemptSettings, journal_dir: Path) -> Observed:
-    """Run the reference engine on a case in the given mode."""
+def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world: Any = None) -> Observed:
+    """Run the reference engine on a case in the given mode.
+
+    `world`: use this world (the caller closes it) instead of opening one for the attempt.
+    """
     if case.config is None or case.inputs is None:
         raise NodevalError(f"{case.config_path}: missing; the reference engine needs input/config.yaml "
                            "(a case for your own agent is run with the nodeval_session fixture instead)")
     stash = _stash_for(case, settings)
-    world = None if settings.replay else _open_world(case, settings)
+    owns_world = world is None
+    if settings.replay:
+        world = None  # the journal serves every tool result
+    elif world is None:
+        world = _open_world(case, settings)
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
     writer = JournalWriter(journal_dir, journal_header(source, case.config), durable=not settings.replay)
@@ -128,7 +135,7 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path) -> Observ
         _run_engine(case, settings, writer, stash, world, observed)
     finally:
         writer.close()
-        if world is not None:
+        if world is not None and owns_world:
             world.close()
     observed.wall_ms = (time.perf_counter() - start) * 1000
     observed.golden = _golden(case, settings)
@@ -224,9 +231,10 @@ def _open_world(case: Case, settings: AttemptSettings) -> Any:
     assert case.config is not None
     if not WORLD_TOOLS & {t.name for t in case.config.tools}:
         return None
-    from .world.local import LocalWorld
+    from .world.select import open_world
 
-    return LocalWorld(case.directory / "input" / "world")
+    return open_world(settings.world_backend, run_id=settings.run_id, seed_dir=case.directory / "input" / "world",
+                      network=case.spec.world.network, lock_dir=settings.work_dir)
 
 
 def install_journal(source: Path, target: Path) -> None:

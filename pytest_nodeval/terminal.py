@@ -46,7 +46,9 @@ def totals_line(report: RunReport) -> str:
     parts = [f"{t.cases} case(s)", f"{t.attempts} attempt(s): {t.passed} passed, {t.failed} failed, {t.errors} error(s)"]
     if t.infra_errors:
         parts.append(f"{t.infra_errors} infrastructure error(s) counted apart")
-    return f"{report.mode} mode, repeat {report.repeat}: " + ", ".join(parts) + rate
+    worlds = sorted({a.world_backend for c in report.cases for a in c.attempts if a.world_backend})
+    where = f", world: {'/'.join(worlds)}" if worlds else ""
+    return f"{report.mode} mode, repeat {report.repeat}{where}: " + ", ".join(parts) + rate
 
 
 def summary_lines(report: RunReport, verbosity: int = 0) -> list[str]:

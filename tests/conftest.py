@@ -51,7 +51,7 @@ def record_case(directory: Path) -> Any:
     from pytest_nodeval.session import AttemptSettings, run_case
 
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-"))
-    observed = run_case(load_case(directory), AttemptSettings(mode="record"), scratch / "journal")
+    observed = run_case(load_case(directory), AttemptSettings(mode="record", world_backend="local"), scratch / "journal")
     assert observed.status == "ok", observed.metrics()
     return observed
 
