@@ -15,7 +15,7 @@ import uuid
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Union
+from typing import IO, Annotated, Any, Callable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
@@ -286,19 +286,23 @@ class JournalWriter:
 
     Every payload goes through the redactor before it is serialised, so secrets never
     reach the disk; the events kept in memory (`events`) are the redacted ones too.
+    With `directory=None` the journal lives in memory only and nothing is written: what
+    a production session uses, so the sampler decides what (if anything) reaches the disk.
     """
 
     def __init__(
-        self, directory: Path, header: JournalHeader, redactor: Redactor = default_redactor
+        self, directory: Path | None, header: JournalHeader, redactor: Redactor = default_redactor
     ) -> None:
         self.directory = directory
         self.header = header
         self.events: list[Any] = []
         self._redactor = redactor
         self._turn = 0
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n")
-        self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")
+        self._file: IO[str] | None = None
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n")
+            self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")
 
     @property
     def turn(self) -> int:
@@ -319,15 +323,20 @@ class JournalWriter:
             "payload": self._redactor(type_name, payload),
         }
         event = EVENT_ADAPTER.validate_python(raw)
-        self._file.write(event.model_dump_json(exclude_none=False) + "\n")
-        self._file.flush()
-        if type_name in _DURABLE_AFTER:
-            os.fsync(self._file.fileno())
+        if self._file is not None:
+            self._append(event, durable=type_name in _DURABLE_AFTER)
         self.events.append(event)
         return event
 
+    def _append(self, event: Any, *, durable: bool) -> None:
+        assert self._file is not None
+        self._file.write(event.model_dump_json(exclude_none=False) + "\n")
+        self._file.flush()
+        if durable:
+            os.fsync(self._file.fileno())
+
     def close(self) -> None:
-        if not self._file.closed:
+        if self._file is not None and not self._file.closed:
             self._file.flush()
             os.fsync(self._file.fileno())
             self._file.close()
