@@ -13,7 +13,9 @@ from typing import Sequence
 
 # name -> (module, one-line help). Keep sorted.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "promote": ("pytest_nodeval.commands.promote", "Make a reviewable case directory from a captured sample."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
+    "samples": ("pytest_nodeval.commands.samples", "List the sessions the production sampler captured."),
 }
 
 EXIT_USAGE = 2
