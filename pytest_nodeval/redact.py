@@ -21,14 +21,20 @@ SECRET_KEYS = frozenset({
     "cookie", "set-cookie", "x-goog-api-key", "access_token", "refresh_token", "client_secret",
 })
 
+# Text often holds JSON-encoded strings (a tool result inside a request, an SSE stream),
+# where a newline is the two characters "\n": a secret right after it follows the letter
+# "n", so a plain \b never fires there. _START also accepts that position, and the e-mail
+# pattern never starts on the escape's letter, so redacting the encoded text gives what
+# encoding the redacted value gives (and replay of a redacted journal still matches).
+_START = r"(?:(?<=\\[nrtbf])|\b)"
 _SECRET_PATTERNS = [
     re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"),
+    re.compile(_START + r"sk-[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"(?i)" + _START + r"bearer\s+[A-Za-z0-9._~+/=\-]{8,}"),
 ]
 _PII_PATTERNS = [
-    re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"),
-    re.compile(r"\b(?:\d[ \-]?){13,19}\b"),
+    re.compile(r"(?<!\\)[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"),
+    re.compile(_START + r"(?:\d[ \-]?){13,19}\b"),
 ]
 _SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$")
 

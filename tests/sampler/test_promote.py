@@ -15,7 +15,7 @@ from pytest_nodeval.promote import PromoteOptions, distinctive_piece, promote
 from pytest_nodeval.samples import list_samples
 from pytest_nodeval.sampler import Sampler, run_with_sampler
 
-from .conftest import ANSWERS, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, mock_config
+from .conftest import ANSWERS, CARD, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, mock_config
 
 
 def _capture(make_sampler: Callable[..., Sampler], script: list[dict[str, Any]], inputs: list[str],
@@ -66,6 +66,17 @@ def test_a_promoted_case_replays_green_with_no_network(
     result = nodeval_project.runpytest("-k", "disk-from-prod")
     result.assert_outcomes(passed=1, deselected=1)
     assert no_network == []
+
+
+def test_secrets_in_tool_results_are_redacted_and_the_case_still_replays(
+        tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+    # The secret reaches the journal as a tool's output, JSON-encoded inside the next request.
+    leaky = [{"tool_calls": [{"name": "shell", "args": {"command": f"printf 'card:\\n{CARD}\\nmail:\\n{EMAIL}'"}}]},
+             {"text": "I found the billing details."}]
+    sample = _capture(make_sampler, leaky, ["Show the billing details"], "leaky-1", tmp_path / "samples")
+    assert_no_secret_in(tmp_path / "samples")
+    promoted = promote(sample, PromoteOptions("billing-details", tmp_path / "scenarios"))
+    assert promoted.replay_problems == []
 
 
 def test_promoting_onto_an_existing_id_fails_clearly(
