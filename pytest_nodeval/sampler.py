@@ -180,9 +180,8 @@ class Sampler:
         session_id = session_id or (header.session_id if header else None) or _session_id_of(events)
         decision = decide(session_id, session_failure(events, error), self.settings)
         self._writer.count("observed")
-        if decision.captured:
-            capture = Capture(session_id, decision.reason, decision.error, events, header, config,  # type: ignore[arg-type]
-                              captured_at=now_iso())
+        if decision.reason is not None:
+            capture = Capture(session_id, decision.reason, decision.error, events, header, config, now_iso())
             if self._thread.submit(capture):
                 self._writer.count("queued")
             else:
