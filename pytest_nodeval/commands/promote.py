@@ -7,9 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..samples import DEFAULT_SAMPLES_DIR
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the command table imports this module for --help: keep it light
     from ..promote import Promoted
 
 
@@ -27,14 +25,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="Replace an existing case directory of that id.")
     parser.add_argument("--no-verify", dest="verify", action="store_false",
                         help="Do not replay the new case once to check that it is green.")
-    parser.add_argument("--samples-dir", type=Path, default=DEFAULT_SAMPLES_DIR, metavar="DIR",
-                        help=f"Where to look up a sample given by id (default: {DEFAULT_SAMPLES_DIR}).")
+    parser.add_argument("--samples-dir", type=Path, default=None, metavar="DIR",
+                        help="Where to look up a sample given by id (default: ~/.nodeval/samples).")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..promote import PromoteOptions, promote, resolve_sample
+    from ..samples import DEFAULT_SAMPLES_DIR
 
-    sample = resolve_sample(args.sample, args.samples_dir)
+    sample = resolve_sample(args.sample, args.samples_dir or DEFAULT_SAMPLES_DIR)
     options = PromoteOptions(case_id=args.case_id, cases_dir=args.cases_dir, owner=args.owner, tags=tuple(args.tags),
                              freshness=args.freshness, force=args.force, verify=args.verify)
     promoted = promote(sample, options)

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..samples import DEFAULT_SAMPLES_DIR, StoredSample
+if TYPE_CHECKING:  # the command table imports this module for --help: keep it light
+    from ..samples import StoredSample
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", type=Path, default=DEFAULT_SAMPLES_DIR, metavar="DIR",
-                        help=f"The sampler's out_dir (default: {DEFAULT_SAMPLES_DIR}).")
+    parser.add_argument("--dir", type=Path, default=None, metavar="DIR",
+                        help="The sampler's out_dir (default: ~/.nodeval/samples).")
     parser.add_argument("--reason", choices=("sampled", "failed"), default=None,
                         help="Only samples captured for this reason.")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..samples import list_samples
+    from ..samples import DEFAULT_SAMPLES_DIR, list_samples
 
-    directory = args.dir.expanduser()
+    directory = (args.dir or DEFAULT_SAMPLES_DIR).expanduser()
     samples = [s for s in reversed(list_samples(directory))
                if args.reason is None or (s.info is not None and s.info.reason == args.reason)]
     if not samples:
