@@ -15,7 +15,9 @@ from typing import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "clean": ("pytest_nodeval.commands.clean", "Remove world containers that runs left behind."),
     "history": ("pytest_nodeval.commands.history", "Show a case's results across past runs."),
+    "promote": ("pytest_nodeval.commands.promote", "Make a reviewable case directory from a captured sample."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
+    "samples": ("pytest_nodeval.commands.samples", "List the sessions the production sampler captured."),
 }
 
 EXIT_USAGE = 2

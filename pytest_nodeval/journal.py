@@ -16,7 +16,7 @@ import warnings
 from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Union
+from typing import IO, Annotated, Any, Callable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
@@ -294,10 +294,13 @@ class JournalWriter:
     reach the disk; the events kept in memory (`events`) are the redacted ones too.
     `durable=False` skips the fsyncs: for replayed sessions, which can always be replayed
     again, the flush per event is enough (an fsync costs milliseconds on some disks).
+    With `directory=None` the journal lives in memory only and nothing is written: what
+    a production session uses, so the sampler decides what (if anything) reaches the disk.
     """
 
     def __init__(
-        self, directory: Path, header: JournalHeader, redactor: Redactor | None = None, *, durable: bool = True
+        self, directory: Path | None, header: JournalHeader, redactor: Redactor | None = None, *,
+        durable: bool = True,
     ) -> None:
         self.directory = directory
         self.header = header
@@ -305,9 +308,11 @@ class JournalWriter:
         self._redactor = redactor or secrets_redactor()
         self._durable = durable
         self._turn = 0
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable)
-        self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")
+        self._file: IO[str] | None = None
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable)
+            self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")
 
     @property
     def turn(self) -> int:
@@ -328,18 +333,23 @@ class JournalWriter:
             "payload": self._redactor(type_name, payload),
         }
         line = EVENT_ADAPTER.validate_python(raw).model_dump_json()
-        self._file.write(line + "\n")
+        if self._file is not None:
+            self._append(line, durable=self._durable and type_name in _DURABLE_AFTER)
         # Kept in memory as read back from its line: the caller's objects (an agent's live
         # message list, say) may change later; the journal must not change with them.
         event = EVENT_ADAPTER.validate_json(line)
-        self._file.flush()
-        if self._durable and type_name in _DURABLE_AFTER:
-            os.fsync(self._file.fileno())
         self.events.append(event)
         return event
 
+    def _append(self, line: str, *, durable: bool) -> None:
+        assert self._file is not None
+        self._file.write(line + "\n")
+        self._file.flush()
+        if durable:
+            os.fsync(self._file.fileno())
+
     def close(self) -> None:
-        if not self._file.closed:
+        if self._file is not None and not self._file.closed:
             self._file.flush()
             if self._durable:
                 os.fsync(self._file.fileno())

@@ -109,24 +109,24 @@ class MockProvider:
         if self._wiring.stash is not None:
             response = self._wiring.stash.next_llm(self.key, payload)
         else:
-            response = self._scripted(request)
+            response = self._scripted(request, body)
             response["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
         journal.emit("llm.response", response)
         if response.get("status", 200) >= 400:
             raise MockProviderError(f"mock provider '{self.key}': {response['body']['error']}")
         return _reply_from_mock(response)
 
-    def _scripted(self, request: ModelRequest) -> dict[str, Any]:
+    def _scripted(self, request: ModelRequest, body: dict[str, Any]) -> dict[str, Any]:
         self._calls += 1
         step = self._take_step(request)
         if step.error is not None:
             return {"provider": self.key, "status": 500, "body": {"error": step.error}}
         calls = [{"id": f"call_{self._calls}_{i}", "name": c.name, "args": c.args}
                  for i, c in enumerate(step.tool_calls, start=1)]
-        body = {"text": step.text or "", "tool_calls": calls,
-                "stop_reason": "tool_use" if calls else "end_turn"}
-        usage = {"input_tokens": _estimate_tokens(request), "output_tokens": _estimate_tokens(body)}
-        return {"provider": self.key, "status": 200, "body": body, "usage": usage}
+        reply = {"text": step.text or "", "tool_calls": calls,
+                 "stop_reason": "tool_use" if calls else "end_turn"}
+        usage = {"input_tokens": _estimate_tokens(body), "output_tokens": _estimate_tokens(reply)}
+        return {"provider": self.key, "status": 200, "body": reply, "usage": usage}
 
     def _take_step(self, request: ModelRequest) -> MockStep:
         matched = [s for s in self._unused if s.when is not None and _matches(s, request.messages)]

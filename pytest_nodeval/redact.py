@@ -22,11 +22,20 @@ SECRET_KEYS = frozenset({
     "cookie", "set-cookie", "x-goog-api-key", "access_token", "refresh_token", "client_secret",
 })
 
-_SECRETS = r"sk-ant-[A-Za-z0-9_\-]{8,}|\bsk-[A-Za-z0-9_\-]{16,}|(?i:\bbearer\s+[A-Za-z0-9._~+/=\-]{8,})"
-_PII = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}|\b(?:\d[ \-]?){13,19}\b"
+# Text often holds JSON-encoded strings (a tool result inside a request, an SSE stream),
+# where a newline is the two characters "\n": a secret right after it follows the letter
+# "n", so a plain \b never fires there. _START also accepts that position, and the e-mail
+# pattern never starts on the escape's letter, so redacting the encoded text gives what
+# encoding the redacted value gives (and replay of a redacted journal still matches).
+_START = r"(?:(?<=\\[nrtbf])|\b)"
 # One alternation per redactor: a single pass over each string (redaction runs on every event).
-_SECRET_PATTERNS = [re.compile(_SECRETS)]
-_PII_PATTERNS = [re.compile(_PII)]
+_SECRET_PATTERNS = [re.compile(
+    r"sk-ant-[A-Za-z0-9_\-]{8,}"
+    r"|" + _START + r"sk-[A-Za-z0-9_\-]{16,}"
+    r"|(?i:" + _START + r"bearer\s+[A-Za-z0-9._~+/=\-]{8,})")]
+_PII_PATTERNS = [re.compile(
+    r"(?<!\\)[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
+    r"|" + _START + r"(?:\d[ \-]?){13,19}\b")]
 _SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$")
 
 

@@ -119,7 +119,7 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
     """
     if case.config is None or case.inputs is None:
         raise NodevalError(f"{case.config_path}: missing; the reference engine needs input/config.yaml "
-                           "(a case for your own agent is run with the nodeval_session fixture instead)")
+                           "(a case for your own agent is run from a Python scenario: nodeval_attempt.run(agent))")
     stash = _stash_for(case, settings)
     owns_world = world is None
     if settings.replay:

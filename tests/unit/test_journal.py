@@ -118,3 +118,14 @@ def test_secrets_never_reach_the_disk(tmp_path: Path, monkeypatch: pytest.Monkey
     for secret in ("sk-ant-api03", "abc.def.ghijkl", "Bearer xyz", "acme-live-7f3a9c2e1b", "sid=123"):
         assert secret not in text
     assert text.count("[REDACTED]") == 6
+
+
+def test_a_writer_without_a_directory_keeps_the_journal_in_memory_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    writer = JournalWriter(None, journal_header("live", None))
+    for type_name, payload in BASIC:
+        writer.emit(type_name, payload)
+    writer.close()
+    assert [e.seq for e in writer.events] == [1, 2, 3, 4, 5]
+    assert list(tmp_path.iterdir()) == []
