@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Iterable
 
-from .report import AttemptRecord, CaseMeta, CaseReport, Totals
+from .report import AttemptRecord, CaseMeta, CaseReport, JudgeAgreement, Totals
 from .stats import SuiteStats, case_stats, suite_stats
 
 
@@ -35,7 +35,20 @@ def build_case(meta: CaseMeta, attempts: list[AttemptRecord]) -> CaseReport:
     )
     return CaseReport(id=meta.id, name=meta.name, tags=meta.tags, directory=meta.directory,
                       min_pass_rate=meta.min_pass_rate, verdict=case_verdict(attempts, meta.min_pass_rate),  # type: ignore[arg-type]
-                      stats=stats, attempts=attempts)
+                      stats=stats, judge_agreement=judge_agreement(attempts), attempts=attempts)
+
+
+def judge_agreement(attempts: list[AttemptRecord]) -> dict[str, JudgeAgreement]:
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for attempt in attempts:
+        for criterion, verdict in attempt.judged.items():
+            counts[criterion][verdict] += 1
+    result = {}
+    for criterion, verdicts in sorted(counts.items()):
+        graded = verdicts["pass"] + verdicts["fail"]
+        agreement = max(verdicts["pass"], verdicts["fail"]) / graded if graded else None
+        result[criterion] = JudgeAgreement(verdicts=dict(sorted(verdicts.items())), agreement=agreement)
+    return result
 
 
 def aggregate(attempts: Iterable[AttemptRecord], metas: dict[str, CaseMeta]) -> tuple[list[CaseReport], Totals, SuiteStats]:

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
+from .config import ProviderSpec
+
 _OPERATORS = frozenset({"regex", "contains", "one_of", "gt", "gte", "lt", "lte", "exists"})
 _ABSENT = object()
 
@@ -215,6 +217,9 @@ class Judge(_Spec):
     kind: Literal["judge"]
     rubric: list[str] = Field(min_length=1)
     reference: str | None = None
+    """A reference answer the judge compares with."""
+    judge: ProviderSpec | None = None
+    """The judge model for this rubric (default: the ini key nodeval_judge)."""
 
 
 AssertionSpec = Annotated[
@@ -535,11 +540,21 @@ def _check_judge(spec: Judge, evidence: Evidence) -> _Outcome:
         return "skipped", "judge rubrics are graded only in full, live and record modes", []
     failed = [(c, v) for c, v in zip(spec.rubric, verdicts) if v is not None and v.get("verdict") == "fail"]
     unsure = [(c, v) for c, v in zip(spec.rubric, verdicts) if v is None or v.get("verdict") not in ("pass", "fail")]
+    seqs = [e.seq for e in evidence.of_type("judge.response") if e.payload.criterion in spec.rubric]
     if failed:
-        return _fail("; ".join(f"{c!r}: {v.get('reason', '')}" for c, v in failed))
+        status, message, _ = _fail("; ".join(f"{c!r}: {v.get('reason', '')}" for c, v in failed))
+        return status, message, seqs
     if unsure:
-        return "skipped", "inconclusive: " + "; ".join(f"{c!r}: {(v or {}).get('reason', 'no verdict')}" for c, v in unsure), []
-    return _ok()
+        # An unsure judge is not the agent failing: reported, neither passed nor failed.
+        detail = "; ".join(f"{c!r}: {(v or {}).get('verdict', 'no verdict')}: {(v or {}).get('reason', '')}"
+                           f"{_raw(v)}" for c, v in unsure)
+        return "skipped", detail, seqs
+    return "passed", "", seqs
+
+
+def _raw(verdict: dict[str, Any] | None) -> str:
+    raw = (verdict or {}).get("raw")
+    return f" (raw answer: {_clip(str(raw))!r})" if raw else ""
 
 
 def _where_text(where: dict[str, Any]) -> str:

@@ -60,7 +60,17 @@ class Attempt:
     def attempt_settings(self) -> AttemptSettings:
         world = self.case.spec.world.backend or (None if self.settings.world == "auto" else self.settings.world)
         return AttemptSettings(mode=self.settings.mode, match=self.settings.match, world_backend=world,
-                               run_id=self.run_dir.name, seed=self.ref.repeat, work_dir=self.run_dir / "_work")
+                               run_id=self.run_dir.name, seed=self.ref.repeat, judge=self.settings.judge,
+                               work_dir=self.run_dir / "_work")
+
+    def _grader(self) -> Any:
+        rubrics = [a for a in self.case.assertions if a.kind == "judge"]
+        if not rubrics or self.settings.mode == "deterministic":
+            return None  # deterministic mode reports rubrics as skipped, never as passed
+        from .judge import make_grader
+
+        golden = self.case.journal().events if (self.case.journal_dir / "events.jsonl").is_file() else None
+        return make_grader(rubrics, self.settings.judge, golden, self.settings.judge_reuse)
 
     def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
         """Run the case once, with the reference engine or your own `agent` (see adapter.py).
@@ -72,7 +82,8 @@ class Attempt:
             journal = self.dir / "journal"
             try:
                 if agent is None:
-                    self.observed = run_case(self.case, self.attempt_settings, journal, world=self.world)
+                    self.observed = run_case(self.case, self.attempt_settings, journal, world=self.world,
+                                             grade=self._grader())
                 else:
                     self.observed = run_agent_case(agent, self.case, self.attempt_settings, journal, inputs)
             except NodevalError as exc:
@@ -99,6 +110,11 @@ class Attempt:
         observed = self.observed
         if observed is not None and observed.status not in ("ok",):
             found.append(f"the session ended with status '{observed.status}': {observed.metrics()['reason']}")
+        ending = observed.end.user_ending if observed is not None and observed.end is not None else None
+        success = getattr(self.case.inputs.user, "success", None) if self.case.inputs else None
+        if ending is not None and success is not None and ending not in success:
+            found.append(f"the simulated user ended the conversation with '{ending}'; "
+                         f"endings that count as success: {', '.join(success)}")
         found += [f"{r.description}\n    {r.message.replace(chr(10), chr(10) + '    ')}"
                   for r in self.results if r.status == "failed"]
         return found
@@ -128,6 +144,8 @@ class Attempt:
             journal=str((self.dir / "journal").relative_to(self.run_dir)) if self.observed else None,
             world_backend=self.observed.world_backend if self.observed else None,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),
+            judged={c: str(v.get("verdict")) for c, v in (self.observed.judged if self.observed else {}).items()},
+            user_ending=metrics.get("user_ending"),
         )
 
     def activate(self) -> contextvars.Token[Attempt | None]:

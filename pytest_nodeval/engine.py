@@ -112,7 +112,8 @@ class Engine:
         self.journal.emit("session.end", {
             "status": self._result.status, "reason": self._result.reason,
             "error_kind": self._result.error_kind, "infra": self._result.infra,
-            "duration_ms": round(duration_ms, 3), "usage": self._result.usage, "turns": self._result.turns})
+            "duration_ms": round(duration_ms, 3), "usage": self._result.usage, "turns": self._result.turns,
+            "user_ending": getattr(self.user, "ending", None)})
 
     def _emit_snapshot(self) -> None:
         if self.stash is not None:

@@ -58,6 +58,8 @@ class SessionEnd(_Payload):
     """How long the agent took; in replay, the recorded session's duration."""
     usage: Usage = Field(default_factory=Usage)
     turns: int = 0
+    user_ending: str | None = None
+    """How a simulated persona ended the conversation: done, transfer, out_of_scope, turn_limit."""
 
 
 class IoInput(_Payload):

@@ -49,6 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Backend of the isolated world in live and record modes (default: auto).")
     group.addoption("--nodeval-baseline", default=None, metavar="PATH",
                     help="Compare this run with a baseline report.json (or run directory) and gate on it.")
+    group.addoption("--nodeval-judge-reuse", action="store_true", default=False,
+                    help="In full mode, reuse a journaled judge verdict for an identical transcript.")
     group.addoption("--nodeval-update-baseline", action="store_true", default=False,
                     help="After a complete run, write its report to the baseline path.")
     parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
@@ -58,6 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
     parser.addini("nodeval_report_dir", "Directory for run reports.", default="reports")
     parser.addini("nodeval_baseline", "Baseline report.json for the gate.", default="")
+    parser.addini("nodeval_judge", "Default judge model: '<anthropic|openai> <model> [base_url]'.", default="")
     parser.addini("nodeval_history", "SQLite file every run appends its summary to ('' disables).",
                   default="reports/history.sqlite")
     parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=5'.", type="linelist",

@@ -69,10 +69,23 @@ class AttemptRecord(_Model):
     """The observed journal directory, relative to the run directory."""
     world_backend: str | None = None
     worker: str | None = None
+    judged: dict[str, str] = Field(default_factory=dict)
+    """The judge's verdict per rubric criterion: pass, fail, inconclusive or skipped."""
+    user_ending: str | None = None
+    """How a simulated persona ended the conversation."""
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+class JudgeAgreement(_Model):
+    """How consistently the judge graded one criterion across a case's attempts."""
+
+    verdicts: dict[str, int]
+    """Count per verdict (pass, fail, inconclusive, skipped)."""
+    agreement: float | None
+    """The share of graded attempts that got the most common pass/fail verdict."""
 
 
 class CaseReport(_Model):
@@ -84,6 +97,8 @@ class CaseReport(_Model):
     verdict: Literal["passed", "failed", "tolerated", "error", "skipped"]
     """passed: every attempt passed; tolerated: some failed, within min_pass_rate."""
     stats: CaseStats
+    judge_agreement: dict[str, JudgeAgreement] = Field(default_factory=dict)
+    """Per rubric criterion, how the judge's verdicts spread over the repeats."""
     attempts: list[AttemptRecord]
 
 

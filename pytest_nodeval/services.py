@@ -23,32 +23,33 @@ FAKE_KEY = "nodeval-fake-key"
 REPLAY_URL = "http://fake.nodeval.invalid"
 
 
-def uses_fake_llm(config: EngineConfig) -> bool:
-    return any(p.base_url == FAKE and p.name != "mock" for p in config.providers)
+def is_fake(spec: ProviderSpec) -> bool:
+    return spec.base_url == FAKE and spec.name != "mock"
+
+
+def resolve(spec: ProviderSpec, llm_url: str | None) -> ProviderSpec:
+    """A provider spec with `base_url: fake` pointed at the running LLM fake."""
+    if not is_fake(spec) or llm_url is None:
+        return spec
+    suffix = "/v1" if spec.name == "openai" else ""  # where each SDK expects its API
+    return spec.model_copy(update={"base_url": llm_url + suffix})
 
 
 def with_fake_urls(config: EngineConfig, llm_url: str) -> tuple[EngineConfig, dict[str, str]]:
     """The config with `base_url: fake` pointed at llm_url, and the API keys to use there."""
-    providers: list[ProviderSpec] = []
-    keys: dict[str, str] = {}
-    for spec in config.providers:
-        if spec.base_url == FAKE and spec.name != "mock":
-            suffix = "/v1" if spec.name == "openai" else ""  # where each SDK expects its API
-            spec = spec.model_copy(update={"base_url": llm_url + suffix})
-            keys[spec.key] = FAKE_KEY
-        providers.append(spec)
+    providers = [resolve(spec, llm_url) for spec in config.providers]
+    keys = {spec.key: FAKE_KEY for spec in config.providers if is_fake(spec)}
     return config.model_copy(update={"providers": providers}), keys
 
 
 @contextmanager
-def live_services(case: Case, config: EngineConfig, seed: int | None) -> Iterator[tuple[EngineConfig, dict[str, str]]]:
-    """Start the fakes the config points at; yield the config wired to them and their keys."""
+def live_services(case: Case, specs: list[ProviderSpec], seed: int | None) -> Iterator[str | None]:
+    """Start the LLM fake when any of the specs points at it; yield its URL (or None)."""
     with ExitStack() as stack:
-        if not uses_fake_llm(config):
-            yield config, {}
+        if not any(is_fake(spec) for spec in specs):
+            yield None
             return
-        llm = stack.enter_context(_llm_fake(case, seed))
-        yield with_fake_urls(config, llm.url)
+        yield stack.enter_context(_llm_fake(case, seed)).url
 
 
 def _llm_fake(case: Case, seed: int | None) -> Any:

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from . import __version__
 from .assertions import Evidence
@@ -37,6 +37,8 @@ class AttemptSettings:
     run_id: str = "adhoc"
     seed: int | None = None
     """Seeds stochastic fakes; repeats of a live case get different seeds."""
+    judge: Any = None
+    """The judge's ProviderSpec (full, live and record modes grade rubrics with it)."""
     work_dir: Path | None = None
     """Shared scratch space of the run (locks, image builds)."""
 
@@ -94,6 +96,7 @@ class Observed:
             "turns": end.turns if end else 0,
             "llm_calls": llm_calls,
             "tool_calls": tool_calls,
+            "user_ending": end.user_ending if end else None,
         }
 
 
@@ -112,10 +115,16 @@ def case_label(case: Case) -> str:
         return str(case.directory)
 
 
-def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world: Any = None) -> Observed:
+Grader = Callable[[JournalWriter, "str | None"], dict[str, Any]]
+"""grade(journal, llm_fake_url) -> verdicts by criterion; runs before the journal closes."""
+
+
+def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world: Any = None,
+             grade: Grader | None = None) -> Observed:
     """Run the reference engine on a case in the given mode.
 
     `world`: use this world (the caller closes it) instead of opening one for the attempt.
+    `grade`: the judge, called with the observed journal still open (see judge.py).
     """
     if case.config is None or case.inputs is None:
         raise NodevalError(f"{case.config_path}: missing; the reference engine needs input/config.yaml "
@@ -132,7 +141,7 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
     observed = Observed(case.id, settings.mode, writer.events, journal_dir,
                         world_backend=world.backend if world else None)
     try:
-        _run_engine(case, settings, writer, stash, world, observed)
+        _run_engine(case, settings, writer, stash, world, observed, grade)
     finally:
         writer.close()
         if world is not None and owns_world:
@@ -145,17 +154,19 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
 
 
 def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter,
-                stash: ReplayStash | None, world: Any, observed: Observed) -> None:
+                stash: ReplayStash | None, world: Any, observed: Observed, grade: Grader | None) -> None:
     from .engine import Engine
     from .providers import Wiring, build_chain
+    from .services import REPLAY_URL, with_fake_urls
     from .user import JournalUser, make_user
 
     assert case.config is not None and case.inputs is not None
     chain = None
-    with _services(case, case.config, settings) as (config, keys):
+    with _services(case, settings) as llm_url:
+        config, keys = with_fake_urls(case.config, llm_url or REPLAY_URL)
         try:
             chain = build_chain(config.providers, Wiring(writer, stash, keys))
-            user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path))
+            user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path), llm_url)
             engine = Engine(config, writer, chain, build_tools(config), user, world, stash,
                             session_id=writer.header.session_id, mode=settings.mode, watch=case.spec.world.watch)
             engine.run()
@@ -166,18 +177,33 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter,
         finally:
             if chain is not None:
                 chain.close()
+        if grade is not None and observed.divergence is None:
+            observed.judged = grade(writer, llm_url)
 
 
 @contextmanager
-def _services(case: Case, config: EngineConfig, settings: AttemptSettings) -> Iterator[tuple[EngineConfig, dict[str, str]]]:
-    from .services import REPLAY_URL, live_services, with_fake_urls
+def _services(case: Case, settings: AttemptSettings) -> Iterator[str | None]:
+    """The URL of the LLM fake for this attempt, when something in the case points at it."""
+    from .services import live_services
 
+    specs = list(case.config.providers) if case.config else []
+    specs += user_provider_specs(case) + judge_provider_specs(case, settings)
     if settings.replay:
-        yield with_fake_urls(config, REPLAY_URL)  # the journal answers; nothing is started
-        return
+        specs = judge_provider_specs(case, settings)  # only a live judge talks to anyone in replay
+    with live_services(case, specs, settings.seed) as url:
+        yield url
 
-    with live_services(case, config, settings.seed) as wired:
-        yield wired
+
+def user_provider_specs(case: Case) -> list[Any]:
+    user = case.inputs.user if case.inputs else None
+    return [user.provider] if getattr(user, "provider", None) is not None else []
+
+
+def judge_provider_specs(case: Case, settings: AttemptSettings) -> list[Any]:
+    if settings.mode == "deterministic":
+        return []
+    specs = [a.judge or settings.judge for a in case.assertions if a.kind == "judge"]
+    return [s for s in specs if s is not None]
 
 
 def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_dir: Path,

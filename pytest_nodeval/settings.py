@@ -39,6 +39,9 @@ class Settings:
     baseline: Path | None
     update_baseline: bool
     history: Path | None = None
+    judge: Any = None
+    """The default judge model (ProviderSpec) from nodeval_judge."""
+    judge_reuse: bool = False
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
 
@@ -126,4 +129,17 @@ def from_config(config: pytest.Config) -> Settings:
         profile=profile, baseline=rootpath / baseline if baseline else None,
         update_baseline=bool(config.getoption("nodeval_update_baseline")), sources=sources,
         history=rootpath / config.getini("nodeval_history") if config.getini("nodeval_history") else None,
+        judge=_judge(config.getini("nodeval_judge"), where), judge_reuse=bool(config.getoption("nodeval_judge_reuse")),
     )
+
+
+def _judge(text: str, where: str) -> Any:
+    if not text.strip():
+        return None
+    from .errors import ConfigError
+    from .judge import parse_judge_spec
+
+    try:
+        return parse_judge_spec(text, where)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Protocol, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .config import ProviderSpec
 from .errors import NodevalError
 from .loading import load_model
 from .replay import ReplayStash
@@ -37,7 +38,34 @@ class ScriptedUserSpec(_Strict):
     """Answers to `ask_user`: matched by `when` first, then the rest in order."""
 
 
-UserSpec = Annotated[Union[ScriptedUserSpec], Field(discriminator="kind")]
+class StopTokens(_Strict):
+    done: str = "###DONE###"
+    transfer: str = "###TRANSFER###"
+    out_of_scope: str = "###OUT_OF_SCOPE###"
+
+
+class PersonaUserSpec(_Strict):
+    """An LLM plays the user, from a persona and structured instructions."""
+
+    kind: Literal["persona"]
+    provider: ProviderSpec
+    """The model that plays the user (mock, anthropic or openai; `base_url: fake` works)."""
+    persona: str
+    reason: str
+    """Why the user starts this conversation."""
+    knows: list[str] = Field(default_factory=list)
+    does_not_know: list[str] = Field(default_factory=list)
+    instructions: str = ""
+    first_message: str | None = None
+    """Say this first instead of asking the model for an opening."""
+    max_turns: int = Field(default=8, ge=1)
+    """User messages at most; the conversation then ends as `turn_limit`."""
+    stop_tokens: StopTokens = Field(default_factory=StopTokens)
+    success: list[Literal["done", "transfer", "out_of_scope", "turn_limit"]] = Field(default_factory=lambda: ["done"])
+    """Which endings count as success for the case."""
+
+
+UserSpec = Annotated[Union[ScriptedUserSpec, PersonaUserSpec], Field(discriminator="kind")]
 
 
 class InputsSpec(_Strict):
@@ -86,10 +114,12 @@ class ScriptedUser:
 
 
 class JournalUser:
-    """Replays the recorded user: inputs in seq order, answers by call id."""
+    """Replays the recorded user: inputs in seq order, answers by call id, the same ending."""
 
     def __init__(self, stash: ReplayStash) -> None:
         self._stash = stash
+        end = stash.recorded_end.payload_dict() if stash.recorded_end is not None else {}
+        self.ending: str | None = end.get("user_ending")
 
     def next_input(self, last_output: str | None) -> UserTurn | None:
         event = self._stash.next_input()
@@ -100,7 +130,11 @@ class JournalUser:
         return UserTurn(payload["text"], payload.get("source", "scripted"))
 
 
-def make_user(spec: Any, where: str) -> SimulatedUser:
+def make_user(spec: Any, where: str, llm_url: str | None = None) -> SimulatedUser:
     if isinstance(spec, ScriptedUserSpec):
         return ScriptedUser(spec, where)
+    if isinstance(spec, PersonaUserSpec):
+        from .persona import PersonaUser
+
+        return PersonaUser(spec, llm_url)
     raise NodevalError(f"{where}: unsupported user kind {getattr(spec, 'kind', spec)!r}")

@@ -84,6 +84,24 @@ PROJECT_INI = (
 
 
 @pytest.fixture
+def block_network(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Call it to block every socket connection from then on (record first, then replay)."""
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        raise OSError("network access is blocked during replay")
+
+    def block() -> list[Any]:
+        monkeypatch.setattr(socket.socket, "connect", refuse)
+        monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+        monkeypatch.setattr(socket, "getaddrinfo", refuse)
+        return attempts
+
+    return block
+
+
+@pytest.fixture
 def nodeval_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester directory laid out like a user's project (scenarios/ as the case root)."""
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)

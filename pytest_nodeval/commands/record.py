@@ -6,6 +6,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..errors import NodevalError
 
@@ -26,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
             raise NodevalError(f"{directory}: not a case directory (no {CASE_FILE})")
         case = load_case(directory)
         scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-"))
-        observed = run_case(case, AttemptSettings(mode="record", world_backend=args.world), scratch / "journal")
+        observed = run_case(case, AttemptSettings(mode="record", world_backend=args.world), scratch / "journal",
+                            grade=_grader(case))
         metrics = observed.metrics()
         if observed.status == "ok":
             print(f"recorded {case.journal_dir}: {metrics['llm_calls']} LLM call(s), "
@@ -37,3 +39,11 @@ def run(args: argparse.Namespace) -> int:
                   f"(the existing journal is unchanged; the attempt's journal is in {scratch / 'journal'})",
                   file=sys.stderr)
     return 1 if failed else 0
+
+
+def _grader(case: Any) -> Any:
+    """Record grades judge rubrics live, so full mode can reuse the verdicts later."""
+    from ..judge import make_grader
+
+    rubrics = [a for a in case.assertions if a.kind == "judge"]
+    return make_grader(rubrics, None, None, reuse=False) if rubrics else None

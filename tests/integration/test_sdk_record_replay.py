@@ -50,20 +50,6 @@ def _record_then_replay(agent_factory: Any, tmp_path: Path, no_network_fixture: 
     return recorded, replayed
 
 
-@pytest.fixture
-def block_network(monkeypatch: pytest.MonkeyPatch) -> Any:
-    import socket
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise OSError("network access is blocked during replay")
-
-    def block() -> None:
-        monkeypatch.setattr(socket.socket, "connect", refuse)
-        monkeypatch.setattr(socket, "getaddrinfo", refuse)
-
-    return block
-
-
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_anthropic_objects_are_identical_after_replay(stream: bool, tmp_path: Path, block_network: Any) -> None:
     def factory(url: str, sink: list[Any]) -> Any:
