@@ -42,8 +42,8 @@ Tools come from the scenario's `MCPScript` (a case's ``input/mcp.yaml``)::
 
 Fault switches, settable while it runs: ``access_token_ttl_s``, ``wrong_audience``,
 ``deny_consent``, `expire_access_tokens`, `revoke_access_tokens`, `revoke_refresh_tokens`,
-`require_scope`, `fail_mcp` (429/5xx on MCP requests). `events` records every request
-to either server.
+`require_scope`, `fail_mcp` (429/5xx on MCP requests). `issue_token` mints a token
+without the flow. `events` records every request to either server; `count` queries it.
 
 For clients: `headless_oauth_provider` builds the SDK's ``OAuthClientProvider`` with a
 redirect handler that follows ``/authorize`` itself (no browser, nothing listening on the
