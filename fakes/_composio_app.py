@@ -31,10 +31,14 @@ def build_app(fake: ComposioFake) -> Starlette:
     return Starlette(routes=routes)
 
 
-def _api_endpoint(fake: ComposioFake, prefix: str, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _api_endpoint(fake: ComposioFake, prefix: str, handler: Handler) -> Endpoint:
     async def endpoint(request: Request) -> Response:
         body = await _json_body(request)
-        response = _auth_error(fake, request) or _injected(fake, request) or await handler(fake, request, body)
+        refused = _auth_error(fake, request) or _injected(fake, request)
+        response = refused or await handler(fake, request, body)
         _record(fake, request, prefix, body, response.status_code)
         return response
 
@@ -211,19 +215,23 @@ async def _get_account(fake: ComposioFake, request: Request, _: Any) -> Response
 
 async def _delete_account(fake: ComposioFake, request: Request, _: Any) -> Response:
     account = fake.accounts.pop(request.path_params["account_id"], None)
-    return JSONResponse({"success": True}) if account else _account_not_found(request.path_params["account_id"])
+    if account is None:
+        return _account_not_found(request.path_params["account_id"])
+    return JSONResponse({"success": True})
 
 
 def _account_not_found(account_id: str) -> JSONResponse:
     # Code made up, as for tools.
-    return error(404, f"Connected account {account_id} not found", code=4042, slug="ConnectedAccount_NotFound")
+    message = f"Connected account {account_id} not found"
+    return error(404, message, code=4042, slug="ConnectedAccount_NotFound")
 
 
 def _new_account(
     fake: ComposioFake, user_id: Any, config_id: Any
 ) -> tuple[dict[str, Any] | None, Response | None]:
     if not isinstance(user_id, str) or not isinstance(config_id, str):
-        return None, error(400, "user_id and auth_config id are required", code=10400, slug="Validation_Error")
+        message = "user_id and auth_config id are required"
+        return None, error(400, message, code=10400, slug="Validation_Error")
     if fake._auth_config(config_id) is None:
         # Code made up: the real code for an unknown auth config is not documented.
         return None, error(404, f"Auth config {config_id} not found", code=4043, slug="AuthConfig_NotFound")
@@ -263,7 +271,7 @@ async def _initiate_legacy(fake: ComposioFake, request: Request, body: Any) -> R
     }, status_code=201)
 
 
-def _link_page_endpoint(fake: ComposioFake) -> Callable[[Request], Awaitable[Response]]:
+def _link_page_endpoint(fake: ComposioFake) -> Endpoint:
     async def endpoint(request: Request) -> Response:
         link = fake._links.get(request.path_params["token"])
         account = fake.accounts.get(link[0]) if link else None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -14,7 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from . import _llm_wire as wire
-from .llm import RecordedLLMRequest, ScriptedResponse, estimate_tokens, redact_headers, stall
+from .llm import RecordedLLMRequest, ScriptedResponse
 
 if TYPE_CHECKING:
     from .llm import Fault, LLMFake
@@ -54,31 +55,42 @@ def build_app(fake: LLMFake) -> Starlette:
 
 async def _handle(fake: LLMFake, request: Request) -> Response:
     api = wire.API_PATHS[request.url.path]
-    raw = await request.body()
-    try:
-        body = json.loads(raw or b"{}")
-    except ValueError:
-        return _error(api, 400, "fakes.llm: the request body is not JSON")
+    body = await _json_object(request)
+    if body is None:
+        return _error(api, 400, "fakes.llm: the request body is not a JSON object")
     headers = redact_headers(request.headers)
     if not _key_ok(fake, api, request):
         _record(fake, api, request, headers, body, "rejected", "error")
         return _error(api, 401, "fakes.llm: invalid API key")
     view = wire.read_request(api, body)
     choice = fake._choose(view)
-    response = choice.response
-    if response is None:
-        _record(fake, api, request, headers, body, choice.answered_by, "error")
+    # Recorded before answering, so a test sees requests whose client gave up waiting.
+    _record(fake, api, request, headers, body, choice.answered_by, _outcome(choice.response))
+    if choice.response is None:
         return _error(api, 400, _unscripted_message(fake, view))
-    _record(fake, api, request, headers, body, choice.answered_by, _outcome(response))
+    return await _answer(fake, api, view, choice.response, body, request)
+
+
+async def _answer(
+    fake: LLMFake, api: Any, view: wire.RequestView, response: ScriptedResponse,
+    body: dict[str, Any], request: Request,
+) -> Response:
     if response.delay_s and not await stall(request, response.delay_s):
-        return Response(status_code=499)
+        return Response(status_code=499)  # the client hung up; nobody reads this
     if response.fault is not None:
         return await _fault(api, view, response.fault, request)
     done = _completion(fake, api, view, response, body)
     if view.stream:
-        events = wire.render_sse(api, done, include_usage=view.include_usage)
-        return _sse(events)
+        return _sse(wire.render_sse(api, done, include_usage=view.include_usage))
     return JSONResponse(wire.render_json(api, done), headers=_request_id(done.response_id))
+
+
+async def _json_object(request: Request) -> dict[str, Any] | None:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def _key_ok(fake: LLMFake, api: str, request: Request) -> bool:
@@ -90,18 +102,19 @@ def _key_ok(fake: LLMFake, api: str, request: Request) -> bool:
 
 
 def _record(
-    fake: LLMFake, api: Any, request: Request, headers: dict[str, str], body: Any,
+    fake: LLMFake, api: Any, request: Request, headers: dict[str, str], body: dict[str, Any],
     answered_by: str, outcome: str,
 ) -> None:
     entry = RecordedLLMRequest(
         index=len(fake.requests), api=api, path=request.url.path, headers=headers,
-        body=body if isinstance(body, dict) else {"_": body},
-        answered_by=answered_by, outcome=outcome,
+        body=body, answered_by=answered_by, outcome=outcome,
     )
     fake.requests.append(entry)
 
 
-def _outcome(response: ScriptedResponse) -> str:
+def _outcome(response: ScriptedResponse | None) -> str:
+    if response is None:
+        return "error"
     if response.fault is not None:
         return response.fault.kind
     return "tool_calls" if response.tool_calls else "text"
@@ -110,7 +123,7 @@ def _outcome(response: ScriptedResponse) -> str:
 def _unscripted_message(fake: LLMFake, view: wire.RequestView) -> str:
     used = len(fake.script.responses)
     return (
-        f"fakes.llm: no rule matched request #{len(fake.requests)} and all {used} scripted "
+        f"fakes.llm: no rule matched request #{len(fake.requests) - 1} and all {used} scripted "
         f"responses are used up (model {view.model!r}, last user message {view.last_user[:80]!r}); "
         "add a rule or a response to the scenario's LLM script"
     )
@@ -151,13 +164,39 @@ def _error(api: Any, status: int, message: str, headers: dict[str, str] | None =
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie"})
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: ("<redacted>" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
+
+
+def estimate_tokens(data: Any) -> int:
+    """A rough, deterministic token count (4 characters a token) for unscripted usage."""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return max(1, len(text) // 4)
+
+
+async def stall(request: Any, seconds: float) -> bool:
+    """Waits up to `seconds`; returns False as soon as the client has hung up."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        if await request.is_disconnected():
+            return False
+        await asyncio.sleep(min(0.02, max(0.0, deadline - loop.time())))
+    return True
+
+
 # ---- faults --------------------------------------------------------------------------
 
-_FAULT_STATUS = {
-    ("rate_limit", "anthropic"): 429,
-    ("server_error", "anthropic"): 500,
-    ("overloaded", "anthropic"): 529,
-}
+def _fault_status(kind: str, api: str) -> int:
+    if kind == "overloaded":
+        # Anthropic's own 529 (the SDK's OverloadedError); OpenAI has no 529 and answers 503.
+        return 529 if api == "anthropic" else 503
+    return {"rate_limit": 429, "server_error": 500}[kind]
+
+
 _DEFAULT_MESSAGES = {
     429: "Rate limit exceeded (fakes.llm)",
     500: "Internal server error (fakes.llm)",
@@ -178,11 +217,6 @@ async def _fault(api: Any, view: wire.RequestView, fault: Fault, request: Reques
     return _error(api, status, fault.message or _DEFAULT_MESSAGES[status], _retry_headers(fault))
 
 
-def _fault_status(kind: str, api: str) -> int:
-    generic = {"rate_limit": 429, "server_error": 500, "overloaded": 503}
-    return _FAULT_STATUS.get((kind, api), generic[kind])
-
-
 def _retry_headers(fault: Fault) -> dict[str, str] | None:
     if fault.retry_after_s is None:
         return None
@@ -194,7 +228,8 @@ def _retry_headers(fault: Fault) -> dict[str, str] | None:
 
 
 def _malformed(api: Any, view: wire.RequestView, fault: Fault) -> Response:
-    done = wire.Completion(response_id="malformed", model=view.model or "fake-model", text="Hello there, world")
+    model = view.model or "fake-model"
+    done = wire.Completion(response_id="malformed", model=model, text="Hello there, world")
     if not view.stream:
         good = json.dumps(wire.render_json(api, done)).encode()
         if fault.mode == "invalid_json":

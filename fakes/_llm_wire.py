@@ -234,7 +234,8 @@ def _responses_items(done: Completion) -> list[dict[str, Any]]:
 
 
 def _message_item(done: Completion, text: str | None, status: str) -> dict[str, Any]:
-    content = [] if text is None else [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    content = [] if text is None else [part]
     return {
         "type": "message",
         "id": f"msg_{done.response_id}",
@@ -335,13 +336,15 @@ def _anthropic_events(done: Completion) -> Iterator[bytes]:
 def _anthropic_block(
     index: int, block: dict[str, Any], delta_type: str, delta_key: str, text: str
 ) -> Iterator[bytes]:
-    yield sse_event({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start")
+    start = {"type": "content_block_start", "index": index, "content_block": block}
+    yield sse_event(start, "content_block_start")
     if index == 0:
         # The real API interleaves keep-alive pings; the SDK must skip them.
         yield sse_event({"type": "ping"}, "ping")
     for piece in pieces(text):
         delta = {"type": delta_type, delta_key: piece}
-        yield sse_event({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+        event = {"type": "content_block_delta", "index": index, "delta": delta}
+        yield sse_event(event, "content_block_delta")
     yield sse_event({"type": "content_block_stop", "index": index}, "content_block_stop")
 
 
@@ -364,7 +367,8 @@ def _chat_chunks(done: Completion, *, include_usage: bool) -> Iterator[bytes]:
     for piece in pieces(done.text or ""):
         yield _chat_chunk(done, {"content": piece}, None, include_usage)
     for index, call in enumerate(done.calls):
-        head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        function = {"name": call.name, "arguments": ""}
+        head = {"index": index, "id": call.id, "type": "function", "function": function}
         yield _chat_chunk(done, {"tool_calls": [head]}, None, include_usage)
         for piece in pieces(call.args_json):
             more = {"index": index, "function": {"arguments": piece}}
@@ -405,7 +409,8 @@ def _responses_message_events(done: Completion, index: int, event: Any) -> Itera
     item_id = f"msg_{done.response_id}"
     text = done.text or ""
     empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-    yield event("response.output_item.added", output_index=index, item=_message_item(done, None, "in_progress"))
+    added = _message_item(done, None, "in_progress")
+    yield event("response.output_item.added", output_index=index, item=added)
     where = {"item_id": item_id, "output_index": index, "content_index": 0}
     yield event("response.content_part.added", **where, part=empty_part)
     for piece in pieces(text):
@@ -417,11 +422,13 @@ def _responses_message_events(done: Completion, index: int, event: Any) -> Itera
 
 def _responses_call_events(call: CompletedCall, index: int, event: Any) -> Iterator[bytes]:
     where = {"item_id": f"fc_{call.id}", "output_index": index}
-    yield event("response.output_item.added", output_index=index, item=_function_item(call, "", "in_progress"))
+    added = _function_item(call, "", "in_progress")
+    yield event("response.output_item.added", output_index=index, item=added)
     for piece in pieces(call.args_json):
         yield event("response.function_call_arguments.delta", **where, delta=piece)
     yield event("response.function_call_arguments.done", **where, name=call.name, arguments=call.args_json)
-    yield event("response.output_item.done", output_index=index, item=_function_item(call, call.args_json, "completed"))
+    finished = _function_item(call, call.args_json, "completed")
+    yield event("response.output_item.done", output_index=index, item=finished)
 
 
 # ---- errors --------------------------------------------------------------------------

@@ -153,13 +153,18 @@ async def _register(fake: MCPOAuthFake, request: Request) -> Response:
     return JSONResponse(info, status_code=201, headers=_NO_STORE)
 
 
+def _is_text(value: object) -> bool:
+    return isinstance(value, str)
+
+
 def _new_client(fake: MCPOAuthFake, body: dict[str, Any]) -> Client:
     redirect_uris = body.get("redirect_uris")
-    if not isinstance(redirect_uris, list) or not redirect_uris or not all(isinstance(u, str) for u in redirect_uris):
+    if not isinstance(redirect_uris, list) or not redirect_uris or not all(map(_is_text, redirect_uris)):
         raise OAuthError("invalid_redirect_uri", "redirect_uris must be a non-empty list of URLs")
     method = body.get("token_endpoint_auth_method") or "client_secret_post"
     if method not in AUTH_METHODS:
-        raise OAuthError("invalid_client_metadata", f"token_endpoint_auth_method must be one of {list(AUTH_METHODS)}")
+        valid = list(AUTH_METHODS)
+        raise OAuthError("invalid_client_metadata", f"token_endpoint_auth_method must be one of {valid}")
     grant_types = tuple(body.get("grant_types") or ("authorization_code", "refresh_token"))
     if "authorization_code" not in grant_types:
         raise OAuthError("invalid_client_metadata", "grant_types must include authorization_code")
@@ -218,7 +223,8 @@ def _redirect(redirect_uri: str, params: dict[str, str], query: Any, fake: MCPOA
     if query.get("state") is not None:
         params["state"] = query["state"]
     separator = "&" if "?" in redirect_uri else "?"
-    return RedirectResponse(f"{redirect_uri}{separator}{urlencode(params)}", status_code=302, headers=_NO_STORE)
+    location = f"{redirect_uri}{separator}{urlencode(params)}"
+    return RedirectResponse(location, status_code=302, headers=_NO_STORE)
 
 
 # ---- token endpoint ------------------------------------------------------------------

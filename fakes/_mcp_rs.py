@@ -39,7 +39,8 @@ def build_rs_app(fake: MCPOAuthFake) -> Any:
             "resource_name": fake.script.server_name,
         })
 
-    prm_routes = [Route(PRM_PATH + MCP_PATH, protected_resource_metadata), Route(PRM_PATH, protected_resource_metadata)]
+    # Path-based first (what the 401 points to), and the root URL clients fall back to.
+    prm_routes = [Route(path, protected_resource_metadata) for path in (PRM_PATH + MCP_PATH, PRM_PATH)]
     sdk_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, custom_starlette_routes=prm_routes, host="127.0.0.1"
     )
@@ -109,9 +110,11 @@ class BearerGate:
             return self._challenge(401, needed, None, "no access token"), "missing_token"
         grant = self.fake.store.access.get(token)
         if grant is None or not grant.live():
-            return self._challenge(401, needed, "invalid_token", "The access token is unknown, expired or revoked"), "invalid_token"
+            description = "The access token is unknown, expired or revoked"
+            return self._challenge(401, needed, "invalid_token", description), "invalid_token"
         if (grant.resource or "").rstrip("/") != self.fake.mcp_url:
-            return self._challenge(401, needed, "invalid_token", "The access token was issued for another resource"), "wrong_audience"
+            description = "The access token was issued for another resource"
+            return self._challenge(401, needed, "invalid_token", description), "wrong_audience"
         if not set(needed) <= set(grant.scopes):
             description = f"This call needs scope {' '.join(needed)}"
             return self._challenge(403, needed, "insufficient_scope", description), "insufficient_scope"
@@ -123,7 +126,8 @@ class BearerGate:
         params = [f'error="{error}"', f'error_description="{description}"'] if error else []
         params += [f'scope="{" ".join(needed)}"', f'resource_metadata="{metadata_url}"']
         body = {"error": error or "invalid_request", "error_description": description}
-        return JSONResponse(body, status_code=status, headers={"www-authenticate": "Bearer " + ", ".join(params)})
+        challenge = "Bearer " + ", ".join(params)
+        return JSONResponse(body, status_code=status, headers={"www-authenticate": challenge})
 
     def _injected_failure(self, messages: list[dict[str, Any]]) -> tuple[Response, str] | None:
         failure = self.fake.take_mcp_failure([str(m.get("method")) for m in messages])

@@ -305,7 +305,8 @@ class ComposioFake:
 
     def _add_account(self, account_id: str, user_id: str, auth_config_id: str, status: str) -> dict[str, Any]:
         config = self._auth_config(auth_config_id)
-        assert config is not None  # callers check, so a wrong id is a 404 and not a crash
+        if config is None:  # callers check first, so the API answers 404 rather than this
+            raise KeyError(f"unknown auth config {auth_config_id!r}")
         account = connected_account_json(account_id, user_id, config, status)
         with self._lock:
             self.accounts[account_id] = account

@@ -53,17 +53,17 @@ API, and any checking of request bodies beyond reading what rules match on.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._script import ScriptSource, load_script
+
+if TYPE_CHECKING:
+    from ._llm_wire import RequestView
 
 __all__ = [
     "Alternative",
@@ -139,11 +139,14 @@ class Alternative(_Model):
     weight: float = Field(gt=0)
     """Relative probability of this alternative."""
     respond: ScriptedResponse
+    """The answer when this alternative is drawn."""
 
 
 class Match(_Model):
     api: Api | None = None
+    """Which API the request came to."""
     model: str | None = None
+    """Exact model name in the request."""
     last_user_contains: str | None = None
     """Substring of the text of the last user message."""
     last_user_regex: str | None = None
@@ -156,6 +159,7 @@ class Match(_Model):
     after_tool_result: bool | None = None
     """The request ends with a tool result (the turn after a tool call)."""
     stream: bool | None = None
+    """The request asks for an SSE stream."""
 
     @field_validator("last_user_regex")
     @classmethod
@@ -172,6 +176,7 @@ class Rule(_Model):
     when: Match = Match()
     """Conditions on the request; the default matches every request."""
     respond: ScriptedResponse | None = None
+    """The answer, every time the rule is used."""
     choose: list[Alternative] | None = None
     """Weighted alternatives, one drawn per use (instead of `respond`)."""
     times: int | None = Field(default=None, ge=1)
@@ -215,13 +220,6 @@ class RecordedLLMRequest:
     """``text``, ``tool_calls``, a fault kind, or ``error``."""
 
 
-_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie"})
-
-
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k: ("<redacted>" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
-
-
 @dataclass
 class _Plan:
     """The script's consumable state for one session (reset by `LLMFake.reset`)."""
@@ -251,6 +249,8 @@ class LLMFake:
         seed: int | None = None,
         api_key: str | None = None,
     ) -> None:
+        """`script` is a YAML path, a mapping or an `LLMScript` (none: every request gets the
+        "unscripted" 400); `seed` overrides the script's seed for the random draws."""
         self.script = LLMScript.load(script if script is not None else {})
         self.api_key = api_key
         """When set, requests without this key get the provider's 401."""
@@ -297,7 +297,7 @@ class LLMFake:
 
     # ---- choosing an answer ----
 
-    def _choose(self, view: Any) -> _Choice:
+    def _choose(self, view: RequestView) -> _Choice:
         for i, rule in enumerate(self.script.rules):
             if rule.times is not None and self._plan.uses[i] >= rule.times:
                 continue
@@ -323,12 +323,13 @@ class LLMFake:
         return self._counter
 
     def asgi_app(self) -> Any:
+        """The ASGI app, to serve it some other way than `start()` does."""
         from ._llm_app import build_app
 
         return build_app(self)
 
 
-def _matches(when: Match, view: Any) -> bool:
+def _matches(when: Match, view: RequestView) -> bool:
     checks = (
         when.api is None or when.api == view.api,
         when.model is None or when.model == view.model,
@@ -340,21 +341,3 @@ def _matches(when: Match, view: Any) -> bool:
         when.after_tool_result is None or when.after_tool_result == view.after_tool_result,
     )
     return all(checks)
-
-
-def estimate_tokens(data: Any) -> int:
-    """A rough, deterministic token count (4 characters a token) for unscripted usage."""
-    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    return max(1, len(text) // 4)
-
-
-async def stall(request: Any, seconds: float) -> bool:
-    """Waits up to `seconds`; returns False as soon as the client has hung up."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while loop.time() < deadline:
-        if await request.is_disconnected():
-            return False
-        await asyncio.sleep(min(0.02, max(0.0, deadline - loop.time())))
-    return True
-

@@ -42,8 +42,8 @@ Tools come from the scenario's `MCPScript` (a case's ``input/mcp.yaml``)::
 
 Fault switches, settable while it runs: ``access_token_ttl_s``, ``wrong_audience``,
 ``deny_consent``, `expire_access_tokens`, `revoke_access_tokens`, `revoke_refresh_tokens`,
-`require_scope`, `fail_mcp` (429/5xx on MCP requests). `events` records every request
-to either server.
+`require_scope`, `fail_mcp` (429/5xx on MCP requests). `issue_token` mints a token
+without the flow. `events` records every request to either server; `count` queries it.
 
 For clients: `headless_oauth_provider` builds the SDK's ``OAuthClientProvider`` with a
 redirect handler that follows ``/authorize`` itself (no browser, nothing listening on the
@@ -56,7 +56,10 @@ the client-credentials grant, a consent UI, and MCP resources/prompts (tools onl
 
 from __future__ import annotations
 
+import functools
+import secrets
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, urlsplit
@@ -243,6 +246,23 @@ class MCPOAuthFake:
         with self._lock:
             self._mcp_failures.extend([_McpFailure(status, method, retry_after_s)] * times)
 
+    def issue_token(
+        self, scopes: list[str] | None = None, *, audience: str | None = None, ttl_s: int | None = None
+    ) -> str:
+        """Mint an access token without the flow (for raw protocol checks or a client given a
+        static token); by default for this MCP server with `base_scopes`."""
+        from ._mcp_as import Grant
+
+        token = secrets.token_urlsafe(24)
+        grant = Grant(
+            client_id="issued-directly",
+            scopes=tuple(scopes if scopes is not None else self.script.base_scopes),
+            resource=audience or self.mcp_url,
+            expires_at=time.time() + (ttl_s or self.access_token_ttl_s),
+        )
+        self.store.put(self.store.access, token, grant)
+        return token
+
     # ---- views ----
 
     def count(self, kind: str, **detail: Any) -> int:
@@ -314,7 +334,7 @@ class HeadlessAuthorizer:
 
         from mcp.shared.auth import AuthorizationCodeResult
 
-        async with httpx2.AsyncClient(follow_redirects=False, timeout=self.timeout_s) as http:
+        async with httpx2.AsyncClient(follow_redirects=False, timeout=self.timeout_s, verify=_tls()) as http:
             response = await http.get(authorization_url)
         self.authorizations += 1
         location = response.headers.get("location")
@@ -337,6 +357,14 @@ class HeadlessAuthorizer:
             raise HeadlessAuthorizationError("callback before any authorization redirect")
         result, self._pending = self._pending, None
         return result
+
+
+@functools.cache
+def _tls() -> Any:
+    """One default TLS context for all authorizers: building one costs ~80 ms of CPU."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
 
 
 class InMemoryTokenStorage:

@@ -48,6 +48,7 @@ class ServedApp:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._port: int | None = None
+        self._exit_code: int | str | None = None
 
     @property
     def port(self) -> int:
@@ -113,6 +114,9 @@ class ServedApp:
     def _serve(self, sock: socket.socket) -> None:
         try:
             self._server.run(sockets=[sock])
+        except SystemExit as exit_:
+            # uvicorn calls sys.exit() when the app's lifespan startup fails.
+            self._exit_code = exit_.code
         finally:
             sock.close()
 
@@ -122,7 +126,11 @@ class ServedApp:
             if self._server.started:
                 return
             if not self._thread.is_alive():
-                raise ServerStartError(f"{self.name} server exited during startup")
+                self._server = None
+                raise ServerStartError(
+                    f"{self.name} server exited during startup (uvicorn exit code "
+                    f"{self._exit_code}); its log says why"
+                )
             time.sleep(0.005)
         self.stop()
         raise ServerStartError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
+import httpx2
 import pytest
 
 
@@ -22,3 +23,10 @@ def no_leftover_server_threads() -> Iterator[None]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "llm_script(script): the LLMScript the `llm` fixture serves")
+
+
+@pytest.fixture
+def http() -> Iterator[httpx2.Client]:
+    """A plain-HTTP client for raw protocol checks (no TLS context: the fakes are http)."""
+    with httpx2.Client(verify=False, timeout=5.0) as client:
+        yield client

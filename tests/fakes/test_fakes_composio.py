@@ -82,7 +82,8 @@ def test_execute_returns_data_and_tool_failure_is_not_an_exception(composio_fake
 
 def test_unknown_tool_raises_tool_not_found(composio_fake: ComposioFake) -> None:
     with pytest.raises(ToolNotFoundError):
-        sdk(composio_fake).tools.execute("GITHUB_NOPE", {}, user_id="alice", dangerously_skip_version_check=True)
+        sdk(composio_fake).tools.execute("GITHUB_NOPE", {}, user_id="alice", version="latest",
+                                         dangerously_skip_version_check=True)
     assert composio_fake.calls[-1].status == 404
 
 
@@ -95,14 +96,14 @@ def test_bad_api_key_raises_the_sdks_authentication_error(composio_fake: Composi
     assert err.value.details is not None and err.value.details["code"] == 801
 
 
-def test_both_api_prefixes_are_served(composio_fake: ComposioFake) -> None:
+def test_both_api_prefixes_are_served(composio_fake: ComposioFake, http: httpx2.Client) -> None:
     for prefix in ("/api/v3", "/api/v3.1"):
-        response = httpx2.get(f"{composio_fake.url}{prefix}/tools/{STAR}", headers={"x-api-key": KEY})
+        response = http.get(f"{composio_fake.url}{prefix}/tools/{STAR}", headers={"x-api-key": KEY})
         assert response.status_code == 200 and response.json()["toolkit"]["slug"] == "github"
-    assert httpx2.get(f"{composio_fake.url}/api/v3/tools").status_code == 401
+    assert http.get(f"{composio_fake.url}/api/v3/tools").status_code == 401
 
 
-def test_connected_accounts_list_link_and_status(composio_fake: ComposioFake) -> None:
+def test_connected_accounts_list_link_and_status(composio_fake: ComposioFake, http: httpx2.Client) -> None:
     client = sdk(composio_fake)
     [existing] = client.connected_accounts.list(user_ids=["alice"], statuses=["ACTIVE"]).items
     assert (existing.id, existing.status, existing.toolkit.slug) == ("ca_1", "ACTIVE", "github")
@@ -112,7 +113,7 @@ def test_connected_accounts_list_link_and_status(composio_fake: ComposioFake) ->
     assert request.status == "INITIATED"
     assert client.connected_accounts.get(request.id).status == "INITIATED"
     # Visiting the link stands in for the user completing the provider's consent screen.
-    visit = httpx2.get(request.redirect_url)
+    visit = http.get(request.redirect_url)
     assert visit.status_code == 302 and visit.headers["location"].startswith("http://127.0.0.1:9/done?")
     assert request.wait_for_connection(timeout=5).status == "ACTIVE"
     assert {a.user_id for a in client.connected_accounts.list(statuses=["ACTIVE"]).items} == {"alice", "bob"}

@@ -43,6 +43,15 @@ def openai_client(fake: LLMFake, **options: Any) -> openai.OpenAI:
     return openai.OpenAI(base_url=fake.url + "/v1", api_key="test-key", **{"timeout": 5.0, **options})
 
 
+def ask_claude(fake: LLMFake, *, stream: bool = False, **options: Any) -> Any:
+    """One Messages call with retries off, so the first failure surfaces."""
+    client = anthropic_client(fake, **{"max_retries": 0, **options})
+    if not stream:
+        return client.messages.create(model="c", max_tokens=5, messages=USER)
+    with client.messages.stream(model="c", max_tokens=5, messages=USER) as events:
+        return events.get_final_message()
+
+
 def one_fault(kind: str, **fields: Any) -> pytest.MarkDecorator:
     return pytest.mark.llm_script({"responses": [{"fault": {"kind": kind, **fields}}]})
 
@@ -196,7 +205,9 @@ def test_seeded_choices_repeat_with_the_seed_and_vary_without_it(llm: LLMFake) -
 
 def test_llm_script_loads_from_yaml_and_names_bad_fields(tmp_path: Path) -> None:
     good = tmp_path / "llm.yaml"
-    good.write_text("schema_version: 1\nresponses:\n  - text: hi\n    usage: {input_tokens: 1, output_tokens: 2}\n")
+    good.write_text(
+        "schema_version: 1\nresponses:\n  - text: hi\n    usage: {input_tokens: 1, output_tokens: 2}\n"
+    )
     assert LLMScript.load(good).responses[0].usage.output_tokens == 2
     bad = tmp_path / "bad.yaml"
     bad.write_text("responses:\n  - fault: {kind: explode}\n")
@@ -227,7 +238,7 @@ def test_api_key_is_checked_when_configured() -> None:
 @one_fault("rate_limit", retry_after_s=0.05)
 def test_rate_limit_raises_each_sdks_rate_limit_error(llm: LLMFake) -> None:
     with pytest.raises(anthropic.RateLimitError) as err:
-        anthropic_client(llm, max_retries=0).messages.create(model="c", max_tokens=5, messages=USER)
+        ask_claude(llm)
     assert err.value.body["error"]["type"] == "rate_limit_error"
     assert err.value.response.headers["retry-after"] == "1"
     llm.reset()
@@ -245,12 +256,16 @@ def test_default_retries_pass_over_429_and_529_transparently(llm: LLMFake) -> No
     message = anthropic_client(llm).messages.create(model="c", max_tokens=5, messages=USER)
     assert message.content[0].text == "finally"
     assert [r.outcome for r in llm.requests] == ["rate_limit", "overloaded", "text"]
+    assert [r.headers["x-stainless-retry-count"] for r in llm.requests] == ["0", "1", "2"]
+    llm.reset()
+    completion = openai_client(llm).chat.completions.create(model="g", messages=USER)
+    assert completion.choices[0].message.content == "finally" and len(llm.requests) == 3
 
 
 @one_fault("server_error")
 def test_server_error_raises_internal_server_error(llm: LLMFake) -> None:
     with pytest.raises(anthropic.InternalServerError) as err:
-        anthropic_client(llm, max_retries=0).messages.create(model="c", max_tokens=5, messages=USER)
+        ask_claude(llm)
     assert err.value.status_code == 500
     llm.reset()
     with pytest.raises(openai.InternalServerError):
@@ -260,7 +275,7 @@ def test_server_error_raises_internal_server_error(llm: LLMFake) -> None:
 @one_fault("overloaded")
 def test_overloaded_is_anthropic_529_and_openai_503(llm: LLMFake) -> None:
     with pytest.raises(anthropic.OverloadedError) as err:
-        anthropic_client(llm, max_retries=0).messages.create(model="c", max_tokens=5, messages=USER, stream=True)
+        ask_claude(llm, stream=True)
     assert err.value.status_code == 529 and isinstance(err.value, anthropic.InternalServerError)
     llm.reset()
     with pytest.raises(openai.InternalServerError) as err2:
@@ -271,10 +286,11 @@ def test_overloaded_is_anthropic_529_and_openai_503(llm: LLMFake) -> None:
 @one_fault("timeout", sleep_s=10)
 def test_stalled_server_raises_api_timeout_error(llm: LLMFake) -> None:
     with pytest.raises(anthropic.APITimeoutError):
-        anthropic_client(llm, max_retries=0, timeout=0.3).messages.create(model="c", max_tokens=5, messages=USER)
+        ask_claude(llm, timeout=0.3)
     llm.reset()
     with pytest.raises(openai.APITimeoutError):
-        openai_client(llm, max_retries=0, timeout=0.3).chat.completions.create(model="g", messages=USER, stream=True)
+        client = openai_client(llm, max_retries=0, timeout=0.3)
+        client.chat.completions.create(model="g", messages=USER, stream=True)
 
 
 @one_fault("malformed_stream", mode="cut")
@@ -284,19 +300,17 @@ def test_stream_cut_mid_event(llm: LLMFake) -> None:
         list(openai_client(llm, max_retries=0).chat.completions.create(model="g", messages=USER, stream=True))
     llm.reset()
     with pytest.raises(httpx2.RemoteProtocolError):
-        with anthropic_client(llm, max_retries=0).messages.stream(model="c", max_tokens=5, messages=USER) as s:
-            s.get_final_message()
+        ask_claude(llm, stream=True)
     llm.reset()
     with pytest.raises(anthropic.APIConnectionError):
-        anthropic_client(llm, max_retries=0).messages.create(model="c", max_tokens=5, messages=USER)
+        ask_claude(llm)
 
 
 @one_fault("malformed_stream", mode="invalid_json")
 def test_stream_event_with_invalid_json(llm: LLMFake) -> None:
     # Neither SDK wraps a JSON error inside a stream: the agent sees json.JSONDecodeError.
     with pytest.raises(json.JSONDecodeError):
-        with anthropic_client(llm, max_retries=0).messages.stream(model="c", max_tokens=5, messages=USER) as s:
-            s.get_final_message()
+        ask_claude(llm, stream=True)
     llm.reset()
     with pytest.raises(json.JSONDecodeError):
         list(openai_client(llm, max_retries=0).responses.create(model="g", input="hi", stream=True))

@@ -35,7 +35,9 @@ SCRIPT: dict[str, Any] = {
         {
             "name": "read_file",
             "description": "Read a file.",
-            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+            "input_schema": {
+                "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
+            },
             "results": [
                 {"when_args": {"path": "missing.txt"}, "text": "No such file", "is_error": True},
                 {"text": "hello world"},
@@ -69,7 +71,8 @@ def run_session(
         provider = headless_oauth_provider(
             fake.mcp_url, storage=storage or InMemoryTokenStorage(), authorizer=authorizer
         )
-        async with httpx2.AsyncClient(auth=provider, timeout=10.0) as http:
+        # verify=False: the fake is plain http, and a TLS context costs ~80 ms of CPU to build.
+        async with httpx2.AsyncClient(auth=provider, timeout=10.0, verify=False) as http:
             async with Client(streamable_http_client(fake.mcp_url, http_client=http)) as client:
                 return await body(client)
 
@@ -165,14 +168,19 @@ def test_insufficient_scope_steps_up_to_the_challenged_scope(mcp_fake: MCPOAuthF
     assert scopes[2] >= {"mcp:read", "mcp:write", "files:admin"}
 
 
-def test_insufficient_scope_challenge_names_scope_and_metadata(mcp_fake: MCPOAuthFake) -> None:
-    mcp_fake.store.access["tok"] = _grant(mcp_fake, scopes=("mcp:read",))
+def test_challenges_name_the_scope_metadata_and_audience(mcp_fake: MCPOAuthFake, http: httpx2.Client) -> None:
+    token = mcp_fake.issue_token(["mcp:read"])
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "delete_file"}}
-    response = httpx2.post(mcp_fake.mcp_url, json=call, headers=_mcp_headers("tok"))
+    response = http.post(mcp_fake.mcp_url, json=call, headers=_mcp_headers(token))
     assert response.status_code == 403
     challenge = response.headers["www-authenticate"]
     assert 'error="insufficient_scope"' in challenge and 'scope="mcp:read mcp:write"' in challenge
-    assert f'resource_metadata="{mcp_fake.resource_url}/.well-known/oauth-protected-resource/mcp"' in challenge
+    metadata_url = f"{mcp_fake.resource_url}/.well-known/oauth-protected-resource/mcp"
+    assert f'resource_metadata="{metadata_url}"' in challenge
+    foreign = mcp_fake.issue_token(["mcp:read", "mcp:write"], audience="http://127.0.0.1:9/other")
+    rejected = http.post(mcp_fake.mcp_url, json=call, headers=_mcp_headers(foreign))
+    assert rejected.status_code == 401 and 'error="invalid_token"' in rejected.headers["www-authenticate"]
+    assert mcp_fake.count("mcp", error="wrong_audience") == 1
 
 
 def test_wrong_audience_token_is_rejected(mcp_fake: MCPOAuthFake) -> None:
@@ -217,23 +225,27 @@ def test_declined_consent_raises_a_clear_error(mcp_fake: MCPOAuthFake) -> None:
     assert "access_denied" in str(refusal)
 
 
-def test_authorization_server_metadata_pkce_and_client_auth(mcp_fake: MCPOAuthFake) -> None:
+def test_authorization_server_checks_pkce_and_client(mcp_fake: MCPOAuthFake, http: httpx2.Client) -> None:
     issuer = mcp_fake.issuer
-    metadata = httpx2.get(f"{issuer}/.well-known/oauth-authorization-server").json()
+    metadata = http.get(f"{issuer}/.well-known/oauth-authorization-server").json()
     assert metadata["issuer"] == issuer and metadata["code_challenge_methods_supported"] == ["S256"]
-    prm = httpx2.get(f"{mcp_fake.resource_url}/.well-known/oauth-protected-resource/mcp").json()
+    prm = http.get(f"{mcp_fake.resource_url}/.well-known/oauth-protected-resource/mcp").json()
     assert prm == {**prm, "resource": mcp_fake.mcp_url, "authorization_servers": [issuer]}
-    unauthenticated = httpx2.post(mcp_fake.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
-    assert unauthenticated.status_code == 401 and "resource_metadata=" in unauthenticated.headers["www-authenticate"]
+    unauthenticated = http.post(mcp_fake.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert unauthenticated.status_code == 401
+    challenge = unauthenticated.headers["www-authenticate"]
+    assert challenge.startswith('Bearer scope="mcp:read", resource_metadata=')  # no error= without a token
 
-    client = httpx2.post(f"{issuer}/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]}).json()
+    client = http.post(f"{issuer}/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]}).json()
     verifier = "v" * 64
-    code = _authorize(mcp_fake, client["client_id"], verifier)
+    code = _authorize(http, mcp_fake, client["client_id"], verifier)
     exchange = {"grant_type": "authorization_code", "code": code, "redirect_uri": "http://127.0.0.1:9/cb",
                 "client_id": client["client_id"], "resource": mcp_fake.mcp_url}
-    wrong_secret = httpx2.post(f"{issuer}/token", data={**exchange, "client_secret": "nope", "code_verifier": verifier})
+    exchange["code_verifier"] = verifier
+    wrong_secret = http.post(f"{issuer}/token", data={**exchange, "client_secret": "no"})
     assert (wrong_secret.status_code, wrong_secret.json()["error"]) == (401, "invalid_client")
-    bad_pkce = httpx2.post(f"{issuer}/token", data={**exchange, "client_secret": client["client_secret"], "code_verifier": "x" * 64})
+    exchange["client_secret"] = client["client_secret"]
+    bad_pkce = http.post(f"{issuer}/token", data={**exchange, "code_verifier": "x" * 64})
     assert (bad_pkce.status_code, bad_pkce.json()["error"]) == (400, "invalid_grant")
     assert bad_pkce.headers["cache-control"] == "no-store"
 
@@ -250,22 +262,16 @@ def test_mcp_script_yaml_errors_name_the_field(tmp_path: Path) -> None:
 # ---- helpers for the raw-HTTP checks --------------------------------------------------
 
 
-def _grant(fake: MCPOAuthFake, *, scopes: tuple[str, ...]) -> Any:
-    from fakes._mcp_as import Grant
-
-    return Grant(client_id="c", scopes=scopes, resource=fake.mcp_url, expires_at=None)
-
-
 def _mcp_headers(token: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
 
 
-def _authorize(fake: MCPOAuthFake, client_id: str, verifier: str) -> str:
+def _authorize(http: httpx2.Client, fake: MCPOAuthFake, client_id: str, verifier: str) -> str:
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
     params = {"response_type": "code", "client_id": client_id, "redirect_uri": "http://127.0.0.1:9/cb",
               "state": "s1", "code_challenge": challenge, "code_challenge_method": "S256",
               "resource": fake.mcp_url, "scope": "mcp:read"}
-    response = httpx2.get(f"{fake.issuer}/authorize", params=params)
+    response = http.get(f"{fake.issuer}/authorize", params=params)
     assert response.status_code == 302
     query = parse_qs(urlsplit(response.headers["location"]).query)
     assert query["state"] == ["s1"] and query["iss"] == [fake.issuer]
