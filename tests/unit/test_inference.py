@@ -7,9 +7,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-import scipy.stats
-from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import confint_proportions_2indep
+import scipy.stats  # type: ignore[import-untyped]
+from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]
+from statsmodels.stats.proportion import confint_proportions_2indep  # type: ignore[import-untyped]
 
 from pytest_nodeval import _inference
 from pytest_nodeval._inference import (
@@ -78,7 +78,8 @@ def test_exact_sign_flip_matches_scipy_permutation_test() -> None:
     for size in (2, 5, 9, 12):  # scipy's permutation_test needs two or more observations
         repeats = rng.choice([3, 5, 10], size)
         differences = [
-            Fraction(int(rng.integers(0, r + 1)), int(r)) - Fraction(int(rng.integers(0, r + 1)), int(r))
+            Fraction(int(rng.integers(0, r + 1)), int(r))
+            - Fraction(int(rng.integers(0, r + 1)), int(r))
             for r in repeats
         ]
         assert sign_flip_p_value(differences) == pytest.approx(scipy_sign_flip(differences))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.special
-import scipy.stats
+import scipy.special  # type: ignore[import-untyped]
+import scipy.stats  # type: ignore[import-untyped]
 
 from pytest_nodeval._special import harrell_davis_quantile, regularized_beta, t_cdf, t_ppf
 
