@@ -21,7 +21,7 @@ from typing import Literal
 from pytest_nodeval._inference import (
     benjamini_hochberg,
     boschloo_regression_p,
-    mann_whitney_slower_p,
+    mann_whitney_slower_p_values,
     mean_ratio_lower_bound,
     newcombe_interval,
     sign_flip_p_value,
@@ -354,7 +354,7 @@ def _slowdown_tests(
     tested = [
         (b, c) for b, c in pairs if min(len(b.latencies_ms), len(c.latencies_ms)) >= enough
     ]
-    raw = [mann_whitney_slower_p(b.latencies_ms, c.latencies_ms) for b, c in tested]
+    raw = mann_whitney_slower_p_values([(b.latencies_ms, c.latencies_ms) for b, c in tested])
     adjusted = benjamini_hochberg(raw)
     return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, adjusted)}
 

@@ -15,6 +15,7 @@ from pytest_nodeval import _inference
 from pytest_nodeval._inference import (
     benjamini_hochberg,
     boschloo_regression_p,
+    mann_whitney_slower_p_values,
     mean_ratio_lower_bound,
     newcombe_interval,
     sign_flip_p_value,
@@ -117,3 +118,18 @@ def test_mean_ratio_lower_bound_is_seeded_and_tracks_the_effect() -> None:
     # The exact 1.3x scale-up is certain; identical runs cannot look significantly bigger.
     assert 1.2 < mean_ratio_lower_bound(base, grown, 0.05, 500, 1) <= 1.3 + 1e-9
     assert mean_ratio_lower_bound(base, base, 0.05, 500, 1) < 1.0
+
+
+def test_batched_mann_whitney_equals_one_scipy_call_per_case() -> None:
+    rng = np.random.default_rng(8)
+    samples: list[tuple[list[float], list[float]]] = []
+    for size_b, size_c in [(3, 3), (5, 9), (10, 10), (10, 10), (20, 12)] * 3:
+        baseline, current = rng.lognormal(7, 0.4, size_b), rng.lognormal(7.2, 0.4, size_c)
+        if len(samples) % 3 == 0:  # ties switch scipy's "auto" to the asymptotic method
+            baseline, current = np.round(baseline, -2), np.round(current, -2)
+        samples.append((list(baseline), list(current)))
+    expected = [
+        scipy.stats.mannwhitneyu(current, baseline, alternative="greater").pvalue
+        for baseline, current in samples
+    ]
+    assert mann_whitney_slower_p_values(samples) == pytest.approx(expected, abs=1e-15)
