@@ -158,21 +158,31 @@ def latencies(start: float, attempts: int, step: float = 10.0) -> tuple[float, .
     return tuple(start + step * i for i in range(attempts))
 
 
-def test_latency_increase_with_too_few_attempts_only_warns() -> None:
+def test_significant_latency_increase_with_too_few_attempts_only_warns() -> None:
+    # 3 vs 3 fully separated: exact Mann-Whitney p = 1/20 = 0.05, significant at alpha.
     baseline = [sample("c", 3, 3, latencies(1000, 3))]
     current = [sample("c", 3, 3, latencies(2500, 3))]
     diff = compare(baseline, current, POLICY)
+    change = diff.cases[0].latency
+    assert change is not None and change.p_value == pytest.approx(0.05)
     latency_gate = gate(diff, GateName.LATENCY_P95)
     assert latency_gate.verdict is Verdict.WARN
     assert latency_gate.case_ids == ["c"]
-    assert "under 10 attempts" in latency_gate.reason
+    assert "need 100/run" in latency_gate.reason
     assert diff.breached == []
 
 
-def test_large_significant_latency_increase_fails() -> None:
+def test_a_single_latency_per_run_cannot_be_tested_and_only_warns() -> None:
+    diff = compare([sample("c", 1, 1, (1000.0,))], [sample("c", 1, 1, (3000.0,))], POLICY)
+    change = diff.cases[0].latency
+    assert change is not None
+    assert (change.p_value, change.verdict) == (None, Verdict.WARN)
+
+
+def test_large_significant_latency_increase_fails_with_enough_attempts() -> None:
     baseline = [sample("c", 12, 12, latencies(1000, 12))]
     current = [sample("c", 12, 12, latencies(2000, 12))]
-    diff = compare(baseline, current, POLICY)
+    diff = compare(baseline, current, GatePolicy(latency_min_attempts=12))
     change = diff.cases[0].latency
     assert change is not None
     assert change.p95_ratio == pytest.approx(1.9, abs=0.05)
@@ -180,14 +190,20 @@ def test_large_significant_latency_increase_fails() -> None:
     assert change.p50_delta_ms == pytest.approx(1000.0)
     assert change.verdict is Verdict.FAIL
     assert diff.breached == [GateName.LATENCY_P95]
+    # With the default 100 latencies per run, the same evidence only warns.
+    assert gate(compare(baseline, current, POLICY), GateName.LATENCY_P95).verdict is Verdict.WARN
 
 
-def test_large_latency_increase_without_significance_is_inconclusive() -> None:
-    # Two slow outliers push the p95 up a lot; the rest of the attempts did not move.
-    baseline = [sample("c", 10, 10, latencies(1000, 10))]
-    current = [sample("c", 10, 10, latencies(1000, 8) + (5000.0, 6000.0))]
-    diff = compare(baseline, current, POLICY)
-    assert gate(diff, GateName.LATENCY_P95).verdict is Verdict.INCONCLUSIVE
+def test_latency_family_uses_alpha_not_the_scenario_fdr_level() -> None:
+    # The slow case alone has exact p = 0.05; over two cases BH adjusts it to 0.10. That
+    # passes q = fdr_level = 0.10 but must not pass the latency family's level, alpha = 0.05.
+    baseline = [sample("slow", 3, 3, latencies(1000, 3)), sample("same", 3, 3, latencies(900, 3))]
+    current = [sample("slow", 3, 3, latencies(2500, 3)), sample("same", 3, 3, latencies(900, 3))]
+    diff = compare(baseline, current, GatePolicy(latency_min_attempts=3))
+    slow = diff.cases[1].latency
+    assert slow is not None and diff.cases[1].case_id == "slow"
+    assert slow.p_value_adjusted == pytest.approx(0.10)
+    assert slow.verdict is Verdict.INCONCLUSIVE
 
 
 @pytest.mark.parametrize("slower_ms", [300.0, 1000.0])
@@ -404,7 +420,7 @@ def test_table_shows_verdicts_then_regressions_first_within_88_columns() -> None
 def test_table_lists_flagged_latency_cases() -> None:
     baseline = [sample("slow", 12, 12, latencies(1000, 12))]
     current = [sample("slow", 12, 12, latencies(2000, 12))]
-    lines = format_diff_table(compare(baseline, current, POLICY))
+    lines = format_diff_table(compare(baseline, current, GatePolicy(latency_min_attempts=12)))
     assert "latency p95 moves:" in lines
     row = next(line for line in lines if line.startswith("  slow"))
     assert "FAIL" in row and "+9" in row  # +9x% on the p95
