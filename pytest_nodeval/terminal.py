@@ -1,8 +1,131 @@
-"""Pure formatting of the run summary (terminal section and summary.txt)."""
+"""Pure formatting for the terminal and summary.txt: the run summary and the baseline diff.
+
+Lines are kept within 88 columns so the tables survive CI logs and narrow terminals.
+"""
 
 from __future__ import annotations
 
-from .report import CaseReport, RunReport
+import textwrap
+from collections.abc import Sequence
+
+from typing import TYPE_CHECKING
+
+from pytest_nodeval.gate_models import CaseDiff, Diff, Movement, Verdict
+
+if TYPE_CHECKING:
+    from pytest_nodeval.report import CaseReport, RunReport
+
+__all__ = ["case_lines", "format_diff_table", "id_list", "limit_pp", "percent", "pp", "summary_lines", "totals_line"]
+
+_TABLE_WIDTH = 88
+_CASE_WIDTH = 22
+
+
+def format_diff_table(diff: Diff, max_rows: int = 20) -> list[str]:
+    """Plain-text lines: gate verdicts, then the cases that moved, regressions first."""
+    breached = f" (breached: {', '.join(diff.breached)})" if diff.breached else ""
+    lines = [f"nodeval gate: {diff.verdict}{breached}"]
+    for gate in diff.gates:
+        head = f"  {gate.verdict:<12} {gate.name:<19} "
+        lines += textwrap.wrap(
+            gate.reason,
+            _TABLE_WIDTH,
+            initial_indent=head,
+            subsequent_indent=" " * len(head),
+            break_on_hyphens=False,
+        )
+    lines += _pass_rate_rows(diff.cases, max_rows)
+    lines += _latency_rows(diff.cases, max_rows)
+    for label, ids in (("new", diff.new_cases), ("missing", diff.missing_cases)):
+        if ids:
+            lines += textwrap.wrap(
+                f"{label} cases ({len(ids)}): {', '.join(ids)}",
+                _TABLE_WIDTH,
+                subsequent_indent="  ",
+                break_on_hyphens=False,
+            )
+    return lines
+
+
+def _pass_rate_rows(cases: Sequence[CaseDiff], max_rows: int) -> list[str]:
+    moved = [
+        (case.case_id, case.pass_rate)
+        for case in cases
+        if case.pass_rate
+        and (case.pass_rate.movement is not Movement.SAME or case.pass_rate.verdict.severity)
+    ]
+    moved.sort(key=lambda item: (-item[1].verdict.severity, item[1].delta, item[0]))
+    if not moved:
+        return []
+    header = f"  {'case':<{_CASE_WIDTH}} {'base':>7} {'now':>7} {'change':>7}"
+    header += f" {'95% CI (pp)':<12} {'p (BH)':<13} verdict"
+    rows = [
+        f"  {_short(case_id):<{_CASE_WIDTH}}"
+        f" {f'{ch.baseline_passed}/{ch.baseline_attempts}':>7}"
+        f" {f'{ch.current_passed}/{ch.current_attempts}':>7}"
+        f" {f'{ch.delta * 100:+.0f} pp':>7}"
+        f" {f'[{ch.ci_low * 100:+.0f}, {ch.ci_high * 100:+.0f}]':<12}"
+        f" {_p_text(ch.p_value, ch.p_value_adjusted):<13} {ch.verdict}"
+        for case_id, ch in moved[:max_rows]
+    ]
+    return ["", "pass rate moves (regressions first):", header, *rows, *_more(moved, max_rows)]
+
+
+def _latency_rows(cases: Sequence[CaseDiff], max_rows: int) -> list[str]:
+    flagged = [
+        (case.case_id, case.latency)
+        for case in cases
+        if case.latency and case.latency.verdict is not Verdict.OK
+    ]
+    flagged.sort(key=lambda item: (-item[1].verdict.severity, -(item[1].p95_ratio or 0.0)))
+    if not flagged:
+        return []
+    header = f"  {'case':<{_CASE_WIDTH}} {'p95 base':>10} {'p95 now':>10} {'change':>7}"
+    header += f" {'p (BH)':<13} verdict"
+    rows = [
+        f"  {_short(case_id):<{_CASE_WIDTH}}"
+        f" {f'{ch.baseline_p95_ms:.0f} ms':>10} {f'{ch.current_p95_ms:.0f} ms':>10}"
+        f" {f'{((ch.p95_ratio or 0.0) - 1.0) * 100:+.0f}%':>7}"
+        f" {_p_text(ch.p_value, ch.p_value_adjusted):<13} {ch.verdict}"
+        for case_id, ch in flagged[:max_rows]
+    ]
+    return ["", "latency p95 moves:", header, *rows, *_more(flagged, max_rows)]
+
+
+def _more(rows: Sequence[object], max_rows: int) -> list[str]:
+    return [f"  ... and {len(rows) - max_rows} more"] if len(rows) > max_rows else []
+
+
+def _p_text(p_value: float | None, p_adjusted: float | None) -> str:
+    if p_value is None or p_adjusted is None:
+        return "-"
+    return f"{p_value:.3f} ({p_adjusted:.2f})"
+
+
+def _short(case_id: str) -> str:
+    return case_id if len(case_id) <= _CASE_WIDTH else case_id[: _CASE_WIDTH - 1] + "~"
+
+
+def pp(fraction: float | None, signed: bool = False) -> str:
+    if fraction is None:
+        return "?"
+    return f"{fraction * 100:{'+' if signed else ''}.1f} pp"
+
+
+def limit_pp(fraction: float) -> str:
+    return f"{fraction * 100:g} pp"
+
+
+def percent(fraction: float | None) -> str:
+    return "?" if fraction is None else f"{fraction * 100:.1f}%"
+
+
+def id_list(case_ids: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(case_ids[:limit])
+    return shown + (f" (+{len(case_ids) - limit} more)" if len(case_ids) > limit else "")
+
+
+# -- the run summary ------------------------------------------------------------
 
 
 def _rate(value: float | None) -> str:

@@ -1,0 +1,325 @@
+"""Inputs and report schema of the baseline comparison: what compare() takes and returns.
+
+In-memory settings are frozen dataclasses; everything that lands in the JSON report is a
+pydantic model with an attribute docstring on every field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+__all__ = [
+    "CaseDiff",
+    "CaseSample",
+    "Diff",
+    "GateName",
+    "GatePolicy",
+    "GateResult",
+    "LatencyChange",
+    "Movement",
+    "Number",
+    "PassRateChange",
+    "Plan",
+    "SuiteComparison",
+    "TokenChange",
+    "Verdict",
+    "worst_verdict",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CaseSample:
+    """One case's graded attempts in one run. Infra errors are already excluded."""
+
+    case_id: str
+    outcomes: tuple[bool, ...]
+    latencies_ms: tuple[float, ...] = ()
+    tokens: tuple[int, ...] = ()
+
+    @property
+    def attempts(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for outcome in self.outcomes if outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class GatePolicy:
+    """Gate thresholds and test settings. Defaults are stats.md's (sections 2.3 and 2.5).
+
+    Each ``fail_on_*`` is a practical threshold; 0 disables that gate.
+    """
+
+    fail_on_score_drop: float = 0.05
+    """Suite gate: absolute drop in the paired suite pass rate (5 pp: at 50 scenarios x 10
+    repeats that is the 80%-power MDE, stats.md 2.5)."""
+    fail_on_scenario_drop: float = 0.20
+    """Per-case gate: absolute drop in one case's pass rate (20 pp; at R = 10 only larger
+    collapses are provable per case, stats.md G2)."""
+    fail_on_latency_p95_increase: float = 0.25
+    """Per-case latency gate: relative rise of the case's p95 (0.25 = p95 x 1.25)."""
+    latency_min_increase_ms: float = 500.0
+    """Per-case latency gate: the p95 must also rise by this many ms (stats.md: 0.5 s)."""
+    latency_min_attempts: int = 100
+    """Per-case latency gate: latencies needed in each run to FAIL; with fewer, a significant
+    slowdown only WARNs (stats.md G3: n >= 100 per run). Lower it only with a fresh,
+    co-scheduled baseline: a stored one mixes in provider drift."""
+    fail_on_token_increase: float = 0.15
+    """Token gate: relative rise of total mean tokens per attempt over the suite."""
+    alpha: float = 0.05
+    """One-sided level of every test (halve it for a second look, stats.md 2.6). The latency
+    family uses it as its BH level, keeping that gate at G3's alpha under no change."""
+    fdr_level: float = 0.10
+    """Benjamini-Hochberg FDR level q across cases for scenario_regression (stats.md G2)."""
+    bootstrap_iterations: int = 2000
+    """Resamples of the token bootstrap."""
+    bootstrap_seed: int = 0
+    """Seed of the token bootstrap, so the same data always gives the same verdict."""
+
+    def __post_init__(self) -> None:
+        for name in ("fail_on_score_drop", "fail_on_scenario_drop"):
+            _require(0.0 <= getattr(self, name) <= 1.0, name, "a pass-rate drop in [0, 1]")
+        for name in ("fail_on_latency_p95_increase", "fail_on_token_increase"):
+            _require(getattr(self, name) >= 0.0, name, "a relative increase >= 0")
+        _require(self.latency_min_increase_ms >= 0.0, "latency_min_increase_ms", ">= 0")
+        _require(self.latency_min_attempts >= 1, "latency_min_attempts", ">= 1")
+        for name in ("alpha", "fdr_level"):
+            _require(0.0 < getattr(self, name) < 1.0, name, "in (0, 1)")
+        _require(self.bootstrap_iterations >= 100, "bootstrap_iterations", ">= 100")
+
+
+def _require(ok: bool, name: str, valid: str) -> None:
+    if not ok:
+        raise ValueError(f"GatePolicy.{name} must be {valid}")
+
+
+class Verdict(StrEnum):
+    """Outcome of a gate, in increasing order of severity."""
+
+    OK = "OK"
+    WARN = "WARN"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    FAIL = "FAIL"
+
+    @property
+    def severity(self) -> int:
+        """0 for OK up to 3 for FAIL: INCONCLUSIVE needs a re-run, WARN only a look."""
+        return list(Verdict).index(self)
+
+
+def worst_verdict(verdicts: Iterable[Verdict]) -> Verdict:
+    """The most severe of ``verdicts``; OK when there are none."""
+    return max(verdicts, key=lambda verdict: verdict.severity, default=Verdict.OK)
+
+
+class GateName(StrEnum):
+    SUITE_PASS_RATE = "suite_pass_rate"
+    SCENARIO_REGRESSION = "scenario_regression"
+    LATENCY_P95 = "latency_p95"
+    TOKENS = "tokens"
+
+
+class Movement(StrEnum):
+    """Direction of a case's pass rate from baseline to current."""
+
+    SAME = "same"
+    DOWN = "down"
+    UP = "up"
+
+
+class _ReportModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class PassRateChange(_ReportModel):
+    """A case's pass rate in both runs and the per-case regression test."""
+
+    baseline_passed: int
+    """Passing attempts in the baseline."""
+    baseline_attempts: int
+    """Graded attempts in the baseline (infra errors excluded)."""
+    current_passed: int
+    """Passing attempts in the current run."""
+    current_attempts: int
+    """Graded attempts in the current run (infra errors excluded)."""
+    delta: float
+    """Current pass rate minus baseline pass rate."""
+    ci_low: float
+    """Lower end of the 95% Newcombe interval of ``delta``."""
+    ci_high: float
+    """Upper end of the 95% Newcombe interval of ``delta``."""
+    movement: Movement
+    """Whether the pass rate went down, up or stayed the same."""
+    p_value: float | None
+    """One-sided Boschloo p for a drop; None when not tested (single-attempt replay, gate off)."""
+    p_value_adjusted: float | None
+    """``p_value`` after Benjamini-Hochberg across the tested cases."""
+    verdict: Verdict
+    """This case's verdict under the scenario_regression gate."""
+
+
+class LatencyChange(_ReportModel):
+    """A case's latency percentiles (Harrell-Davis) in both runs and the slowdown test."""
+
+    baseline_p50_ms: float
+    """Baseline median latency."""
+    current_p50_ms: float
+    """Current median latency."""
+    baseline_p95_ms: float
+    """Baseline 95th-percentile latency."""
+    current_p95_ms: float
+    """Current 95th-percentile latency."""
+    p50_delta_ms: float
+    """Current minus baseline median latency."""
+    p95_delta_ms: float
+    """Current minus baseline p95 latency."""
+    p95_ratio: float | None
+    """Current p95 / baseline p95; None when the baseline p95 is 0."""
+    p_value: float | None
+    """One-sided Mann-Whitney p that current is slower; None with too few attempts or gate off."""
+    p_value_adjusted: float | None
+    """``p_value`` after Benjamini-Hochberg across the tested cases."""
+    verdict: Verdict
+    """This case's verdict under the latency_p95 gate."""
+
+
+class TokenChange(_ReportModel):
+    """A case's mean tokens per attempt in both runs."""
+
+    baseline_mean: float
+    """Baseline mean tokens per attempt."""
+    current_mean: float
+    """Current mean tokens per attempt."""
+    delta: float
+    """Current minus baseline mean."""
+    ratio: float | None
+    """Current / baseline mean; None when the baseline mean is 0."""
+
+
+class CaseDiff(_ReportModel):
+    """How one case present in both runs moved."""
+
+    case_id: str
+    """The case's id."""
+    pass_rate: PassRateChange | None
+    """Pass-rate change; None when either run has no graded attempt of this case."""
+    latency: LatencyChange | None
+    """Latency change; None when either run recorded no latency for this case."""
+    tokens: TokenChange | None
+    """Token change; None when either run recorded no tokens for this case."""
+
+
+class SuiteComparison(_ReportModel):
+    """Suite pass rate, paired by scenario over the cases graded in both runs (stats.md G1)."""
+
+    scenarios: int
+    """Scenarios graded in both runs: the pairs behind every number below."""
+    baseline_pass_rate: float | None
+    """Mean per-scenario pass rate of the baseline over the paired scenarios."""
+    current_pass_rate: float | None
+    """Mean per-scenario pass rate of the current run over the paired scenarios."""
+    delta: float | None
+    """Mean of the per-scenario differences (current - baseline)."""
+    standard_error: float | None
+    """sd(differences) / sqrt(scenarios): the paired, scenario-clustered SE."""
+    ci_low: float | None
+    """Lower end of the two-sided (1 - 2 alpha) t interval of ``delta`` (90% by default)."""
+    ci_high: float | None
+    """Upper end of that interval; also the one-sided (1 - alpha) upper bound the gate uses."""
+    p_value: float | None
+    """One-sided p-value for a drop."""
+    p_value_method: Literal["sign-flip", "t"] | None
+    """Exact sign-flip permutation up to 30 scenarios, one-sample t (scenarios - 1 df) above."""
+    correlation: float | None
+    """Correlation of per-scenario pass rates between the runs: what pairing gains."""
+    minimum_detectable_drop: float | None
+    """Drop detectable with 80% power at this noise level (stats.md 2.5)."""
+
+
+Number = float | int | None
+
+
+class GateResult(_ReportModel):
+    """The verdict of one gate."""
+
+    name: GateName
+    """Which gate."""
+    verdict: Verdict
+    """OK, WARN, INCONCLUSIVE or FAIL."""
+    reason: str
+    """One line for humans."""
+    numbers: dict[str, Number]
+    """The numbers behind the verdict."""
+    case_ids: list[str]
+    """Cases involved, most severe first."""
+
+
+class Diff(BaseModel):
+    """Baseline-vs-current comparison with the gate verdicts (the JSON report's ``diff``)."""
+
+    # Unknown keys are ignored rather than rejected so that a dumped Diff, which carries
+    # its computed fields, validates back.
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    schema_version: Literal["1"] = "1"
+    """Version of this schema."""
+    policy: dict[str, Number]
+    """The GatePolicy used, so a verdict can be reproduced."""
+    cases: list[CaseDiff]
+    """Cases present in both runs, sorted by id."""
+    new_cases: list[str]
+    """Cases only in the current run."""
+    missing_cases: list[str]
+    """Cases only in the baseline."""
+    suite: SuiteComparison
+    """Paired suite pass-rate comparison."""
+    gates: list[GateResult]
+    """One result per enabled gate."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def breached(self) -> list[GateName]:
+        """Gates whose verdict is FAIL."""
+        return [gate.name for gate in self.gates if gate.verdict is Verdict.FAIL]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> Verdict:
+        """The most severe gate verdict (OK when no gate is enabled)."""
+        return worst_verdict(gate.verdict for gate in self.gates)
+
+
+
+class Plan(_ReportModel):
+    """How small a suite drop a design can detect, and the repeats a target drop needs."""
+
+    scenarios: int
+    """Scenarios in the design."""
+    repeats: int
+    """Repeats per scenario in each run."""
+    alpha: float
+    """One-sided significance level."""
+    power: float
+    """Probability of detecting a drop of the reported size."""
+    within_scenario_variance: float
+    """E[p(1-p)], the binomial noise of one attempt, averaged over scenarios."""
+    variance_source: Literal["baseline", "default"]
+    """Estimated from baseline cases with 2+ attempts, or stats.md's planning default 0.10."""
+    change_sd: float
+    """Assumed spread of the true change across scenarios (tau); 0 = a uniform change."""
+    minimum_detectable_drop: float
+    """Smallest suite drop detected with ``power`` at these scenarios and repeats."""
+    target_drop: float
+    """The suite drop the plan should detect."""
+    repeats_needed: int | None
+    """Repeats per scenario (both runs) to detect ``target_drop``; None: add scenarios."""
+    scenarios_needed: int
+    """Scenarios needed to detect ``target_drop`` at the given repeats."""
+
