@@ -13,8 +13,10 @@ from typing import Sequence
 
 # name -> (module, one-line help). Keep sorted.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "baseline": ("pytest_nodeval.commands.baseline", "Compare a run with a baseline, or bless a run as the baseline."),
     "clean": ("pytest_nodeval.commands.clean", "Remove world containers that runs left behind."),
     "history": ("pytest_nodeval.commands.history", "Show a case's results across past runs."),
+    "plan": ("pytest_nodeval.commands.plan", "How many repeats the gate needs to detect a given drop."),
     "promote": ("pytest_nodeval.commands.promote", "Make a reviewable case directory from a captured sample."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
     "samples": ("pytest_nodeval.commands.samples", "List the sessions the production sampler captured."),

@@ -39,6 +39,8 @@ class Controller:
         self.report_path: Path | None = None
         self.problem: str | None = None
         self.cleaned: list[str] = []
+        self.notes: list[str] = []
+        self.diff: Any = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.settings.mode in ("live", "record") and self.settings.world in ("auto", "docker"):
@@ -109,9 +111,47 @@ class Controller:
         report = self._build(int(session.exitstatus))
         if session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._all_failures_tolerated(report):
             session.exitstatus = pytest.ExitCode.OK
+        if self.settings.baseline is not None:
+            self._gate(report, session)
         report.exit_status = int(session.exitstatus)
         self.report = report
         self._write(report)
+        if self.settings.update_baseline:
+            self._bless(report)
+
+    def _gate(self, report: RunReport, session: pytest.Session) -> None:
+        """Compare with the baseline; a FAIL gives its own exit status when the tests passed."""
+        from .baseline import EXIT_GATE_FAILED, compare, gate_section, load, policy_from
+        from .errors import NodevalError
+
+        path = self.settings.baseline
+        assert path is not None
+        if not path.exists() and not self.settings.baseline_from_cli:
+            self.notes.append(f"no baseline yet at {_relative(path)} (nodeval_baseline); bless this run with "
+                              "--nodeval-update-baseline to start gating")
+            return
+        try:
+            baseline = load(path)
+            self.diff = compare(baseline, report, policy_from(self.settings.gate_policy))
+        except (NodevalError, TypeError, ValueError) as exc:
+            self.problem = f"the baseline gate could not run: {exc}"
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        report.gate = gate_section(self.diff, _relative(path))
+        if self.diff.breached and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = EXIT_GATE_FAILED
+
+    def _bless(self, report: RunReport) -> None:
+        from .baseline import DEFAULT_BASELINE, save
+        from .errors import NodevalError
+
+        target = self.settings.baseline or self.config.rootpath / DEFAULT_BASELINE
+        try:
+            save(self.run_dir, target)
+            self.notes.append(f"baseline updated: {_relative(target)} (review and commit it)")
+        except (NodevalError, OSError) as exc:
+            self.problem = f"--nodeval-update-baseline: {exc}"
 
     def _fill_missing(self) -> None:
         from .report import AttemptRecord
@@ -174,6 +214,13 @@ class Controller:
             terminalreporter.line(f"removed {len(self.cleaned)} world container(s) left by earlier runs")
         for line in summary_lines(self.report, verbosity=self.config.get_verbosity()):
             terminalreporter.line(line)
+        if self.diff is not None:
+            from .terminal import format_diff_table
+
+            for line in format_diff_table(self.diff):
+                terminalreporter.line(line, red=bool(self.diff.breached))
+        for note in self.notes:
+            terminalreporter.line(f"nodeval: {note}")
         if self.problem:
             terminalreporter.line(f"nodeval: {self.problem}", red=True)
         elif self.report_path is not None:

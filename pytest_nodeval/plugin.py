@@ -31,6 +31,20 @@ case_index_key = pytest.StashKey[dict[str, Path]]()
 
 CASE_FILE = "case.yaml"
 
+# The gate's thresholds as ini keys (nodeval_<name>); documented defaults live in gate_models.GatePolicy.
+GATE_INI_KEYS = {
+    "fail_on_score_drop": "Suite pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
+    "fail_on_scenario_drop": "Per-case pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
+    "fail_on_latency_p95_increase": "Relative p95 latency increase per case that fails the gate; 0 disables.",
+    "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
+    "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
+    "fail_on_token_increase": "Relative increase in tokens per attempt that fails the gate; 0 disables.",
+    "alpha": "Significance level of the gates' one-sided tests.",
+    "fdr_level": "Benjamini-Hochberg false-discovery level across cases.",
+    "bootstrap_iterations": "Bootstrap resamples for the latency and token gates.",
+    "bootstrap_seed": "Seed of those resamples, so verdicts reproduce.",
+}
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nodeval", "LLM agent evaluation (pytest-nodeval)")
@@ -60,6 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
     parser.addini("nodeval_report_dir", "Directory for run reports.", default="reports")
     parser.addini("nodeval_baseline", "Baseline report.json for the gate.", default="")
+    for name, help_text in GATE_INI_KEYS.items():
+        parser.addini(f"nodeval_{name}", help_text, default="")
     parser.addini("nodeval_judge", "Default judge model: '<anthropic|openai> <model> [base_url]'.", default="")
     parser.addini("nodeval_history", "SQLite file every run appends its summary to ('' disables).",
                   default="reports/history.sqlite")

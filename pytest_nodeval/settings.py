@@ -42,6 +42,9 @@ class Settings:
     judge: Any = None
     """The default judge model (ProviderSpec) from nodeval_judge."""
     judge_reuse: bool = False
+    baseline_from_cli: bool = False
+    gate_policy: dict[str, float] = field(default_factory=dict)
+    """Gate thresholds set in ini/pyproject (the rest keep GatePolicy's defaults)."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
 
@@ -130,6 +133,7 @@ def from_config(config: pytest.Config) -> Settings:
         update_baseline=bool(config.getoption("nodeval_update_baseline")), sources=sources,
         history=rootpath / config.getini("nodeval_history") if config.getini("nodeval_history") else None,
         judge=_judge(config.getini("nodeval_judge"), where), judge_reuse=bool(config.getoption("nodeval_judge_reuse")),
+        baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
     )
 
 
@@ -143,3 +147,21 @@ def _judge(text: str, where: str) -> Any:
         return parse_judge_spec(text, where)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _gate_policy(config: pytest.Config, where: str) -> dict[str, float]:
+    from .plugin import GATE_INI_KEYS
+
+    values: dict[str, float] = {}
+    for name in GATE_INI_KEYS:
+        raw = config.getini(f"nodeval_{name}")
+        if raw in ("", None):
+            continue
+        try:
+            number = float(raw)
+        except ValueError:
+            raise pytest.UsageError(f"nodeval_{name} ({where}) must be a number, got {raw!r}") from None
+        if number < 0:
+            raise pytest.UsageError(f"nodeval_{name} ({where}) must not be negative, got {raw!r}")
+        values[name] = int(number) if name in ("latency_min_attempts", "bootstrap_iterations", "bootstrap_seed") else number
+    return values

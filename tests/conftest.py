@@ -17,6 +17,10 @@ import pytest_nodeval.controller  # noqa: E402,F401
 import pytest_nodeval.engine  # noqa: E402,F401
 import pytest_nodeval.wire  # noqa: E402,F401
 
+# numpy refuses a second import in one process, and pytester would drop it between runs.
+import numpy  # noqa: E402,F401
+import scipy.stats  # noqa: E402,F401
+
 pytest_plugins = ["pytester"]
 
 

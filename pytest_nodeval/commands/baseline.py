@@ -1,0 +1,47 @@
+"""`nodeval baseline`: compare a run with a baseline, or bless a run as the new baseline.
+
+    nodeval baseline --against reports/baseline.json [--current reports/<run>]   # the gate
+    nodeval baseline --save reports/<run> [--to reports/baseline.json]           # bless
+
+Exit status: 0 when no gate FAILED, 6 when one did (as in pytest), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import NodevalError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--against", type=Path, metavar="BASELINE", help="Baseline run directory or report.json.")
+    action.add_argument("--save", type=Path, metavar="RUN", help="Bless this run (directory or report.json).")
+    parser.add_argument("--current", type=Path, default=Path("reports/latest"),
+                        help="The run to compare (default: reports/latest).")
+    parser.add_argument("--to", type=Path, default=None, help="Where --save writes (default: reports/baseline.json).")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="Also write the diff here (default: diff.json in the current run's directory).")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..baseline import DEFAULT_BASELINE, EXIT_GATE_FAILED, compare, gate_section, load, policy_from, resolve, save
+    from ..journal import write_atomic
+    from ..terminal import format_diff_table
+
+    if args.save is not None:
+        target = save(args.save, args.to or DEFAULT_BASELINE)
+        print(f"baseline written: {target} (review and commit it)")
+        return 0
+    current_path = resolve(args.current)
+    diff = compare(load(args.against), load(current_path), policy_from({}))
+    out = args.json or current_path.parent / "diff.json"
+    try:
+        write_atomic(out, json.dumps(gate_section(diff, str(args.against)), indent=2) + "\n")
+    except OSError as exc:
+        raise NodevalError(f"{out}: cannot write the diff: {exc}") from None
+    print("\n".join(format_diff_table(diff)))
+    print(f"diff written: {out}")
+    return EXIT_GATE_FAILED if diff.breached else 0

@@ -1,0 +1,36 @@
+"""`nodeval plan --baseline RUN`: what the gate can detect with these repeats, and what it takes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline", type=Path, required=True, help="A run directory or report.json to plan from.")
+    parser.add_argument("--repeats", type=int, default=None, help="Repeats per case (default: the baseline's).")
+    parser.add_argument("--scenarios", type=int, default=None, help="Cases (default: the baseline's).")
+    parser.add_argument("--target-drop", type=float, default=0.05, help="Suite drop to detect (default 0.05).")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..baseline import load, samples
+    from ..errors import NodevalError
+    from ..gate import plan
+
+    report = load(args.baseline)
+    repeats = args.repeats or report.repeat
+    scenarios = args.scenarios or len(report.cases)
+    try:
+        result = plan(samples(report), repeats, scenarios, args.target_drop)
+    except ValueError as exc:
+        raise NodevalError(str(exc)) from None
+    print(f"{scenarios} case(s) x {repeats} repeat(s): the suite gate detects a drop of "
+          f"{result.minimum_detectable_drop * 100:.1f} pp (80% power, alpha {result.alpha:g}); "
+          f"within-case variance {result.within_scenario_variance:.3f} ({result.variance_source})")
+    if result.repeats_needed is None:
+        print(f"no number of repeats detects {args.target_drop * 100:.1f} pp with {scenarios} case(s); "
+              f"it takes about {result.scenarios_needed} case(s)")
+    else:
+        print(f"to detect {args.target_drop * 100:.1f} pp: {result.repeats_needed} repeat(s) per case")
+    return 0
