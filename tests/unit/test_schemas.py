@@ -15,3 +15,12 @@ def test_committed_schema_matches_the_model(name: str) -> None:
     assert committed == render(schemas()[name]), (
         f"schemas/{name} is out of date with its model; if the change is deliberate, run "
         "`python -m pytest_nodeval.schemas schemas` (and bump schema_version if readers would break)")
+
+
+def test_every_gate_threshold_is_an_ini_key() -> None:
+    from dataclasses import fields
+
+    from pytest_nodeval.gate import GatePolicy
+    from pytest_nodeval.plugin import GATE_INI_KEYS
+
+    assert set(GATE_INI_KEYS) == {f.name for f in fields(GatePolicy)}
