@@ -135,7 +135,11 @@ class Movement(StrEnum):
 
 
 class _ReportModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # defer_build: validators are built on first use, not at import (~0.1 s CPU saved);
+    # the plugin imports these modules in runs that may never build a report.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True
+    )
 
 
 class PassRateChange(_ReportModel):
@@ -266,7 +270,7 @@ class Diff(BaseModel):
 
     # Unknown keys are ignored rather than rejected so that a dumped Diff, which carries
     # its computed fields, validates back.
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, defer_build=True)
 
     schema_version: Literal["1"] = "1"
     """Version of this schema."""
