@@ -59,7 +59,7 @@ CONDITIONS = [
 def spec_pass_rates() -> np.ndarray:
     """stats.md 3.4's suite: the same draws as worked_example.py (numpy seed 7)."""
     rng = np.random.default_rng(7)
-    return np.r_[rng.uniform(0.95, 1.0, 30), rng.uniform(0.5, 0.95, 20)]
+    return np.concatenate([rng.uniform(0.95, 1.0, 30), rng.uniform(0.5, 0.95, 20)])
 
 
 def current_rates(label: str, rates: np.ndarray) -> np.ndarray:
