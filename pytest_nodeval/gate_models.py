@@ -6,7 +6,7 @@ pydantic model with an attribute docstring on every field.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -85,19 +85,19 @@ class GatePolicy:
 
     def __post_init__(self) -> None:
         for name in ("fail_on_score_drop", "fail_on_scenario_drop"):
-            _require(0.0 <= getattr(self, name) <= 1.0, name, "a pass-rate drop in [0, 1]")
+            self._require(name, lambda v: 0.0 <= v <= 1.0, "a pass-rate drop in [0, 1]")
         for name in ("fail_on_latency_p95_increase", "fail_on_token_increase"):
-            _require(getattr(self, name) >= 0.0, name, "a relative increase >= 0")
-        _require(self.latency_min_increase_ms >= 0.0, "latency_min_increase_ms", ">= 0")
-        _require(self.latency_min_attempts >= 1, "latency_min_attempts", ">= 1")
+            self._require(name, lambda v: v >= 0.0, "a relative increase >= 0")
+        self._require("latency_min_increase_ms", lambda v: v >= 0.0, ">= 0")
+        self._require("latency_min_attempts", lambda v: v >= 1, ">= 1")
         for name in ("alpha", "fdr_level"):
-            _require(0.0 < getattr(self, name) < 1.0, name, "in (0, 1)")
-        _require(self.bootstrap_iterations >= 100, "bootstrap_iterations", ">= 100")
+            self._require(name, lambda v: 0.0 < v < 1.0, "in (0, 1)")
+        self._require("bootstrap_iterations", lambda v: v >= 100, ">= 100")
 
-
-def _require(ok: bool, name: str, valid: str) -> None:
-    if not ok:
-        raise ValueError(f"GatePolicy.{name} must be {valid}")
+    def _require(self, name: str, valid: Callable[[float], bool], expected: str) -> None:
+        value = getattr(self, name)
+        if not valid(value):
+            raise ValueError(f"GatePolicy.{name} must be {expected}, got {value!r}")
 
 
 class Verdict(StrEnum):
@@ -135,7 +135,11 @@ class Movement(StrEnum):
 
 
 class _ReportModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # defer_build: validators are built on first use, not at import (~0.1 s CPU saved);
+    # the plugin imports these modules in runs that may never build a report.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True
+    )
 
 
 class PassRateChange(_ReportModel):
@@ -266,7 +270,7 @@ class Diff(BaseModel):
 
     # Unknown keys are ignored rather than rejected so that a dumped Diff, which carries
     # its computed fields, validates back.
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, defer_build=True)
 
     schema_version: Literal["1"] = "1"
     """Version of this schema."""

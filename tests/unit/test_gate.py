@@ -324,7 +324,7 @@ def test_a_zero_threshold_disables_its_gate(field: str, name: GateName) -> None:
 )
 def test_invalid_policy_values_name_the_field(field: str, value: float) -> None:
     invalid: dict[str, Any] = {field: value}
-    with pytest.raises(ValueError, match=f"GatePolicy.{field} must be"):
+    with pytest.raises(ValueError, match=rf"GatePolicy\.{field} must be .*, got {value!r}"):
         dataclasses.replace(POLICY, **invalid)
 
 
