@@ -13,6 +13,10 @@ from typing import Sequence
 
 # name -> (module, one-line help). Keep sorted.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "eval": ("pytest_nodeval.commands.evaluate", "Evaluate for an external harness; the only mode for now is "
+             "--inspect-mode (same as `nodeval inspect-mode`)."),
+    "inspect-mode": ("pytest_nodeval.commands.inspect_mode", "One JSON request on stdin, one JSON response on "
+                     "stdout: the protocol for external harnesses (docs/inspect-mode.md)."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
 }
 
