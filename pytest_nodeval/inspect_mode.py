@@ -59,6 +59,8 @@ succeed"; protocol and infrastructure errors have codes of their own (2 stays ar
 
 InspectMode = Literal["live", "deterministic", "record"]
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+PATH_LIMIT = 500
+"""Paths are quoted whole in messages up to this length (a request's other values, 60)."""
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ class InspectRequest(BaseModel):
     """One request: which engine run to do. Unknown fields are errors, so a typo never
     silently drops a setting."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
 
     schema_version: Literal[1] = Field(alias="schema")
     """Protocol version; must be 1."""
@@ -98,7 +100,7 @@ class InspectRequest(BaseModel):
 class ErrorInfo(BaseModel):
     """Why a request did not end "ok"."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     code: ErrorCode
     """A stable code from the table in docs/inspect-mode.md."""
@@ -109,7 +111,9 @@ class ErrorInfo(BaseModel):
 
 
 class Usage(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Tokens the session's model calls used, as the providers reported them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     input_tokens: int
     output_tokens: int
@@ -118,7 +122,7 @@ class Usage(BaseModel):
 class InspectResponse(BaseModel):
     """One response. Fields that only a session can fill are null when none ran."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     schema_version: Literal[1] = Field(default=1, alias="schema")
     """Protocol version of this response: 1."""
@@ -145,6 +149,7 @@ class InspectResponse(BaseModel):
     wall_ms: float = 0.0
     """How long this request took to serve, worker start-up included."""
     turns: int | None = None
+    """Agent steps (a model call and the tools it asked for)."""
     llm_calls: int | None = None
     tool_calls: int | None = None
     journal_dir: str | None = None
@@ -298,7 +303,7 @@ def validate_request(data: dict[str, Any]) -> InspectRequest:
 
 
 def _describe(err: Any) -> tuple[str | None, str]:
-    field = ".".join(str(part) for part in err["loc"]) or None
+    field = clip(".".join(str(part) for part in err["loc"]), PATH_LIMIT) if err["loc"] else None
     if err["type"] == "extra_forbidden":
         valid = ", ".join(f.alias or name for name, f in InspectRequest.model_fields.items())
         return field, f"{field}: unknown field (valid fields: {valid})"
@@ -367,13 +372,13 @@ def run_request(request: InspectRequest) -> InspectResponse:
 def check_paths(request: InspectRequest) -> None:
     """Missing files are found here, cheaply, before any worker is started."""
     if request.config_path is not None and _probe(_absolute(request.config_path)) != "file":
-        raise ProtocolError("config_error", f"config_path {_short(request.config_path)}: not a file "
+        raise ProtocolError("config_error", f"config_path {_short(request.config_path, PATH_LIMIT)}: not a file "
                             f"(relative paths start at the working directory, {os.getcwd()})", "config_path")
     if request.case_dir is not None and _probe(_absolute(request.case_dir) / "case.yaml") != "file":
-        raise ProtocolError("config_error", f"case_dir {_short(request.case_dir)}: not a case directory "
+        raise ProtocolError("config_error", f"case_dir {_short(request.case_dir, PATH_LIMIT)}: not a case directory "
                             "(no case.yaml)", "case_dir")
     if request.journal_dir is not None and _probe(_absolute(request.journal_dir)) not in ("missing", "empty dir"):
-        raise ProtocolError("invalid_request", f"journal_dir {_short(request.journal_dir)}: exists and is not an "
+        raise ProtocolError("invalid_request", f"journal_dir {_short(request.journal_dir, PATH_LIMIT)}: exists and is not an "
                             "empty directory, or cannot be used; name a new directory", "journal_dir")
 
 
@@ -385,7 +390,7 @@ def prepare_journal_dir(request: InspectRequest) -> Path | None:
     try:
         target.mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as exc:
-        raise ProtocolError("invalid_request", f"journal_dir {_short(request.journal_dir)}: cannot be created "
+        raise ProtocolError("invalid_request", f"journal_dir {_short(request.journal_dir, PATH_LIMIT)}: cannot be created "
                             f"({type(exc).__name__}: {clip(str(exc), 200)})", "journal_dir") from None
     return target
 
