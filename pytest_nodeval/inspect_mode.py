@@ -61,6 +61,8 @@ InspectMode = Literal["live", "deterministic", "record"]
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 PATH_LIMIT = 500
 """Paths are quoted whole in messages up to this length (a request's other values, 60)."""
+MAX_PROBLEMS = 5
+"""An invalid request's message names this many problems at most."""
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +271,7 @@ def _reject_constant(name: str) -> NoReturn:
 def _require_valid_unicode(text: str, data: Any) -> None:
     # JSON may spell an unpaired UTF-16 surrogate ("\ud800"); such a string cannot be
     # written to a journal or a response, so it is refused here rather than crashing later.
-    if "\\u" not in text and "\\U" not in text:
+    if "\\u" not in text:
         return
     try:
         json.dumps(data, ensure_ascii=False).encode("utf-8")
@@ -298,8 +300,9 @@ def validate_request(data: dict[str, Any]) -> InspectRequest:
         return InspectRequest.model_validate(data)
     except ValidationError as exc:
         problems = [_describe(err) for err in exc.errors(include_url=False)]
-        message = "; ".join(dict.fromkeys(text for _, text in problems))
-        raise ProtocolError("invalid_request", message, problems[0][0]) from None
+        texts = list(dict.fromkeys(text for _, text in problems))
+        more = f"; and {len(texts) - MAX_PROBLEMS} more problems" if len(texts) > MAX_PROBLEMS else ""
+        raise ProtocolError("invalid_request", "; ".join(texts[:MAX_PROBLEMS]) + more, problems[0][0]) from None
 
 
 def _describe(err: Any) -> tuple[str | None, str]:
