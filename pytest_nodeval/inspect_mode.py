@@ -173,6 +173,8 @@ class WorkerJob(BaseModel):
     session_id: str
     journal_dir: str
     scratch_dir: str
+    parent_pid: int
+    """The inspect-mode process; the worker stops when it is gone (see inspect_worker)."""
 
 
 class ProtocolError(Exception):
@@ -357,15 +359,16 @@ def effective_mode(request: InspectRequest) -> InspectMode:
 def run_request(request: InspectRequest) -> InspectResponse:
     """Check the paths the request names, then run its session in a worker with a deadline."""
     # A new id has the journal's own shape (journal.new_session_id), without importing it here.
-    context = {"session_id": request.session_id or uuid.uuid4().hex, "mode": effective_mode(request)}
+    session_id, mode = request.session_id or uuid.uuid4().hex, effective_mode(request)
     try:
         check_paths(request)
         journal_dir = prepare_journal_dir(request)
     except ProtocolError as exc:
-        return error_response(exc.code, exc.message, exc.field, **context)
+        return error_response(exc.code, exc.message, exc.field, session_id=session_id, mode=mode)
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-inspect-"))
-    journal_dir = journal_dir or scratch / "journal"
-    job = WorkerJob(request=request, journal_dir=str(journal_dir), scratch_dir=str(scratch), **context)
+    job = WorkerJob(request=request, mode=mode, session_id=session_id,
+                    journal_dir=str(journal_dir or scratch / "journal"), scratch_dir=str(scratch),
+                    parent_pid=os.getpid())
     try:
         return run_worker(job, request.timeout_s or DEFAULT_TIMEOUT_S)
     finally:
@@ -455,17 +458,30 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
     so it cannot start another command meanwhile.
     """
     _signal_group(worker.pid, signal.SIGSTOP)
-    for child in _children(worker.pid):
-        _signal_group(child, signal.SIGKILL)
+    kill_children(worker.pid)
     _signal_group(worker.pid, signal.SIGKILL)
     worker.communicate()
+
+
+def kill_children(pid: int) -> None:
+    """Kill a process's direct children, with the process groups they lead."""
+    for child in _children(pid):
+        _signal_group(child, signal.SIGKILL)
+        _signal(child, signal.SIGKILL)  # a child that leads no group of its own
 
 
 def _signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
-        pass  # already gone, or a command that left for another group on purpose
+        pass  # already gone, or not the leader of a group
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _children(pid: int) -> list[int]:

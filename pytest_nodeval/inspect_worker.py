@@ -9,19 +9,24 @@ Not a public interface: the protocol is `nodeval inspect-mode`.
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from .inspect_mode import (
     EXIT_CODES,
     ErrorCode,
+    ErrorInfo,
     InspectResponse,
     Usage,
     WorkerJob,
     claim_stdout,
     clip,
     error_response,
+    kill_children,
     status_for,
 )
 
@@ -103,13 +108,30 @@ def response_for(observed: Any, job: WorkerJob) -> InspectResponse:
     )
 
 
-def _error_info(code: ErrorCode | None, status: str, reason: str | None) -> Any:
+def _error_info(code: ErrorCode | None, status: str, reason: str | None) -> ErrorInfo | None:
     if code is None:
         return None
     message = reason or "no reason given"
     if code == "session_failed":
         message = f"the session ended '{status}': {message}"
-    return error_response(code, message).error
+    return ErrorInfo(code=code, message=message)
+
+
+def exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
+    """Stop this worker, and the commands its tools started, once inspect-mode is gone.
+
+    The worker runs in a process session of its own (so the deadline can stop its whole
+    group), which also means that a harness killing `nodeval inspect-mode` on its own
+    timeout does not reach it. Without this watch the session would run on unobserved.
+    """
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        logger.warning("the inspect-mode process is gone; stopping the session")
+        kill_children(os.getpid())
+        os._exit(EXIT_CODES["internal_error"])
+
+    threading.Thread(target=watch, name="nodeval-parent-watch", daemon=True).start()
 
 
 def main() -> int:
@@ -117,6 +139,7 @@ def main() -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="nodeval inspect-mode worker: %(levelname)s %(message)s")
     job = WorkerJob.model_validate_json(sys.stdin.buffer.read())
+    exit_with_parent(job.parent_pid)
     try:
         response = run_job(job)
     except Exception as exc:  # the parent still gets a valid response; the traceback goes to stderr

@@ -75,6 +75,27 @@ def test_the_deadline_stops_the_session_and_its_commands(tmp_path: Path) -> None
     assert '"tool.call"' in (tmp_path / "journal" / "events.jsonl").read_text()
 
 
+def test_killing_the_command_stops_its_worker_and_commands(tmp_path: Path) -> None:
+    """A harness that gives up kills `nodeval inspect-mode`; nothing it started may run on."""
+    pid_file = tmp_path / "sleeper.pid"
+    command = f"echo $$ > {shlex.quote(str(pid_file))}; exec sleep 300"
+    config = write_config(tmp_path, script=[{"tool_calls": [{"name": "shell", "args": {"command": command}}]},
+                                            {"text": "done"}], tools=["shell"])
+    request = tmp_path / "request.json"
+    request.write_bytes(request_bytes(config_path=str(config), user_input="sleep", timeout_s=600))
+    with request.open("rb") as stdin:
+        nodeval = subprocess.Popen([*CLI, "inspect-mode"], stdin=stdin, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + COMMAND_TIMEOUT_S
+        while not pid_file.is_file() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline and nodeval.poll() is None, "the command never started"
+            time.sleep(0.1)
+    finally:
+        nodeval.kill()
+        nodeval.wait()
+    assert _gone(int(pid_file.read_text()), wait_s=15), "the tool's command outlived inspect-mode"
+
+
 def _gone(pid: int, wait_s: float = 5.0) -> bool:
     """True once the process has exited (a zombie waiting for its new parent counts)."""
     deadline = time.monotonic() + wait_s

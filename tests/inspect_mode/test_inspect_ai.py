@@ -49,9 +49,9 @@ def test_inspect_eval_scores_the_engines_answers_offline(tmp_path: Path) -> None
     assert {sample_id: score.value for sample_id, score in scores.items()} == {
         "capital": "C", "arithmetic": "C", "unknown": "C", "outage": "I"}
     assert scores["capital"].answer == "The capital of France is Paris."
-    assert scores["capital"].metadata == {
-        "status": "ok", "exit_code": 0, "session_id": "inspect-capital-1",
-        "usage": scores["capital"].metadata["usage"], "latency_ms": scores["capital"].metadata["latency_ms"]}
+    details = scores["capital"].metadata or {}
+    assert (details["status"], details["exit_code"], details["session_id"]) == ("ok", 0, "inspect-capital-1")
+    assert details["usage"]["output_tokens"] > 0 and details["latency_ms"] > 0
     assert scores["outage"].explanation is not None and "provider_error" in scores["outage"].explanation
     assert log.results is not None
     assert log.results.scores[0].metrics["accuracy"].value == pytest.approx(0.75)

@@ -181,7 +181,7 @@ def test_a_missing_api_key_is_a_provider_error(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("NODEVAL_TEST_NO_SUCH_KEY", "")
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"providers": [
-        {"name": "anthropic", "model": "claude-sonnet-4-6", "api_key_env": "NODEVAL_TEST_NO_SUCH_KEY"}]}))
+        {"name": "openai", "model": "gpt-5-mini", "api_key_env": "NODEVAL_TEST_NO_SUCH_KEY"}]}))
     response = serve(config_path=str(config), user_input="hi")
     assert code_of(response) == "provider_error"
     assert "NODEVAL_TEST_NO_SUCH_KEY" in response.error.message  # type: ignore[union-attr]
