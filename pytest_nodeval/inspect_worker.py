@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -117,18 +119,20 @@ def _error_info(code: ErrorCode | None, status: str, reason: str | None) -> Erro
     return ErrorInfo(code=code, message=message)
 
 
-def exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
+def exit_with_parent(parent_pid: int, scratch_dir: str, poll_s: float = 0.5) -> None:
     """Stop this worker, and the commands its tools started, once inspect-mode is gone.
 
     The worker runs in a process session of its own (so the deadline can stop its whole
     group), which also means that a harness killing `nodeval inspect-mode` on its own
     timeout does not reach it. Without this watch the session would run on unobserved.
+    The scratch directory is the parent's to remove, so it is removed here instead.
     """
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(poll_s)
         logger.warning("the inspect-mode process is gone; stopping the session")
         kill_children(os.getpid())
+        shutil.rmtree(scratch_dir, ignore_errors=True)
         os._exit(EXIT_CODES["internal_error"])
 
     threading.Thread(target=watch, name="nodeval-parent-watch", daemon=True).start()
@@ -139,7 +143,10 @@ def main() -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="nodeval inspect-mode worker: %(levelname)s %(message)s")
     job = WorkerJob.model_validate_json(sys.stdin.buffer.read())
-    exit_with_parent(job.parent_pid)
+    # Temporary directories of the session (the local world's, say) go inside the scratch
+    # directory, which is removed however the worker ends: even when it is killed.
+    tempfile.tempdir = job.scratch_dir
+    exit_with_parent(job.parent_pid, job.scratch_dir)
     try:
         response = run_job(job)
     except Exception as exc:  # the parent still gets a valid response; the traceback goes to stderr
