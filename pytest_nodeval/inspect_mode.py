@@ -216,6 +216,7 @@ def handle(raw: bytes) -> tuple[InspectResponse, int]:
     response = response.model_copy(update={"wall_ms": round((time.perf_counter() - start) * 1000, 3)})
     if response.error is not None:
         logger.warning("%s: %s", response.error.code, clip(response.error.message, 2000))
+    logger.info("answered %s (exit status %d) in %.0f ms", response.status, response.exit_code, response.wall_ms)
     return response, response.exit_code
 
 
@@ -425,6 +426,7 @@ def run_worker(job: WorkerJob, timeout_s: float) -> InspectResponse:
     context = {"session_id": job.session_id, "mode": job.mode,
                # a kept journal holds what the session did before it was stopped
                "journal_dir": job.journal_dir if job.request.journal_dir is not None else None}
+    logger.info("running session %s (%s) in a worker, deadline %gs", job.session_id, job.mode, timeout_s)
     # stderr is inherited: the worker's logs go where ours go, never to stdout.
     worker = subprocess.Popen(WORKER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               start_new_session=True)
