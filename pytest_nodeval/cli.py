@@ -18,6 +18,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("pytest_nodeval.commands.history", "Show a case's results across past runs."),
     "plan": ("pytest_nodeval.commands.plan", "How many repeats the gate needs to detect a given drop."),
     "promote": ("pytest_nodeval.commands.promote", "Make a reviewable case directory from a captured sample."),
+    "eval": ("pytest_nodeval.commands.evaluate", "Evaluate for an external harness; the only mode for now is "
+             "--inspect-mode (same as `nodeval inspect-mode`)."),
+    "inspect-mode": ("pytest_nodeval.commands.inspect_mode", "One JSON request on stdin, one JSON response on "
+                     "stdout: the protocol for external harnesses (docs/inspect-mode.md)."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
     "samples": ("pytest_nodeval.commands.samples", "List the sessions the production sampler captured."),
 }

@@ -41,6 +41,9 @@ class AttemptSettings:
     """The judge's ProviderSpec (full, live and record modes grade rubrics with it)."""
     work_dir: Path | None = None
     """Shared scratch space of the run (locks, image builds)."""
+    session_id: str | None = None
+    """The observed journal's session id (default: a new random one); set by callers that
+    must correlate the journal with their own records, such as `nodeval inspect-mode`."""
 
     @property
     def replay(self) -> bool:
@@ -100,9 +103,9 @@ class Observed:
         }
 
 
-def journal_header(source: str, config: EngineConfig | None) -> JournalHeader:
+def journal_header(source: str, config: EngineConfig | None, session_id: str | None = None) -> JournalHeader:
     return JournalHeader(
-        session_id=new_session_id(), created_at=now_iso(),
+        session_id=session_id or new_session_id(), created_at=now_iso(),
         engine=EngineInfo(version=__version__), source=source,  # type: ignore[arg-type]
         config_digest=config.digest() if config else None, redaction=["secrets"],
     )
@@ -137,7 +140,8 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
         world = _open_world(case, settings)
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
-    writer = JournalWriter(journal_dir, journal_header(source, case.config), durable=not settings.replay)
+    writer = JournalWriter(journal_dir, journal_header(source, case.config, settings.session_id),
+                           durable=not settings.replay)
     observed = Observed(case.id, settings.mode, writer.events, journal_dir,
                         world_backend=world.backend if world else None)
     try:
