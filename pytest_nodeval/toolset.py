@@ -15,9 +15,8 @@ from typing import Any
 from .config import COMPOSIO_PREFIX, MCP_PREFIX, EngineConfig
 from .errors import NodevalError
 from .replay import ReplayStash
+from .services import FAKE
 from .tools import BUILTINS, Tool, recorded_tools
-
-FAKE = "fake"
 
 
 def build_tools(config: EngineConfig, *, stash: ReplayStash | None = None, services: Any = None,

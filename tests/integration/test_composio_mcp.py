@@ -188,3 +188,23 @@ def test_the_fixtures_start_and_stop_their_fakes(nodeval_project: pytest.Pyteste
         parts = urlsplit(url)
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((parts.hostname, parts.port), timeout=2).close()
+
+
+def test_a_real_mcp_server_gets_the_bearer_token_from_token_env_or_an_error_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_nodeval.config import McpServerSpec
+    from pytest_nodeval.errors import NodevalError
+    from pytest_nodeval.mcp_tools import McpSessions
+
+    sessions = McpSessions()
+    with MCPOAuthFake(MCP_SCRIPT) as fake:  # addressed by its URL: the engine treats it as a real server
+        try:
+            with pytest.raises(NodevalError, match="asks for authorization.*set token_env"):
+                sessions.connect(McpServerSpec(name="files", url=fake.mcp_url), fake.mcp_url, 10)
+            monkeypatch.setenv("FILES_MCP_TOKEN", fake.issue_token(["files:read"]))
+            spec = McpServerSpec(name="files", url=fake.mcp_url, token_env="FILES_MCP_TOKEN")
+            read_file, _ = sessions.connect(spec, fake.mcp_url, 10)
+        finally:
+            sessions.close()
+    assert read_file.register_extra["mcp"]["auth"] == [{"step": "bearer_token", "from_env": "FILES_MCP_TOKEN"}]
+    assert fake.count("register") == 0, "no OAuth flow runs against a real server"
