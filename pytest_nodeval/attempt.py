@@ -55,6 +55,9 @@ class Attempt:
         self.results: list[AssertionResult] = []
         self.world: Any = None
         """Set by the nodeval_world fixture: the engine's tools then act on that world."""
+        self.fakes: dict[str, Any] = {}
+        """Running fakes by kind (llm, composio, mcp), filled by the nodeval_llm_server,
+        nodeval_composio and nodeval_mcp fixtures: a live attempt uses them instead of its own."""
 
     @property
     def attempt_settings(self) -> AttemptSettings:
@@ -83,7 +86,7 @@ class Attempt:
             try:
                 if agent is None:
                     self.observed = run_case(self.case, self.attempt_settings, journal, world=self.world,
-                                             grade=self._grader())
+                                             grade=self._grader(), fakes=self.fakes)
                 else:
                     self.observed = run_agent_case(agent, self.case, self.attempt_settings, journal, inputs)
             except NodevalError as exc:

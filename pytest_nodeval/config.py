@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -104,6 +105,86 @@ class ToolSpec(_Strict):
         return name
 
 
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ComposioSpec(_Strict):
+    """`composio:` where the engine's Composio actions (`tools: [composio:<ACTION>]`) run."""
+
+    base_url: str | None = None
+    """The Composio API; `fake` starts fakes.composio, scripted by input/composio.yaml (default: the SDK's)."""
+    api_key_env: str = "COMPOSIO_API_KEY"
+    """Environment variable holding the API key (not read for `base_url: fake` or in replay)."""
+    user_id: str = Field(min_length=1)
+    """The Composio user whose connected accounts execute the actions."""
+    toolkit_versions: dict[str, str] = Field(default_factory=dict)
+    """Pinned toolkit versions, e.g. {github: "20250101_00"}; an unpinned toolkit runs the
+    version the API described when the session started (journaled in tool.register)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_or_fake(cls, url: str | None) -> str | None:
+        if url is not None and url != "fake" and not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL of the Composio API, or `fake`")
+        return url
+
+
+class McpServerSpec(_Strict):
+    """One MCP server reached over streamable HTTP; `mcp:<name>` enables all of its tools."""
+
+    name: str
+    url: str
+    """The MCP endpoint (http or https), or `fake`: fakes.mcp_oauth, scripted by input/mcp.yaml."""
+    scopes: list[str] = Field(default_factory=list)
+    """OAuth scopes asked for first (fake only); a tool that needs more steps up when called."""
+    token_env: str | None = None
+    """Real servers: environment variable holding a bearer token. The engine cannot give
+    an OAuth consent for a person, so it never runs the interactive flow against them."""
+
+    @field_validator("name")
+    @classmethod
+    def _usable_name(cls, name: str) -> str:
+        if not _SERVER_NAME.match(name):
+            raise ValueError("must be 1-64 letters, digits, '_' or '-'")
+        return name
+
+    @field_validator("url")
+    @classmethod
+    def _url_or_fake(cls, url: str) -> str:
+        if url != "fake" and not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL of the MCP endpoint, or `fake`")
+        return url
+
+    @model_validator(mode="after")
+    def _token_only_for_real_servers(self) -> McpServerSpec:
+        if self.url == "fake" and self.token_env is not None:
+            raise ValueError("token_env is for real servers; the fake is authorized through OAuth")
+        return self
+
+
+class McpSpec(_Strict):
+    """`mcp:` the MCP servers the engine may use."""
+
+    servers: list[McpServerSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> McpSpec:
+        names = [s.name for s in self.servers]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"two MCP servers are named {duplicates[0]!r}; names must be unique")
+        if sum(s.url == "fake" for s in self.servers) > 1:
+            raise ValueError("only one MCP server can be `url: fake` (input/mcp.yaml scripts one server)")
+        return self
+
+    def server(self, name: str) -> McpServerSpec | None:
+        return next((s for s in self.servers if s.name == name), None)
+
+
+COMPOSIO_PREFIX = "composio:"
+MCP_PREFIX = "mcp:"
+
+
 class Limits(_Strict):
     max_turns: int = Field(default=10, ge=1)
     """Agent steps (one model call and the tools it asks for) per session."""
@@ -122,6 +203,10 @@ class EngineConfig(_Strict):
     tools: list[ToolSpec] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     temperature: float | None = None
+    composio: ComposioSpec | None = None
+    """Needed by `composio:<ACTION>` tools."""
+    mcp: McpSpec | None = None
+    """Needed by `mcp:<server>` tools."""
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -138,8 +223,35 @@ class EngineConfig(_Strict):
             raise ValueError(f"providers share the name {duplicates[0]!r}; give each a distinct 'label'")
         return self
 
+    @model_validator(mode="after")
+    def _tool_sections(self) -> EngineConfig:
+        for spec in self.tools:
+            problem = self._section_problem(spec.name)
+            if problem:
+                raise ValueError(f"tools: {spec.name!r} {problem}")
+        return self
+
+    def _section_problem(self, tool: str) -> str | None:
+        if tool.startswith(COMPOSIO_PREFIX):
+            if not tool.removeprefix(COMPOSIO_PREFIX):
+                return "names no action (write composio:<ACTION>, e.g. composio:GITHUB_STAR_A_REPOSITORY)"
+            if self.composio is None:
+                return "needs a `composio:` section, e.g. composio: {user_id: <user>, base_url: fake}"
+        if tool.startswith(MCP_PREFIX):
+            server = tool.removeprefix(MCP_PREFIX)
+            if self.mcp is None:
+                return f"needs an `mcp:` section, e.g. mcp: {{servers: [{{name: {server or '<server>'}, url: fake}}]}}"
+            if self.mcp.server(server) is None:
+                known = ", ".join(s.name for s in self.mcp.servers)
+                return f"names no server of the `mcp:` section (servers: {known})"
+        return None
+
     def digest(self) -> str:
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json")
+        for section in ("composio", "mcp"):  # absent sections leave older configs' digests unchanged
+            if data[section] is None:
+                del data[section]
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

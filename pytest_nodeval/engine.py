@@ -19,9 +19,13 @@ from .errors import NodevalError, ProviderError
 from .journal import JournalWriter
 from .providers import ModelRequest, ProviderChain, ToolCallRequest
 from .replay import ReplayStash
-from .tools import Tool, ToolContext, ToolOutcome, missing_arguments
+from .tools import Tool, ToolContext, ToolOutcome, missing_arguments, register_payload
 from .user import SimulatedUser
 from .world import World, snapshot
+
+
+# The fields every tool.result has; anything else a recorded result carries is replayed as is.
+_RESULT_FIELDS = frozenset({"tool", "call_id", "ok", "result", "error", "latency_ms"})
 
 
 class _LimitReached(Exception):
@@ -85,10 +89,7 @@ class Engine:
             "engine": "pytest-nodeval", "version": __version__, "session_id": self.session_id,
             "mode": self.mode, "config_digest": self.config.digest()})
         for tool in self.tools.values():
-            self.journal.emit("tool.register", {
-                "tool": tool.definition.name, "description": tool.definition.description,
-                "parameters": tool.definition.parameters, "side_effects": tool.side_effects,
-                "source": tool.source})
+            self.journal.emit("tool.register", register_payload(tool))
         try:
             self._conversation()
         except _LimitReached as limit:
@@ -183,14 +184,15 @@ class Engine:
         start = time.perf_counter()
         if recorded is not None and (tool is None or tool.side_effects):
             # Replay: the world is not touched; the recorded result stands in.
-            outcome = ToolOutcome(recorded["ok"], recorded.get("result"), recorded.get("error"))
+            extra = {k: v for k, v in recorded.items() if k not in _RESULT_FIELDS}
+            outcome = ToolOutcome(recorded["ok"], recorded.get("result"), recorded.get("error"), extra or None)
             latency_ms = recorded.get("latency_ms", 0.0)
         else:
             outcome = self._run_tool(tool, call)
             latency_ms = round((time.perf_counter() - start) * 1000, 3)
         self.journal.emit("tool.result", {
-            "tool": call.name, "call_id": call.id, "ok": outcome.ok, "result": outcome.result,
-            "error": outcome.error, "latency_ms": latency_ms})
+            **(outcome.extra or {}), "tool": call.name, "call_id": call.id, "ok": outcome.ok,
+            "result": outcome.result, "error": outcome.error, "latency_ms": latency_ms})
         return outcome
 
     def _run_tool(self, tool: Tool | None, call: ToolCallRequest) -> ToolOutcome:

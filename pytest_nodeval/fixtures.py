@@ -9,7 +9,14 @@ import pytest
 
 from .plugin import attempt_key, cases_key, load_case_cached, run_id_key, settings_key
 
+fakes_key = pytest.StashKey[dict[str, Any]]()
+"""The fakes a test's fixtures started, by kind; its attempt uses them."""
+
 if TYPE_CHECKING:
+    from fakes.composio import ComposioFake
+    from fakes.llm import LLMFake
+    from fakes.mcp_oauth import MCPOAuthFake
+
     from .attempt import Attempt
     from .case import Case
     from .session import Observed
@@ -47,6 +54,7 @@ def nodeval_attempt(request: pytest.FixtureRequest, nodeval_case: Case, nodeval_
 
     ref = request.node.callspec.params["nodeval_case"]
     attempt = Attempt(nodeval_case, ref, nodeval_settings, nodeval_run_dir, request.config.rootpath)
+    attempt.fakes = request.node.stash.setdefault(fakes_key, {})  # shared with the fake fixtures, in any order
     request.node.stash[attempt_key] = attempt
     token = attempt.activate()
     yield attempt
@@ -91,3 +99,60 @@ def nodeval_world(request: pytest.FixtureRequest, nodeval_settings: Settings, no
         attempt.world = world
     yield world
     world.close()
+
+
+@pytest.fixture
+def nodeval_llm_server(request: pytest.FixtureRequest) -> Iterator[LLMFake]:
+    """A started `fakes.llm.LLMFake` (Anthropic and OpenAI HTTP APIs on a loopback port: `.url`).
+
+    Scripted by the bound case's `input/llm.yaml` when the test runs a case (`nodeval_case`)
+    and the file exists, else unscripted (every request gets a 400 saying so). A live
+    attempt of this test answers `base_url: fake` providers with it; `.requests` lists what
+    it received. Stopped at teardown; one per test, so xdist workers never share it.
+    """
+    yield from _serve_fake(request, "llm")
+
+
+@pytest.fixture
+def nodeval_composio(request: pytest.FixtureRequest) -> Iterator[ComposioFake]:
+    """A started `fakes.composio.ComposioFake` (the Composio API the `composio` SDK calls: `.url`).
+
+    Its catalogue is the bound case's `input/composio.yaml` when the test runs a case and
+    the file exists, else an empty one (no tools; the default `api_key`). A live attempt of
+    this test sends `composio: {base_url: fake}` to it; `.calls` and `.executions` list
+    what it received. Stopped at teardown.
+    """
+    yield from _serve_fake(request, "composio")
+
+
+@pytest.fixture
+def nodeval_mcp(request: pytest.FixtureRequest) -> Iterator[MCPOAuthFake]:
+    """A started `fakes.mcp_oauth.MCPOAuthFake`: an OAuth authorization server (`.issuer`) and
+    a protected MCP server (`.mcp_url`).
+
+    Scripted by the bound case's `input/mcp.yaml` when the test runs a case and the file
+    exists, else the default script (no tools, base scope `mcp:read`). A live attempt of
+    this test connects an MCP server with `url: fake` to it; `.events` records every OAuth
+    and MCP request, and its fault switches (`expire_access_tokens`, `require_scope`, ...)
+    work while the attempt runs. Stopped at teardown.
+    """
+    yield from _serve_fake(request, "mcp")
+
+
+def _serve_fake(request: pytest.FixtureRequest, kind: str) -> Iterator[Any]:
+    from .errors import NodevalError
+    from .services import make_fake
+
+    case = request.getfixturevalue("nodeval_case") if "nodeval_case" in request.fixturenames else None
+    ref = getattr(getattr(request.node, "callspec", None), "params", {}).get("nodeval_case")
+    try:
+        fake = make_fake(kind, case, seed=getattr(ref, "repeat", None), required=False)
+    except NodevalError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    running = request.node.stash.setdefault(fakes_key, {})
+    with fake:
+        running[kind] = fake
+        try:
+            yield fake
+        finally:
+            running.pop(kind, None)

@@ -12,7 +12,7 @@ import difflib
 import json
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import ReplayDivergence
 from .journal import Journal, LlmRequest
@@ -52,6 +52,8 @@ class ReplayStash:
         self.snapshots = journal.of_type("world.snapshot")
         self.recorded_end = next(iter(journal.of_type("session.end")), None)
         self.judge_responses = journal.of_type("judge.response")
+        self.registered = [e.payload_dict() for e in journal.of_type("tool.register")]
+        """The recorded tool.register payloads: replay rebuilds outside services' tools from them."""
         self._llm: dict[str, deque[_Exchange]] = {}
         self._tools: dict[str, tuple[Any, Any]] = {}
         self._asks: dict[str, Any] = {}
@@ -144,6 +146,10 @@ class ReplayStash:
 
     # -- divergence ---------------------------------------------------------------------
 
+    def stop(self, detail: str) -> NoReturn:
+        """Stop the replay as diverged (e.g. the config enables a tool the journal never registered)."""
+        self._stop(detail)
+
     def _same_request(self, recorded: dict[str, Any], actual: dict[str, Any]) -> bool:
         if recorded.get("path") != actual.get("path") or recorded.get("method") != actual.get("method"):
             return False
@@ -165,7 +171,7 @@ class ReplayStash:
                 f"(recorded providers with calls left: {', '.join(k for k, q in self._llm.items() if q) or 'none'}); "
                 f"request body starts {_short(request.get('body'), 160)}")
 
-    def _stop(self, detail: str) -> Any:
+    def _stop(self, detail: str) -> NoReturn:
         self.stopped = ReplayDivergence(
             f"replay of '{self.case}' diverged from its journal: {detail}\n"
             f"If the change is intended, re-record the journal: nodeval record {self.case}"

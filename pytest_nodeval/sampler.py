@@ -25,6 +25,7 @@ import os
 import queue
 import threading
 import weakref
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
@@ -401,9 +402,10 @@ def _run_engine_live(config: EngineConfig, user: SimulatedUser, writer: JournalW
         world = LocalWorld()
     chain_ = build_chain(config.providers, Wiring(writer))
     try:
-        engine = Engine(config, writer, chain_, build_tools(config), user, world,
-                        session_id=writer.header.session_id, mode="live")
-        return engine.run()
+        with ExitStack() as resources:  # MCP sessions close when the session ends
+            engine = Engine(config, writer, chain_, build_tools(config, resources=resources), user, world,
+                            session_id=writer.header.session_id, mode="live")
+            return engine.run()
     finally:
         chain_.close()
         if own_world and world is not None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from . import __version__
 from .assertions import Evidence
@@ -123,11 +123,13 @@ Grader = Callable[[JournalWriter, "str | None"], dict[str, Any]]
 
 
 def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world: Any = None,
-             grade: Grader | None = None) -> Observed:
+             grade: Grader | None = None, fakes: Mapping[str, Any] | None = None) -> Observed:
     """Run the reference engine on a case in the given mode.
 
     `world`: use this world (the caller closes it) instead of opening one for the attempt.
     `grade`: the judge, called with the observed journal still open (see judge.py).
+    `fakes`: running fakes by kind (llm, composio, mcp) to use instead of starting them
+    (the caller stops them); only live and record attempts talk to fakes.
     """
     if case.config is None or case.inputs is None:
         raise NodevalError(f"{case.config_path}: missing; the reference engine needs input/config.yaml "
@@ -145,7 +147,7 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
     observed = Observed(case.id, settings.mode, writer.events, journal_dir,
                         world_backend=world.backend if world else None)
     try:
-        _run_engine(case, settings, writer, stash, world, observed, grade)
+        _run_engine(case, settings, writer, stash, world, observed, grade, fakes)
     finally:
         writer.close()
         if world is not None and owns_world:
@@ -157,8 +159,8 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
     return observed
 
 
-def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter,
-                stash: ReplayStash | None, world: Any, observed: Observed, grade: Grader | None) -> None:
+def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter, stash: ReplayStash | None,
+                world: Any, observed: Observed, grade: Grader | None, fakes: Mapping[str, Any] | None) -> None:
     from .engine import Engine
     from .providers import Wiring, build_chain
     from .services import REPLAY_URL, with_fake_urls
@@ -166,12 +168,15 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter,
 
     assert case.config is not None and case.inputs is not None
     chain = None
-    with _services(case, settings) as llm_url:
+    # The tools' resources (MCP sessions) close before the fakes they talk to stop.
+    with _services(case, settings, fakes) as services, ExitStack() as resources:
+        llm_url = services.llm_url
         config, keys = with_fake_urls(case.config, llm_url or REPLAY_URL)
         try:
             chain = build_chain(config.providers, Wiring(writer, stash, keys))
             user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path), llm_url)
-            engine = Engine(config, writer, chain, build_tools(config), user, world, stash,
+            tools = build_tools(config, stash=stash, services=services, resources=resources)
+            engine = Engine(config, writer, chain, tools, user, world, stash,
                             session_id=writer.header.session_id, mode=settings.mode, watch=case.spec.world.watch)
             engine.run()
             if stash is not None:
@@ -186,16 +191,18 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter,
 
 
 @contextmanager
-def _services(case: Case, settings: AttemptSettings) -> Iterator[str | None]:
-    """The URL of the LLM fake for this attempt, when something in the case points at it."""
+def _services(case: Case, settings: AttemptSettings, given: Mapping[str, Any] | None = None) -> Iterator[Any]:
+    """The fakes of this attempt (services.LiveServices), started when something in the case points at them."""
     from .services import live_services
 
     specs = list(case.config.providers) if case.config else []
     specs += user_provider_specs(case) + judge_provider_specs(case, settings)
+    config = case.config
     if settings.replay:
         specs = judge_provider_specs(case, settings)  # only a live judge talks to anyone in replay
-    with live_services(case, specs, settings.seed) as url:
-        yield url
+        config = None  # the journal serves every tool
+    with live_services(case, specs, settings.seed, config, given=given) as services:
+        yield services
 
 
 def user_provider_specs(case: Case) -> list[Any]:
@@ -239,10 +246,12 @@ def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_di
     return observed
 
 
-def build_tools(config: EngineConfig) -> dict[str, Any]:
-    from .tools import BUILTINS
+def build_tools(config: EngineConfig, *, stash: ReplayStash | None = None, services: Any = None,
+                resources: ExitStack | None = None) -> dict[str, Any]:
+    """The engine's tools; see toolset.build_tools (MCP tools need `resources` to close their sessions)."""
+    from .toolset import build_tools as build
 
-    return {spec.name: BUILTINS[spec.name]() for spec in config.tools if spec.name in BUILTINS}
+    return build(config, stash=stash, services=services, resources=resources)
 
 
 def _stash_for(case: Case, settings: AttemptSettings) -> ReplayStash | None:

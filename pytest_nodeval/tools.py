@@ -3,6 +3,10 @@
 A tool with side effects is never run during replay: its recorded `tool.result` is
 served instead. `ask_user` has none of its own; its answer comes from the simulated
 user when live and from the journal's `io.ask.response` in replay.
+
+Tools of outside services (Composio actions, MCP tools) are described by those services
+when live; in replay they are `RecordedTool`s rebuilt from the journal's `tool.register`
+events, so a replay neither imports their SDKs nor contacts anyone.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ class ToolOutcome:
     ok: bool
     result: Any = None
     error: str | None = None
+    extra: dict[str, Any] | None = None
+    """Journal-only fields of the `tool.result` (e.g. the OAuth steps a call took); never shown to the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +43,44 @@ class Tool(Protocol):
     definition: ToolDef
     side_effects: bool
     source: str
+    """"builtin", "composio" or "mcp:<server>"."""
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome: ...
+
+
+REGISTER_FIELDS = ("tool", "description", "parameters", "side_effects", "source")
+
+
+def register_payload(tool: Tool) -> dict[str, Any]:
+    """The `tool.register` payload: the definition, plus what the tool adds (`register_extra`)."""
+    extra = getattr(tool, "register_extra", None) or {}
+    return {**extra, "tool": tool.definition.name, "description": tool.definition.description,
+            "parameters": tool.definition.parameters, "side_effects": tool.side_effects, "source": tool.source}
+
+
+class RecordedTool:
+    """A tool as a journal registered it: what replay offers the model instead of asking a service.
+
+    It is side-effecting, so the engine serves its results from the replay stash and never
+    runs it.
+    """
+
+    side_effects = True
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.definition = ToolDef(payload["tool"], payload.get("description", ""), payload.get("parameters", {}))
+        self.source = str(payload.get("source", "builtin"))
+        self.register_extra = {k: v for k, v in payload.items() if k not in REGISTER_FIELDS}
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        raise NodevalError(f"tool {self.definition.name!r} ({self.source}) was registered from the journal; "
+                           "its results come from the replay stash, so it cannot run")
+
+
+def recorded_tools(registered: list[dict[str, Any]], source: str, names: list[str] | None = None) -> list[RecordedTool]:
+    """The tools of `source` (all, or those named) among recorded tool.register payloads, in journal order."""
+    return [RecordedTool(p) for p in registered
+            if p.get("source") == source and (names is None or p.get("tool") in names)]
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
