@@ -64,6 +64,7 @@ class Controller:
             if ref is not None and hasattr(ref, "case_id"):
                 self.expected[item.nodeid] = (ref.case_id, ref.repeat)
 
+    @pytest.hookimpl(optionalhook=True)  # only exists when pytest-xdist is active
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # The controller does not collect under xdist; case files are known from their ids.
         for nodeid in ids:

@@ -46,7 +46,9 @@ def run_job(job: WorkerJob) -> InspectResponse:
     context = {"session_id": job.session_id, "mode": job.mode}
     try:
         case = load_run(job)
-        settings = AttemptSettings(mode=job.mode, session_id=job.session_id, run_id=RUN_ID)
+        # NODEVAL_WORLD picks the world backend (docker, bwrap, local); default: the best available.
+        world = os.environ.get("NODEVAL_WORLD") or None
+        settings = AttemptSettings(mode=job.mode, session_id=job.session_id, run_id=RUN_ID, world_backend=world)
         observed = run_case(case, settings, Path(job.journal_dir))
     except ProviderError as exc:
         return error_response("provider_error", str(exc), **context)

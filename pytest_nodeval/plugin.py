@@ -106,6 +106,7 @@ def new_run_id() -> str:
 class _XdistHooks:
     """Hands the controller's run id to every worker, so all write into one run directory."""
 
+    @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["nodeval_run_id"] = node.config.stash[run_id_key]
 

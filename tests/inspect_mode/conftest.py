@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import json
 import subprocess
 import sys
@@ -40,8 +42,10 @@ def request_bytes(**fields: Any) -> bytes:
 
 def run_command(stdin: bytes, *args: str, cwd: Path | None = None,
                 timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[bytes]:
+    # The local world: these tests look for the tools' processes on this machine.
+    env = {**os.environ, "NODEVAL_WORLD": "local"}
     return subprocess.run([*CLI, *(args or ("inspect-mode",))], input=stdin, capture_output=True,
-                          cwd=cwd, timeout=timeout)
+                          cwd=cwd, timeout=timeout, env=env)
 
 
 def check_response(response: InspectResponse, exit_code: int) -> None:

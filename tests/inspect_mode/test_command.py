@@ -84,7 +84,8 @@ def test_killing_the_command_stops_its_worker_and_commands(tmp_path: Path) -> No
     request = tmp_path / "request.json"
     request.write_bytes(request_bytes(config_path=str(config), user_input="sleep", timeout_s=600))
     with request.open("rb") as stdin:
-        nodeval = subprocess.Popen([*CLI, "inspect-mode"], stdin=stdin, stdout=subprocess.DEVNULL)
+        nodeval = subprocess.Popen([*CLI, "inspect-mode"], stdin=stdin, stdout=subprocess.DEVNULL,
+                                   env={**os.environ, "NODEVAL_WORLD": "local"})
     try:
         deadline = time.monotonic() + COMMAND_TIMEOUT_S
         while not pid_file.is_file() or not pid_file.read_text().strip():

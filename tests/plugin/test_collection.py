@@ -130,3 +130,8 @@ def test_a_stale_journal_warns_naming_the_case(nodeval_project: pytest.Pytester)
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*NodevalWarning: case 'alpha' (*scenarios/alpha/case.yaml): its journal is * day(s) "
                                  "past its freshness window (30d); re-record it with `nodeval record *"])
+
+
+def test_runs_without_xdist_loaded(nodeval_project: pytest.Pytester) -> None:
+    write_case(nodeval_project.path / "scenarios", "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
+    nodeval_project.runpytest("-p", "no:xdist").assert_outcomes(passed=1)
