@@ -1,0 +1,441 @@
+"""One attempt's journal as the HTML report shows it: compact event views and a golden diff.
+
+Everything here turns journal events into small plain dicts of *strings* for the page:
+a title, a few labelled fields, a flag when something went wrong. Long values are cut
+(`clip`), request bodies are reduced to what a reader needs (model, message count, the
+last message), and responses to their text and tool calls, whatever the provider's API.
+The page renders these strings as text only; nothing here produces markup.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+FIELD_LIMIT = 20_000
+"""Characters kept per field; a 1 MB tool result must not make a 1 MB page per attempt."""
+EVENT_LIMIT = 2_000
+"""Events kept per attempt; an agent stuck in a loop should not freeze the browser."""
+
+INDENT_LIMIT = 2_000
+"""JSON values up to this size are shown indented."""
+
+# What legitimately differs between a recording and its replay, ignored by the golden diff.
+_VOLATILE = frozenset({"ts", "latency_ms", "session_id", "duration_ms", "mode", "headers"})
+
+Field = list[str]  # [label, text]
+EventView = dict[str, Any]
+
+
+def clip(text: str, limit: int = FIELD_LIMIT) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters]"
+
+
+def show(value: Any, limit: int = FIELD_LIMIT) -> str:
+    """A value as readable text: strings as they are, anything else as indented JSON."""
+    if isinstance(value, str):
+        return clip(value, limit)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        # Indenting makes arguments readable, but json only indents in pure Python (slow):
+        # worth it for the small values people read, not for megabytes of tool output.
+        if len(text) <= INDENT_LIMIT and isinstance(value, (dict, list)):
+            text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except ValueError:  # circular structures cannot come from JSON, but be safe
+        text = repr(value)
+    return clip(text, limit)
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def load_events(directory: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """The raw events of a journal directory and a note on what could not be read.
+
+    Deliberately lenient (unlike `journal.read_journal`): the report must show whatever is
+    on disk, including torn, invalid or newer journals, and never fail because of one.
+    """
+    path = directory / "events.jsonl"
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [], f"{path.name} could not be read: {exc.strerror or exc}"
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    try:  # one parser call for the whole file is much faster than one per line
+        events = json.loads("[" + ",".join(line for line in lines if line.strip()) + "]")
+        if all(isinstance(e, dict) for e in events):
+            return events, None
+    except ValueError:
+        pass  # a torn or foreign line somewhere: go line by line and skip it
+    events, skipped = [], 0
+    for line in lines:
+        parsed = _parse_line(line)
+        if parsed is None:
+            skipped += line.strip() != ""
+        else:
+            events.append(parsed)
+    note = f"{skipped} unreadable line(s) in {path.name} skipped" if skipped else None
+    return events, note
+
+
+def _parse_line(line: str) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+# -- one event ----------------------------------------------------------------------------
+
+
+def event_views(events: list[dict[str, Any]]) -> list[EventView]:
+    views, model = [], None
+    for event in events[:EVENT_LIMIT]:
+        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        if event.get("type") == "llm.request":
+            model = _dig(payload, "body", "model") or model
+        views.append(event_view(event, payload, model))
+    if len(events) > EVENT_LIMIT:
+        views.append({"seq": None, "turn": None, "type": "note", "title": "journal cut",
+                      "fields": [["", f"{len(events) - EVENT_LIMIT} more events are not shown"]], "bad": False})
+    return views
+
+
+def event_view(event: dict[str, Any], payload: dict[str, Any], model: str | None = None) -> EventView:
+    kind = str(event.get("type", "?"))
+    describe = _DESCRIBERS.get(kind, _describe_other)
+    title, fields, bad = describe(payload, model) if kind.startswith("llm.") else describe(payload)
+    return {"seq": _int_or_none(event.get("seq")), "turn": _int_or_none(event.get("turn")), "type": clip(kind, 200),
+            "title": clip(title, 500), "fields": [[label, text] for label, text in fields if text != ""], "bad": bad}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+Described = tuple[str, list[tuple[str, str]], bool]
+
+
+def _describe_input(p: dict[str, Any]) -> Described:
+    return f"user ({p.get('source', 'scripted')})", [("text", show(p.get("text", "")))], False
+
+
+def _describe_output(p: dict[str, Any]) -> Described:
+    return "agent answer", [("text", show(p.get("text", "")))], False
+
+
+def _describe_ask(p: dict[str, Any]) -> Described:
+    return "agent asks the user", [("question", show(p.get("question", "")))], False
+
+
+def _describe_ask_response(p: dict[str, Any]) -> Described:
+    return f"user answers ({p.get('source', 'scripted')})", [("text", show(p.get("text", "")))], False
+
+
+def _describe_llm_request(p: dict[str, Any], model: str | None) -> Described:
+    body = p.get("body")
+    messages = _messages_of(body)
+    fields = [("model", show(model or "?")), ("messages", str(len(messages)))]
+    if messages:
+        fields.append(("last message", show(_message_text(messages[-1]))))
+    title = f"LLM request to {p.get('provider', '?')}" + (" (streaming)" if p.get("stream") else "")
+    return title, fields, False
+
+
+def _describe_llm_response(p: dict[str, Any], model: str | None) -> Described:
+    status = p.get("status", 200)
+    bad = bool(p.get("error")) or (isinstance(status, int) and status >= 400)
+    usage = p.get("usage") if isinstance(p.get("usage"), dict) else {}
+    fields = [("model", show(model or "?")), ("status", str(status)),
+              ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out"),
+              ("latency", _ms(p.get("latency_ms")))]
+    if p.get("error"):
+        fields.append(("error", show(p["error"])))
+    text, calls = reply_of(p.get("body"), p.get("sse"))
+    fields.append(("text", show(text)))
+    fields += [(f"tool call: {name}", show(args)) for name, args in calls]
+    if bad and not p.get("error"):
+        fields.append(("body", show(p.get("body"))))
+    return f"LLM response from {p.get('provider', '?')}", fields, bad
+
+
+def _describe_tool_call(p: dict[str, Any]) -> Described:
+    return f"tool call: {p.get('tool', '?')}", [("call id", show(p.get("call_id", ""))),
+                                               ("arguments", show(p.get("args")))], False
+
+
+def _describe_tool_result(p: dict[str, Any]) -> Described:
+    ok = p.get("ok") is not False
+    fields = [("result", show(p.get("result")))] if p.get("result") is not None else []
+    if p.get("error"):
+        fields.append(("error", show(p["error"])))
+    fields.append(("latency", _ms(p.get("latency_ms"))))
+    return f"tool result: {p.get('tool', '?')}" + ("" if ok else " (failed)"), fields, not ok
+
+
+def _describe_register(p: dict[str, Any]) -> Described:
+    return f"tool registered: {p.get('tool', '?')}", [("description", show(p.get("description", "")))], False
+
+
+def _describe_fallback(p: dict[str, Any]) -> Described:
+    title = f"provider fallback: {p.get('from_provider', '?')} -> {p.get('to_provider', '?')}"
+    return title, [("error", show(p.get("error", "")))], True
+
+
+def _describe_session_start(p: dict[str, Any]) -> Described:
+    return f"session start ({p.get('mode', '?')})", [("engine", show(f"{p.get('engine', '?')} {p.get('version', '')}"))], False
+
+
+def _describe_session_end(p: dict[str, Any]) -> Described:
+    status = str(p.get("status", "?"))
+    usage = p.get("usage") if isinstance(p.get("usage"), dict) else {}
+    fields = [("reason", show(p.get("reason") or "")), ("error kind", show(p.get("error_kind") or "")),
+              ("duration", _ms(p.get("duration_ms"))), ("turns", str(p.get("turns", ""))),
+              ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out")]
+    if p.get("infra"):
+        fields.append(("infrastructure", "yes: the harness or a provider failed, not the agent"))
+    return f"session end: {status}", fields, status != "ok"
+
+
+def _describe_turn_start(p: dict[str, Any]) -> Described:
+    return "turn starts", [], False
+
+
+def _describe_turn_end(p: dict[str, Any]) -> Described:
+    return f"turn ends ({p.get('stop_reason', '?')})", [], False
+
+
+def _describe_snapshot(p: dict[str, Any]) -> Described:
+    files = p.get("files") if isinstance(p.get("files"), dict) else {}
+    listing = "\n".join(sorted(str(name) for name in files)) or "(no files)"
+    return f"world snapshot ({p.get('backend', '?')})", [("files", clip(listing))], False
+
+
+def _describe_judge(p: dict[str, Any]) -> Described:
+    fields = [("criterion", show(p.get("criterion", ""))), ("verdict", show(p.get("verdict", ""))),
+              ("reason", show(p.get("reason", "")))]
+    return f"judge {p.get('judge', '?')}", fields, p.get("verdict") == "fail"
+
+
+def _describe_other(p: dict[str, Any]) -> Described:
+    return "event", [("payload", show(p))], False
+
+
+_DESCRIBERS: dict[str, Any] = {
+    "io.input": _describe_input, "io.output": _describe_output, "io.ask": _describe_ask,
+    "io.ask.response": _describe_ask_response, "llm.request": _describe_llm_request,
+    "llm.response": _describe_llm_response, "tool.call": _describe_tool_call,
+    "tool.result": _describe_tool_result, "tool.register": _describe_register,
+    "provider.fallback": _describe_fallback, "session.start": _describe_session_start,
+    "session.end": _describe_session_end, "agent.turn.start": _describe_turn_start,
+    "agent.turn.end": _describe_turn_end, "world.snapshot": _describe_snapshot,
+    "judge.request": _describe_judge, "judge.response": _describe_judge,
+}
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.0f} ms" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+# -- what an LLM was sent and what it returned, across the APIs the journal records ------
+
+
+def _messages_of(body: Any) -> list[Any]:
+    # Anthropic and OpenAI chat (and the mock) send "messages"; OpenAI Responses sends "input".
+    for key in ("messages", "input"):
+        value = _dig(body, key)
+        if isinstance(value, list):
+            return value
+        if isinstance(value, str):
+            return [value]
+    return []
+
+
+def _message_text(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    content = message.get("content", message.get("text"))
+    role = message.get("role", "?")
+    if isinstance(content, str):
+        return f"{role}: {content}"
+    return {"role": role, "content": content} if content is not None else message
+
+
+def reply_of(body: Any, sse: str | None) -> tuple[str, list[tuple[str, Any]]]:
+    """The text and tool calls (name, arguments) of a mock, Anthropic or OpenAI response."""
+    if sse:
+        return _reply_of_stream(sse)
+    if not isinstance(body, dict):
+        return ("" if body is None else show(body)), []
+    for extract in (_reply_mock, _reply_anthropic, _reply_openai_chat, _reply_openai_responses):
+        found = extract(body)
+        if found is not None:
+            return found
+    return "", []
+
+
+def _reply_mock(body: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
+    if "tool_calls" not in body and not isinstance(body.get("text"), str):
+        return None
+    calls = body.get("tool_calls") if isinstance(body.get("tool_calls"), list) else []
+    return str(body.get("text") or ""), [(str(_dig(c, "name")), _dig(c, "args")) for c in calls]
+
+
+def _reply_anthropic(body: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
+    blocks = body.get("content")
+    if not isinstance(blocks, list):
+        return None
+    texts = [str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    calls = [(str(b.get("name")), b.get("input")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return "".join(texts), calls
+
+
+def _reply_openai_chat(body: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    message = _dig(choices[0], "message") or {}
+    calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+    return str(message.get("content") or ""), [(str(_dig(c, "function", "name")), _dig(c, "function", "arguments"))
+                                               for c in calls]
+
+
+def _reply_openai_responses(body: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
+    items = body.get("output")
+    if not isinstance(items, list):
+        return None
+    texts, calls = [], []
+    for item in (i for i in items if isinstance(i, dict)):
+        if item.get("type") == "function_call":
+            calls.append((str(item.get("name")), item.get("arguments")))
+        elif item.get("type") == "message" and isinstance(item.get("content"), list):
+            texts += [str(c.get("text", "")) for c in item["content"] if isinstance(c, dict) and "text" in c]
+    return "".join(texts), calls
+
+
+def _reply_of_stream(sse: str) -> tuple[str, list[tuple[str, Any]]]:
+    """Text and tool calls reassembled from a recorded event stream (best effort)."""
+    texts: list[str] = []
+    calls: dict[str, list[Any]] = {}  # key -> [name, argument fragments]
+    for doc in _sse_documents(sse):
+        if _dig(doc, "type") == "response.completed" and isinstance(_dig(doc, "response"), dict):
+            return _reply_openai_responses(doc["response"]) or ("", [])
+        texts.append(_stream_text(doc))
+        _collect_stream_call(doc, calls)
+    return "".join(texts), [(name, "".join(parts)) for name, *parts in calls.values()]
+
+
+def _sse_documents(sse: str) -> Iterable[dict[str, Any]]:
+    for line in sse.splitlines():
+        data = line[5:].strip() if line.startswith("data:") else ""
+        if data and data != "[DONE]":
+            doc = _parse_line(data)
+            if doc is not None:
+                yield doc
+
+
+def _stream_text(doc: dict[str, Any]) -> str:
+    delta = _dig(doc, "delta")
+    if isinstance(delta, dict) and delta.get("type") == "text_delta":  # Anthropic
+        return str(delta.get("text", ""))
+    choices = doc.get("choices")
+    if isinstance(choices, list) and choices:  # OpenAI chat
+        return str(_dig(choices[0], "delta", "content") or "")
+    if doc.get("type") == "response.output_text.delta":  # OpenAI Responses
+        return str(doc.get("delta", ""))
+    return ""
+
+
+def _collect_stream_call(doc: dict[str, Any], calls: dict[str, list[Any]]) -> None:
+    block = _dig(doc, "content_block")
+    if isinstance(block, dict) and block.get("type") == "tool_use":  # Anthropic: start, then JSON deltas
+        calls[f"a{doc.get('index')}"] = [str(block.get("name"))]
+    delta = _dig(doc, "delta")
+    if isinstance(delta, dict) and delta.get("type") == "input_json_delta" and f"a{doc.get('index')}" in calls:
+        calls[f"a{doc.get('index')}"].append(str(delta.get("partial_json", "")))
+    choices = doc.get("choices")
+    for call in (_dig(choices[0], "delta", "tool_calls") or []) if isinstance(choices, list) and choices else []:
+        entry = calls.setdefault(f"o{_dig(call, 'index')}", [str(_dig(call, "function", "name") or "")])
+        entry.append(str(_dig(call, "function", "arguments") or ""))
+
+
+# -- the golden diff ----------------------------------------------------------------------
+
+
+def _stable(event: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """What must match for an observed event to count as the golden one: type, turn and
+    the payload without what legitimately differs between a recording and its replay."""
+    payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+    return event.get("type"), event.get("turn"), {k: v for k, v in payload.items() if k not in _VOLATILE}
+
+
+def _signature(event: dict[str, Any]) -> str:
+    kind, turn, payload = _stable(event)
+    return f"{kind}|{turn}|" + json.dumps(payload, sort_keys=True, default=str)
+
+
+class GoldenJournal:
+    """A case's golden events, compared with each of its attempts (work shared between them)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events[:EVENT_LIMIT]
+        self._stable = [_stable(e) for e in self.events]
+        self._signatures: list[str] | None = None
+        self._views: list[EventView] | None = None
+
+    def diff(self, observed: list[dict[str, Any]]) -> dict[str, Any]:
+        """Rows [golden index, observed index, status] aligning both streams, plus the golden
+        events that differ (equal ones are shown from the observed side, so not stored twice)."""
+        observed = observed[:EVENT_LIMIT]
+        if [_stable(e) for e in observed] == self._stable:  # the usual replay: nothing to align
+            rows = [[i, i, "same"] for i in range(len(observed))]
+        else:
+            rows = self._aligned(observed)
+        needed = sorted({g for g, _, status in rows if g is not None and status != "same"})
+        views = self.views() if needed else []
+        return {"rows": rows, "golden": {str(g): views[g] for g in needed},
+                "same": sum(1 for row in rows if row[2] == "same"), "total": len(rows)}
+
+    def views(self) -> list[EventView]:
+        if self._views is None:
+            self._views = event_views(self.events)
+        return self._views
+
+    def _aligned(self, observed: list[dict[str, Any]]) -> list[list[Any]]:
+        if self._signatures is None:
+            self._signatures = [_signature(e) for e in self.events]
+        matcher = difflib.SequenceMatcher(None, self._signatures, [_signature(e) for e in observed], autojunk=False)
+        rows: list[list[Any]] = []
+        for tag, g0, g1, o0, o1 in matcher.get_opcodes():
+            if tag == "equal":
+                rows += [[g, o, "same"] for g, o in zip(range(g0, g1), range(o0, o1))]
+            else:
+                rows += _paired_by_type(self.events, range(g0, g1), observed, range(o0, o1))
+        return rows
+
+
+def _paired_by_type(golden: list[dict[str, Any]], g_range: range, observed: list[dict[str, Any]],
+                    o_range: range) -> list[list[Any]]:
+    """Within a stretch that differs, an event of the same type on both sides is one event
+    that changed; the others are missing from, or extra to, the golden stream."""
+    matcher = difflib.SequenceMatcher(None, [golden[g].get("type") for g in g_range],
+                                      [observed[o].get("type") for o in o_range], autojunk=False)
+    rows: list[list[Any]] = []
+    for tag, g0, g1, o0, o1 in matcher.get_opcodes():
+        if tag == "equal":
+            rows += [[g_range[g], o_range[o], "changed"] for g, o in zip(range(g0, g1), range(o0, o1))]
+        else:
+            rows += [[g_range[g], None, "missing"] for g in range(g0, g1)]
+            rows += [[None, o_range[o], "extra"] for o in range(o0, o1)]
+    return rows
