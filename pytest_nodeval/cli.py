@@ -15,6 +15,7 @@ from typing import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("pytest_nodeval.commands.history", "Show a case's results across past runs."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
+    "report": ("pytest_nodeval.commands.report", "Render a run's report.html again from its report.json."),
 }
 
 EXIT_USAGE = 2
