@@ -113,7 +113,9 @@ def _pct(value: float | None, digits: int = 0) -> str:
 
 
 def _pp(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:+.0f} pp".replace("-", "−")
+    if value is None:
+        return "–"
+    return "±0 pp" if abs(value) < 0.005 else f"{value * 100:+.0f} pp".replace("-", "−")
 
 
 def _signed(value: float | None, unit: str = "") -> str:

@@ -10,6 +10,7 @@
   var GATE_SEVERITY = { FAIL: 3, INCONCLUSIVE: 2, WARN: 1, OK: 0 };
   var CHART_ROWS = 30;
   var LONG_TEXT = 600;
+  var BATCH_ROWS = 150;
 
   // -- building DOM ---------------------------------------------------------------------
 
@@ -40,7 +41,10 @@
     var text = Math.abs(v).toLocaleString("en", { maximumFractionDigits: digits });
     return (v < 0 ? "−" : "+") + text + (unit || "");
   }
-  function pp(v) { return isNum(v) ? signed(v * 100, 0, " pp") : "–"; }
+  function pp(v) {
+    if (!isNum(v)) return "–";
+    return Math.abs(v) < 0.005 ? "±0 pp" : signed(v * 100, 0, " pp");
+  }
   function ms(v) {
     if (!isNum(v)) return "–";
     return v >= 10000 ? (v / 1000).toFixed(1) + " s" : Math.round(v).toLocaleString("en") + " ms";
@@ -73,10 +77,10 @@
     var y = function (v) { return h - 3 - v * (h - 6); };
     node.appendChild(svg("polyline", { points: points.map(function (p, i) { return x(i) + "," + y(p[1]); }).join(" "), fill: "none", stroke: "#0969da", "stroke-width": 1.5 }));
     points.forEach(function (p, i) {
-      var dot = svg("circle", { cx: x(i), cy: y(p[1]), r: p[3] ? 3 : 1.8, fill: p[3] ? "#1f2328" : "#0969da" });
-      node.appendChild(titled(dot, p[2] + " (" + p[0] + "): " + pct(p[1])));
+      if (p[3]) node.appendChild(svg("circle", { cx: x(i), cy: y(p[1]), r: 3, fill: "#1f2328" }));
     });
-    return node;
+    // One title for the whole line: a tooltip per point costs a node per point per row.
+    return titled(node, points.map(function (p) { return (p[3] ? "this run " : p[0].slice(0, 10) + " ") + pct(p[1]); }).join(", "));
   }
 
   // -- the scenarios table --------------------------------------------------------------
@@ -212,18 +216,44 @@
     return true;
   }
 
-  var visible = [];
+  // Rows are put on the page a batch at a time (more as the table scrolls), so a suite of
+  // thousands of scenarios opens as fast as one of a few hundred.
+  var visible = [], shown = 0;
+  var moreButton = el("button", { type: "button", "class": "linkish" });
+  var moreRow = el("tr", { id: "more-rows" }, el("td", { colspan: 9 }, moreButton));
+  moreButton.addEventListener("click", function () { showMore(); });
+
   function update() {
     visible = sorted(CASES.filter(matches));
+    shown = 0;
+    tbody.replaceChildren();
+    showMore();
+    document.getElementById("f-count").textContent = "showing " + visible.length + " of " + CASES.length;
+    scheduleCharts();
+  }
+
+  function showMore() {
     var nodes = [];
-    visible.forEach(function (r) {
+    visible.slice(shown, shown + BATCH_ROWS).forEach(function (r) {
       var cached = rowOf(r);
       nodes.push(cached.row);
       if (state.open[r.i] && cached.detail) nodes.push(cached.detail);
     });
-    tbody.replaceChildren.apply(tbody, nodes);
-    document.getElementById("f-count").textContent = "showing " + visible.length + " of " + CASES.length;
-    scheduleCharts();
+    shown = Math.min(visible.length, shown + BATCH_ROWS);
+    moreRow.remove();
+    tbody.append.apply(tbody, nodes);
+    if (shown < visible.length) {
+      moreButton.textContent = "show " + Math.min(BATCH_ROWS, visible.length - shown) + " more (" + (visible.length - shown) + " not shown yet)";
+      tbody.appendChild(moreRow);
+    }
+  }
+
+  function watchMoreRow() {
+    if (!window.IntersectionObserver) return;
+    var observer = new IntersectionObserver(function (entries) {
+      if (entries.some(function (e) { return e.isIntersecting; })) showMore();
+    }, { root: document.querySelector(".table-scroll"), rootMargin: "400px" });
+    observer.observe(moreRow);
   }
 
   function onSortClick(th) {
@@ -239,6 +269,7 @@
     var r = CASES.filter(function (c) { return c.id === caseId; })[0];
     if (!r) return;
     if (!matches(r)) { filters.text.value = ""; filters.tag.value = ""; filters.status.value = ""; filters.change.value = ""; update(); }
+    while (shown <= visible.indexOf(r)) showMore();
     if (!state.open[r.i]) toggleDetail(r);
     rowOf(r).row.scrollIntoView({ block: "center" });
     rowOf(r).row.focus();
@@ -507,6 +538,8 @@
 
   fillTagOptions();
   update();
+  watchMoreRow();
   route();
   document.documentElement.setAttribute("data-ready", "1");
+  performance.mark("nodeval:ready");
 })();
