@@ -72,6 +72,11 @@ def sha256_source(source: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
 
 
+def pp(delta: float) -> str:
+    """A pass-rate change as the page writes it."""
+    return "±0 pp" if abs(delta) < 0.005 else f"{delta * 100:+.0f} pp".replace("-", "−")
+
+
 def visible_text(html: str) -> str:
     """The HTML outside <script> and <style> elements (what the template itself rendered)."""
     return re.sub(r"<(script|style)\b[^>]*>.*?</\1>", "", html, flags=re.S)

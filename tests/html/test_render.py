@@ -12,7 +12,7 @@ from pytest_nodeval import html as html_module
 from pytest_nodeval.html import embed_json, render, write_html
 from pytest_nodeval.report import RunReport
 
-from .pagetools import Page, parse, sha256_source, visible_text
+from .pagetools import Page, parse, pp, sha256_source, visible_text
 from .synthetic import HOSTILE, ONE_MB, OUTPUT_SEQ, SyntheticRun, build_run
 
 # What the template itself may produce; anything else would have come from data.
@@ -144,7 +144,7 @@ def test_a_failing_gate_leads_with_its_regressions(small_run: SyntheticRun) -> N
     body = visible_text(page.html)
     assert body.index('id="regressions"') < body.index('id="overview"') < body.index('id="scenarios"')
     deltas = [c["change"]["delta"] for c in page.data()["cases"] if c["id"] == rows[0]]
-    assert f"{deltas[0] * 100:+.0f} pp".replace("-", "−") in body
+    assert pp(deltas[0]) in body
 
 
 def test_without_a_baseline_there_is_no_regressions_section(small_run: SyntheticRun) -> None:
