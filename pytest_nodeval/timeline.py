@@ -19,8 +19,9 @@ FIELD_LIMIT = 20_000
 EVENT_LIMIT = 2_000
 """Events kept per attempt; an agent stuck in a loop should not freeze the browser."""
 
+ONE_LINE = 100
 INDENT_LIMIT = 2_000
-"""JSON values up to this size are shown indented."""
+"""JSON values longer than ONE_LINE and up to this size are shown indented."""
 
 # What legitimately differs between a recording and its replay, ignored by the golden diff.
 _VOLATILE = frozenset({"ts", "latency_ms", "session_id", "duration_ms", "mode", "headers"})
@@ -41,9 +42,10 @@ def show(value: Any, limit: int = FIELD_LIMIT) -> str:
         return clip(value, limit)
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
-        # Indenting makes arguments readable, but json only indents in pure Python (slow):
-        # worth it for the small values people read, not for megabytes of tool output.
-        if len(text) <= INDENT_LIMIT and isinstance(value, (dict, list)):
+        # Values that fit on a line stay on it. Longer ones read better indented, but json
+        # indents only in pure Python (slow): worth it for what people read, not for
+        # megabytes of tool output.
+        if isinstance(value, (dict, list)) and ONE_LINE < len(text) <= INDENT_LIMIT:
             text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
     except ValueError:  # circular structures cannot come from JSON, but be safe
         text = repr(value)
@@ -377,7 +379,9 @@ def _stable(event: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """What must match for an observed event to count as the golden one: type, turn and
     the payload without what legitimately differs between a recording and its replay."""
     payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
-    return event.get("type"), event.get("turn"), {k: v for k, v in payload.items() if k not in _VOLATILE}
+    if not _VOLATILE.isdisjoint(payload):  # copy only the payloads that need trimming
+        payload = {k: v for k, v in payload.items() if k not in _VOLATILE}
+    return event.get("type"), event.get("turn"), payload
 
 
 def _signature(event: dict[str, Any]) -> str:
@@ -398,8 +402,11 @@ class GoldenJournal:
         """Rows [golden index, observed index, status] aligning both streams, plus the golden
         events that differ (equal ones are shown from the observed side, so not stored twice)."""
         observed = observed[:EVENT_LIMIT]
-        if [_stable(e) for e in observed] == self._stable:  # the usual replay: nothing to align
-            rows = [[i, i, "same"] for i in range(len(observed))]
+        stable = [_stable(e) for e in observed]
+        if [s[0] for s in stable] == [g[0] for g in self._stable]:
+            # The usual replay: the same events in the same order, some perhaps with other
+            # contents; pair them by position (aligning is only needed when the shape differs).
+            rows = [[i, i, "same" if s == g else "changed"] for i, (s, g) in enumerate(zip(stable, self._stable))]
         else:
             rows = self._aligned(observed)
         needed = sorted({g for g, _, status in rows if g is not None and status != "same"})
