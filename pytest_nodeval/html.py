@@ -41,16 +41,13 @@ REGRESSIONS_SHOWN = 12
 def render(report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None) -> str:
     """The page for one run. `rootdir` locates golden journals (cases' directories are
     relative to it); `history` maps case ids to past runs ({run_id, finished_at, pass_rate})."""
-    from markupsafe import Markup
-
     gate = data.gate_view(report.gate)
     timelines, policy = _timelines(report, run_dir, rootdir)
     page = _page_data(report, gate, data.history_view(history, report.run_id), timelines, policy)
-    script, style = (TEMPLATES / "report.js").read_text(), (TEMPLATES / "report.css").read_text()
+    regressions = data.regressions(gate, {c.id: c.name for c in report.cases})
     html = _template().render(
-        csp=content_security_policy(script, style), script=Markup(script), style=Markup(style),
-        run=page["run"], banner=page["banner"], gate=gate,
-        regressions=page["regressions"][:REGRESSIONS_SHOWN], more_regressions=max(0, len(page["regressions"]) - REGRESSIONS_SHOWN),
+        **_assets(), run=page["run"], banner=page["banner"], gate=gate,
+        regressions=regressions[:REGRESSIONS_SHOWN], more_regressions=max(0, len(regressions) - REGRESSIONS_SHOWN),
         page_json=embed_json(page), timelines=[(key, embed_json(value)) for key, value in timelines.items()],
     )
     # A lone surrogate (from a tool's undecodable bytes) cannot be written as UTF-8.
@@ -99,6 +96,15 @@ def _sha256(source: str) -> str:
 
 
 @functools.lru_cache(maxsize=1)
+def _assets() -> dict[str, Any]:
+    """The page's own script and style, and the policy that lets exactly these run."""
+    from markupsafe import Markup
+
+    script, style = (TEMPLATES / "report.js").read_text(), (TEMPLATES / "report.css").read_text()
+    return {"script": Markup(script), "style": Markup(style), "csp": content_security_policy(script, style)}
+
+
+@functools.lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     import jinja2
 
@@ -127,17 +133,18 @@ def _signed(value: float | None, unit: str = "") -> str:
 
 def _page_data(report: RunReport, gate: dict[str, Any] | None, trends: dict[str, list[list[Any]]],
                timelines: dict[str, Any], policy: str) -> dict[str, Any]:
-    ids = _timeline_ids(report, timelines)
+    ids = _timeline_ids(timelines)
     changes = gate["cases"] if gate else {}
     rows = [data.case_row(i, c, changes.get(c.id), trends.get(c.id, []), ids) for i, c in enumerate(report.cases)]
+    # Each row carries its own change; the gate's per-case list is not embedded twice.
+    gate_summary = {k: v for k, v in gate.items() if k != "cases"} if gate else None
     return {
-        "run": data.overview(report, gate), "banner": data.headline(report, gate), "gate": gate,
-        "regressions": data.regressions(gate, {c.id: c.name for c in report.cases}),
+        "run": data.overview(report, gate), "banner": data.headline(report, gate), "gate": gate_summary,
         "cases": rows, "has_history": bool(trends), "timeline_policy": policy,
     }
 
 
-def _timeline_ids(report: RunReport, timelines: dict[str, Any]) -> dict[str, str]:
+def _timeline_ids(timelines: dict[str, Any]) -> dict[str, str]:
     """nodeid -> the id of the element holding its timeline."""
     return {value["nodeid"]: key for key, value in timelines.items()}
 

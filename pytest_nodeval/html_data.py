@@ -149,7 +149,7 @@ def history_view(history: dict[str, Any] | None, run_id: str) -> dict[str, list[
     for case_id, points in _dict(history).items():
         rows = [[text(p.get("finished_at"), 40), num(p.get("pass_rate")), text(p.get("run_id"), 200)]
                 for p in map(_dict, _list(points))]
-        rows = sorted((r for r in rows if r[1] is not None), key=lambda r: r[0])
+        rows = sorted((r for r in rows if r[1] is not None), key=lambda r: str(r[0]))
         trends[str(case_id)] = [[*r, r[2] == run_id] for r in rows]
     return trends
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+
+from .replies import reply_of
 
 FIELD_LIMIT = 20_000
 """Characters kept per field; a 1 MB tool result must not make a 1 MB page per attempt."""
@@ -28,6 +30,11 @@ _VOLATILE = frozenset({"ts", "latency_ms", "session_id", "duration_ms", "mode", 
 
 Field = list[str]  # [label, text]
 EventView = dict[str, Any]
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """A JSON object from a journal, or an empty one when the journal holds something else."""
+    return value if isinstance(value, dict) else {}
 
 
 def clip(text: str, limit: int = FIELD_LIMIT) -> str:
@@ -98,7 +105,7 @@ def _parse_line(line: str) -> dict[str, Any] | None:
 def event_views(events: list[dict[str, Any]]) -> list[EventView]:
     views, model = [], None
     for event in events[:EVENT_LIMIT]:
-        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        payload = mapping(event.get("payload"))
         if event.get("type") == "llm.request":
             model = _dig(payload, "body", "model") or model
         views.append(event_view(event, payload, model))
@@ -152,7 +159,7 @@ def _describe_llm_request(p: dict[str, Any], model: str | None) -> Described:
 def _describe_llm_response(p: dict[str, Any], model: str | None) -> Described:
     status = p.get("status", 200)
     bad = bool(p.get("error")) or (isinstance(status, int) and status >= 400)
-    usage = p.get("usage") if isinstance(p.get("usage"), dict) else {}
+    usage = mapping(p.get("usage"))
     fields = [("model", show(model or "?")), ("status", str(status)),
               ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out"),
               ("latency", _ms(p.get("latency_ms")))]
@@ -195,7 +202,7 @@ def _describe_session_start(p: dict[str, Any]) -> Described:
 
 def _describe_session_end(p: dict[str, Any]) -> Described:
     status = str(p.get("status", "?"))
-    usage = p.get("usage") if isinstance(p.get("usage"), dict) else {}
+    usage = mapping(p.get("usage"))
     fields = [("reason", show(p.get("reason") or "")), ("error kind", show(p.get("error_kind") or "")),
               ("duration", _ms(p.get("duration_ms"))), ("turns", str(p.get("turns", ""))),
               ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out")]
@@ -213,7 +220,7 @@ def _describe_turn_end(p: dict[str, Any]) -> Described:
 
 
 def _describe_snapshot(p: dict[str, Any]) -> Described:
-    files = p.get("files") if isinstance(p.get("files"), dict) else {}
+    files = mapping(p.get("files"))
     listing = "\n".join(sorted(str(name) for name in files)) or "(no files)"
     return f"world snapshot ({p.get('backend', '?')})", [("files", clip(listing))], False
 
@@ -250,7 +257,7 @@ def _dig(data: Any, *keys: str) -> Any:
     return data
 
 
-# -- what an LLM was sent and what it returned, across the APIs the journal records ------
+# -- what an LLM was sent ---------------------------------------------------------------
 
 
 def _messages_of(body: Any) -> list[Any]:
@@ -274,111 +281,13 @@ def _message_text(message: Any) -> Any:
     return {"role": role, "content": content} if content is not None else message
 
 
-def reply_of(body: Any, sse: str | None) -> tuple[str, list[tuple[str, Any]]]:
-    """The text and tool calls (name, arguments) of a mock, Anthropic or OpenAI response."""
-    if sse:
-        return _reply_of_stream(sse)
-    if not isinstance(body, dict):
-        return ("" if body is None else show(body)), []
-    for extract in (_reply_mock, _reply_anthropic, _reply_openai_chat, _reply_openai_responses):
-        found = extract(body)
-        if found is not None:
-            return found
-    return "", []
-
-
-def _reply_mock(body: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
-    if "tool_calls" not in body and not isinstance(body.get("text"), str):
-        return None
-    calls = body.get("tool_calls") if isinstance(body.get("tool_calls"), list) else []
-    return str(body.get("text") or ""), [(str(_dig(c, "name")), _dig(c, "args")) for c in calls]
-
-
-def _reply_anthropic(body: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
-    blocks = body.get("content")
-    if not isinstance(blocks, list):
-        return None
-    texts = [str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
-    calls = [(str(b.get("name")), b.get("input")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
-    return "".join(texts), calls
-
-
-def _reply_openai_chat(body: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return None
-    message = _dig(choices[0], "message") or {}
-    calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
-    return str(message.get("content") or ""), [(str(_dig(c, "function", "name")), _dig(c, "function", "arguments"))
-                                               for c in calls]
-
-
-def _reply_openai_responses(body: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
-    items = body.get("output")
-    if not isinstance(items, list):
-        return None
-    texts, calls = [], []
-    for item in (i for i in items if isinstance(i, dict)):
-        if item.get("type") == "function_call":
-            calls.append((str(item.get("name")), item.get("arguments")))
-        elif item.get("type") == "message" and isinstance(item.get("content"), list):
-            texts += [str(c.get("text", "")) for c in item["content"] if isinstance(c, dict) and "text" in c]
-    return "".join(texts), calls
-
-
-def _reply_of_stream(sse: str) -> tuple[str, list[tuple[str, Any]]]:
-    """Text and tool calls reassembled from a recorded event stream (best effort)."""
-    texts: list[str] = []
-    calls: dict[str, list[Any]] = {}  # key -> [name, argument fragments]
-    for doc in _sse_documents(sse):
-        if _dig(doc, "type") == "response.completed" and isinstance(_dig(doc, "response"), dict):
-            return _reply_openai_responses(doc["response"]) or ("", [])
-        texts.append(_stream_text(doc))
-        _collect_stream_call(doc, calls)
-    return "".join(texts), [(name, "".join(parts)) for name, *parts in calls.values()]
-
-
-def _sse_documents(sse: str) -> Iterable[dict[str, Any]]:
-    for line in sse.splitlines():
-        data = line[5:].strip() if line.startswith("data:") else ""
-        if data and data != "[DONE]":
-            doc = _parse_line(data)
-            if doc is not None:
-                yield doc
-
-
-def _stream_text(doc: dict[str, Any]) -> str:
-    delta = _dig(doc, "delta")
-    if isinstance(delta, dict) and delta.get("type") == "text_delta":  # Anthropic
-        return str(delta.get("text", ""))
-    choices = doc.get("choices")
-    if isinstance(choices, list) and choices:  # OpenAI chat
-        return str(_dig(choices[0], "delta", "content") or "")
-    if doc.get("type") == "response.output_text.delta":  # OpenAI Responses
-        return str(doc.get("delta", ""))
-    return ""
-
-
-def _collect_stream_call(doc: dict[str, Any], calls: dict[str, list[Any]]) -> None:
-    block = _dig(doc, "content_block")
-    if isinstance(block, dict) and block.get("type") == "tool_use":  # Anthropic: start, then JSON deltas
-        calls[f"a{doc.get('index')}"] = [str(block.get("name"))]
-    delta = _dig(doc, "delta")
-    if isinstance(delta, dict) and delta.get("type") == "input_json_delta" and f"a{doc.get('index')}" in calls:
-        calls[f"a{doc.get('index')}"].append(str(delta.get("partial_json", "")))
-    choices = doc.get("choices")
-    for call in (_dig(choices[0], "delta", "tool_calls") or []) if isinstance(choices, list) and choices else []:
-        entry = calls.setdefault(f"o{_dig(call, 'index')}", [str(_dig(call, "function", "name") or "")])
-        entry.append(str(_dig(call, "function", "arguments") or ""))
-
-
 # -- the golden diff ----------------------------------------------------------------------
 
 
 def _stable(event: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """What must match for an observed event to count as the golden one: type, turn and
     the payload without what legitimately differs between a recording and its replay."""
-    payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+    payload = mapping(event.get("payload"))
     if not _VOLATILE.isdisjoint(payload):  # copy only the payloads that need trimming
         payload = {k: v for k, v in payload.items() if k not in _VOLATILE}
     return event.get("type"), event.get("turn"), payload
@@ -409,7 +318,7 @@ class GoldenJournal:
             rows = [[i, i, "same" if s == g else "changed"] for i, (s, g) in enumerate(zip(stable, self._stable))]
         else:
             rows = self._aligned(observed)
-        needed = sorted({g for g, _, status in rows if g is not None and status != "same"})
+        needed = sorted({int(g) for g, _, status in rows if g is not None and status != "same"})
         views = self.views() if needed else []
         return {"rows": rows, "golden": {str(g): views[g] for g in needed},
                 "same": sum(1 for row in rows if row[2] == "same"), "total": len(rows)}

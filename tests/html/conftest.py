@@ -72,6 +72,11 @@ class ReportPage:
         assert self.console_errors == []
         assert self.requests == [self.url]
 
+    def refuse_dialog(self, dialog: Any) -> None:
+        """An alert() or confirm() could only come from injected script: record and dismiss it."""
+        self.console_errors.append(f"dialog: {dialog.message}")
+        dialog.dismiss()
+
     def case_ids(self) -> list[str]:
         return list(self.page.locator("#scenario-rows tr.case-row .case-id").all_inner_texts())
 
@@ -86,6 +91,6 @@ def report_page(chromium: Any, tmp_path: Path, request: pytest.FixtureRequest) -
     page.on("console", lambda message: report.console_errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: report.console_errors.append(f"uncaught: {error}"))
     page.on("request", lambda req: report.requests.append(req.url))
-    page.on("dialog", lambda dialog: (report.console_errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    page.on("dialog", report.refuse_dialog)
     yield report
     context.close()

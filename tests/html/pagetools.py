@@ -27,7 +27,8 @@ class Page:
         return [e for e in self.elements if e.tag == "script"]
 
     def data(self) -> dict[str, Any]:
-        return self.json("nodeval-data")
+        data: dict[str, Any] = self.json("nodeval-data")
+        return data
 
     def json(self, element_id: str) -> Any:
         element = next(e for e in self.scripts() if e.attrs.get("id") == element_id)

@@ -11,7 +11,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_nodeval.report import AssertionRecord, AttemptRecord, CaseReport, RunReport, Totals
 from pytest_nodeval.stats import CaseStats, SuiteStats, wilson_interval
@@ -108,7 +108,7 @@ def _attempt(rng: random.Random, case_id: str, repeat: int, passed: bool, journa
         turns=2, llm_calls=2, tool_calls=1, journal=journal)
 
 
-def _verdict(attempts: list[AttemptRecord]) -> str:
+def _verdict(attempts: list[AttemptRecord]) -> Literal["passed", "failed"]:
     failed = sum(1 for a in attempts if a.outcome == "failed")
     return "passed" if failed == 0 else "failed"
 

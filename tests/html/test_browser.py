@@ -4,6 +4,7 @@ keeps hostile run data inert, and shows a failing gate's regressions in the firs
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,10 +123,10 @@ def test_hostile_run_data_stays_inert_text(tmp_path: Path, report_page: ReportPa
     report_page.assert_clean()
 
 
-def _click_all(buttons: object) -> None:
+def _click_all(buttons: Any) -> None:
     """Click every matching button; each removes itself once clicked."""
-    while buttons.count():  # type: ignore[attr-defined]
-        buttons.first.click()  # type: ignore[attr-defined]
+    while buttons.count():
+        buttons.first.click()
 
 
 def test_injected_markup_would_have_run_without_the_escaping(tmp_path: Path, report_page: ReportPage) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_nodeval.html_data import gate_view, history_view, regressions
 
-FLAT = {
+FLAT: dict[str, Any] = {
     "schema_version": "1", "baseline": "reports/baseline.json",
     "cases": [
         {"case_id": "refund", "movement": "regressed", "baseline_pass_rate": 1.0, "current_pass_rate": 0.4,
@@ -27,7 +27,7 @@ FLAT = {
 }
 
 # The shape of the statistics branch's `Diff` dump: per-case changes nested by concern.
-NESTED = {
+NESTED: dict[str, Any] = {
     "schema_version": "1", "policy": {"fail_on_score_drop": 0.05},
     "cases": [{"case_id": "refund",
                "pass_rate": {"baseline_passed": 10, "baseline_attempts": 10, "current_passed": 4, "current_attempts": 10,
@@ -121,4 +121,4 @@ def test_history_is_sorted_marks_this_run_and_drops_what_cannot_be_drawn() -> No
     assert history_view(history, "now") == {
         "a": [["2026-11-01", 1.0, "r1", False], ["2026-11-02", 0.5, "r2", False], ["2026-11-03", 0.75, "now", True]],
         "b": []}
-    assert history_view(None, "now") == {} and history_view({"a": None}, "x") == {"a": []}  # type: ignore[dict-item]
+    assert history_view(None, "now") == {} and history_view({"a": None}, "x") == {"a": []}
