@@ -21,6 +21,8 @@ FIELD_LIMIT = 20_000
 EVENT_LIMIT = 2_000
 """Events kept per attempt; an agent stuck in a loop should not freeze the browser."""
 
+SPREAD_KEYS = 8
+"""Flat objects with up to this many keys (tool arguments and results) show a field per key."""
 ONE_LINE = 100
 INDENT_LIMIT = 2_000
 """JSON values longer than ONE_LINE and up to this size are shown indented."""
@@ -173,14 +175,23 @@ def _describe_llm_response(p: dict[str, Any], model: str | None) -> Described:
     return f"LLM response from {p.get('provider', '?')}", fields, bad
 
 
+def spread(label: str, value: Any) -> list[tuple[str, str]]:
+    """A small flat object as one field per key, so multi-line strings (a command's stdout)
+    read as text instead of a JSON string full of \\n; anything else as one field."""
+    flat = isinstance(value, dict) and 0 < len(value) <= SPREAD_KEYS and all(
+        v is None or isinstance(v, (str, int, float, bool)) for v in value.values())
+    if not flat:
+        return [(label, show(value))]
+    return [(f"{label}.{key}", show(v) if isinstance(v, str) else json.dumps(v)) for key, v in value.items()]
+
+
 def _describe_tool_call(p: dict[str, Any]) -> Described:
-    return f"tool call: {p.get('tool', '?')}", [("call id", show(p.get("call_id", ""))),
-                                               ("arguments", show(p.get("args")))], False
+    return f"tool call: {p.get('tool', '?')}", [("call id", show(p.get("call_id", ""))), *spread("arguments", p.get("args"))], False
 
 
 def _describe_tool_result(p: dict[str, Any]) -> Described:
     ok = p.get("ok") is not False
-    fields = [("result", show(p.get("result")))] if p.get("result") is not None else []
+    fields = spread("result", p.get("result")) if p.get("result") is not None else []
     if p.get("error"):
         fields.append(("error", show(p["error"])))
     fields.append(("latency", _ms(p.get("latency_ms"))))

@@ -349,7 +349,7 @@
     if (!rows.length) return empty("None of these scenarios has past runs in the history.");
     return el("div", { "class": "small-multiples" }, rows.map(function (r) {
       var last = r.trend[r.trend.length - 1];
-      return el("div", {}, el("div", { "class": "sm-title", title: r.id, text: r.id + " · " + r.trend.length + " runs · last " + pct(last[1]) }),
+      return el("div", {}, el("div", { "class": "sm-title", title: r.id, text: r.id + " · " + r.trend.length + (r.trend.length === 1 ? " run" : " runs") + " · last " + pct(last[1]) }),
         sparkline(r.trend, 180, 40));
     }));
   }

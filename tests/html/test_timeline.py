@@ -142,3 +142,15 @@ def test_a_missing_event_is_shown_on_the_golden_side() -> None:
     diff = GoldenJournal(_journal("Hello")).diff(_journal("Hello")[:3])
     assert diff["rows"][-1] == [3, None, "missing"]
     assert diff["golden"]["3"]["type"] == "io.output"
+
+
+def test_small_flat_arguments_and_results_show_a_field_per_key() -> None:
+    views = event_views([
+        _event(1, "tool.call", {"tool": "shell", "call_id": "c1", "args": {"command": "du -sh ."}}),
+        _event(2, "tool.result", {"tool": "shell", "call_id": "c1", "ok": True,
+                                  "result": {"stdout": "12M\t.\nmore\n", "stderr": "", "exit_code": 0}}),
+        _event(3, "tool.result", {"tool": "file", "call_id": "c2", "ok": True, "result": {"entries": ["a", "b"]}}),
+    ])
+    assert _fields(views[0]) == {"call id": "c1", "arguments.command": "du -sh ."}
+    assert _fields(views[1]) == {"result.stdout": "12M\t.\nmore\n", "result.exit_code": "0"}  # empty stderr left out
+    assert _fields(views[2]) == {"result": '{"entries": ["a", "b"]}'}
