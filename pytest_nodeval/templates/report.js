@@ -523,7 +523,9 @@
   // -- wiring -------------------------------------------------------------------------------
 
   document.querySelectorAll("#scenario-table th[data-sort]").forEach(function (th) {
+    th.setAttribute("tabindex", "0");
     th.addEventListener("click", function () { onSortClick(th); });
+    th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); onSortClick(th); } });
   });
   ["text", "tag", "status", "change"].forEach(function (k) { filters[k].addEventListener("input", update); });
   document.querySelectorAll("button.jump").forEach(function (b) {
