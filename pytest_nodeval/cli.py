@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      "stdout: the protocol for external harnesses (docs/inspect-mode.md)."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
     "samples": ("pytest_nodeval.commands.samples", "List the sessions the production sampler captured."),
+    "report": ("pytest_nodeval.commands.report", "Render a run's report.html again from its report.json."),
 }
 
 EXIT_USAGE = 2

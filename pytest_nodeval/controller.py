@@ -37,6 +37,7 @@ class Controller:
         self.failed_nodeids: set[str] = set()
         self.report: RunReport | None = None
         self.report_path: Path | None = None
+        self.html_path: Path | None = None
         self.problem: str | None = None
         self.cleaned: list[str] = []
         self.notes: list[str] = []
@@ -194,6 +195,8 @@ class Controller:
             self.problem = f"could not write the report under {self.run_dir}: {exc}"
         if self.settings.history is not None:
             self._append_history(report, self.settings.history)
+        if self.report_path is not None:
+            self._write_html(report)
 
     def _append_history(self, report: RunReport, path: Path) -> None:
         import sqlite3
@@ -204,6 +207,17 @@ class Controller:
             append(path, report)
         except (OSError, sqlite3.Error) as exc:
             self.problem = f"could not append to the run history {path}: {exc}"
+
+    def _write_html(self, report: RunReport) -> None:
+        from .html import read_history, write_html
+
+        history = read_history(self.settings.history, [c.id for c in report.cases])
+        try:
+            self.html_path = write_html(report, self.run_dir, rootdir=self.config.rootpath, history=history)
+        except Exception as exc:  # noqa: BLE001
+            # The page is a view of report.json, which is already written: a bug in it must
+            # cost the page, never the run's summary and exit status.
+            self.problem = f"could not write {self.run_dir / 'report.html'}: {type(exc).__name__}: {exc}"
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.report is None:
@@ -225,7 +239,8 @@ class Controller:
         if self.problem:
             terminalreporter.line(f"nodeval: {self.problem}", red=True)
         elif self.report_path is not None:
-            terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}")
+            html = f", {self.html_path.name}" if self.html_path is not None else ""
+            terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}{html}")
 
 
 def _crash_reason(report: pytest.TestReport) -> str:

@@ -113,3 +113,29 @@ def nodeval_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) 
     pytester.makeini(PROJECT_INI)
     (pytester.path / "scenarios").mkdir()
     return pytester
+
+
+class _Artifacts:
+    """Lists, at the end of the run, the files tests saved for people to look at (screenshots).
+
+    Tests add them with `request.node.user_properties.append(("artifact", path))`; user
+    properties travel on the TestReport, so this works under xdist as well.
+    """
+
+    def __init__(self) -> None:
+        self.saved: list[tuple[str, str]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.saved += [(report.nodeid, str(value)) for name, value in report.user_properties if name == "artifact"]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.saved:
+            terminalreporter.section("artifacts")
+            for nodeid, path in sorted(self.saved):
+                terminalreporter.line(f"{path}  ({nodeid})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Artifacts(), "nodeval-test-artifacts")

@@ -1,0 +1,83 @@
+"""Reading a rendered report.html back: its elements, its embedded JSON, its policy."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+
+
+@dataclass
+class Element:
+    tag: str
+    attrs: dict[str, str]
+    text: str = ""
+
+
+@dataclass
+class Page:
+    html: str
+    elements: list[Element] = field(default_factory=list)
+
+    def scripts(self) -> list[Element]:
+        return [e for e in self.elements if e.tag == "script"]
+
+    def data(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.json("nodeval-data")
+        return data
+
+    def json(self, element_id: str) -> Any:
+        element = next(e for e in self.scripts() if e.attrs.get("id") == element_id)
+        return json.loads(element.text)
+
+    def timelines(self) -> dict[str, Any]:
+        return {e.attrs["id"]: json.loads(e.text) for e in self.scripts() if e.attrs.get("id", "").startswith("nodeval-t")}
+
+    def csp(self) -> str:
+        return next(e.attrs["content"] for e in self.elements
+                    if e.tag == "meta" and e.attrs.get("http-equiv") == "Content-Security-Policy")
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[Element] = []
+        self._raw: Element | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        element = Element(tag, {k: v or "" for k, v in attrs})
+        self.elements.append(element)
+        if tag in ("script", "style"):
+            self._raw = element
+
+    def handle_endtag(self, tag: str) -> None:
+        self._raw = None
+
+    def handle_data(self, data: str) -> None:
+        if self._raw is not None:
+            self._raw.text += data
+
+
+def parse(html: str) -> Page:
+    collector = _Collector()
+    collector.feed(html)
+    collector.close()
+    return Page(html, collector.elements)
+
+
+def sha256_source(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+
+def pp(delta: float) -> str:
+    """A pass-rate change as the page writes it."""
+    return "±0 pp" if abs(delta) < 0.005 else f"{delta * 100:+.0f} pp".replace("-", "−")
+
+
+def visible_text(html: str) -> str:
+    """The HTML outside <script> and <style> elements (what the template itself rendered)."""
+    return re.sub(r"<(script|style)\b[^>]*>.*?</\1>", "", html, flags=re.S)
