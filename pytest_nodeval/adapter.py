@@ -242,7 +242,7 @@ def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: 
     try:
         result = agent(ctx)
         if inspect.isawaitable(result):
-            result = asyncio.run(_awaited(result))
+            result = _run_coroutine(result)
         if isinstance(result, str) and ctx._last_output() is None:
             ctx.output(result)
         if stash is not None:
@@ -260,6 +260,19 @@ def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: 
 
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
+
+
+def _run_coroutine(awaitable: Any) -> Any:
+    """Await an async agent, even when this thread already runs an event loop (an async test)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaited(awaitable))
+    from concurrent.futures import ThreadPoolExecutor
+
+    context = contextvars.copy_context()  # the agent's context (the current session) goes along
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(context.run, asyncio.run, _awaited(awaitable)).result()
 
 
 def _end_session(journal: JournalWriter, stash: ReplayStash | None, status: str, reason: str | None,

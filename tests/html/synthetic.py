@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_nodeval.report import AssertionRecord, AttemptRecord, CaseReport, RunReport, Totals
-from pytest_nodeval.stats import CaseStats, SuiteStats, wilson_interval
+from pytest_nodeval.stats import CaseStats, case_stats, suite_stats
 
 RUN_ID = "20261130-120000-synt"
 BROKEN_UTF8 = b"caf\xc3 \xff\xfe half \xe2\x82 done".decode("utf-8", errors="replace")
@@ -114,38 +114,16 @@ def _verdict(attempts: list[AttemptRecord]) -> Literal["passed", "failed"]:
 
 
 def _stats(attempts: list[AttemptRecord]) -> CaseStats:
-    """Filled the way the statistics module reports them (p50/p95, pass^k, tokens)."""
-    n, k = len(attempts), sum(1 for a in attempts if a.outcome == "passed")
-    low, high = wilson_interval(k, n)
-    latencies = sorted(a.latency_ms or 0.0 for a in attempts)
-    pass_hat = {j: _pass_hat_k(k, n, j) for j in (1, n)}
-    return CaseStats(attempts=n, passed=k, failed=n - k, pass_rate=k / n, wilson_low=low, wilson_high=high,
-                     pass_hat_k=pass_hat, latency_p50_ms=_quantile(latencies, 0.5),
-                     latency_p95_ms=_quantile(latencies, 0.95), tokens_mean=sum(a.tokens for a in attempts) / n)
-
-
-def _pass_hat_k(c: int, n: int, k: int) -> float:
-    value = 1.0
-    for i in range(k):
-        value *= max(0, c - i) / (n - i)
-    return value
-
-
-def _quantile(values: list[float], q: float) -> float:
-    position = q * (len(values) - 1)
-    low = int(position)
-    high = min(low + 1, len(values) - 1)
-    return values[low] + (values[high] - values[low]) * (position - low)
+    """Filled by the statistics module itself (p50/p95, pass^k, tokens)."""
+    return case_stats([a.outcome == "passed" for a in attempts], [a.latency_ms or 0.0 for a in attempts],
+                      [a.tokens for a in attempts])
 
 
 def _report(cases: list[CaseReport], repeats: int) -> RunReport:
     attempts = [a for c in cases for a in c.attempts]
     passed = sum(1 for a in attempts if a.outcome == "passed")
-    rates = [c.stats.pass_rate for c in cases if c.stats.pass_rate is not None]
     totals = Totals(cases=len(cases), attempts=len(attempts), passed=passed, failed=len(attempts) - passed)
-    mean = sum(rates) / len(rates)
-    suite = SuiteStats(scenarios=len(cases), attempts=len(attempts), pass_rate=mean,
-                       ci_low=max(0.0, mean - 0.02), ci_high=min(1.0, mean + 0.02))
+    suite = suite_stats([c.stats for c in cases])
     return RunReport(run_id=RUN_ID, started_at="2026-11-30T12:00:00.000000Z", finished_at="2026-11-30T12:04:10.000000Z",
                      duration_s=250.0, mode="deterministic", repeat=repeats, exit_status=1, pytest_exit_status=1,
                      totals=totals, suite=suite, cases=cases, environment={"pytest_nodeval": "0.1.0"})
