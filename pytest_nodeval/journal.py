@@ -334,12 +334,13 @@ class JournalWriter:
             "turn": self._turn if turn is None else turn,
             "payload": self._redactor(type_name, payload),
         }
-        line = EVENT_ADAPTER.validate_python(raw).model_dump_json()
+        # Serialise first, then validate the very line that is written: the event kept in
+        # memory is what a reader will parse, and it shares no objects with the caller (an
+        # agent's live message list, say, changes after the call).
+        line = json.dumps(raw, ensure_ascii=False, separators=(",", ":"), default=str)
+        event = EVENT_ADAPTER.validate_json(line)
         if self._file is not None:
             self._append(line, durable=self._durable and type_name in _DURABLE_AFTER)
-        # Kept in memory as read back from its line: the caller's objects (an agent's live
-        # message list, say) may change later; the journal must not change with them.
-        event = EVENT_ADAPTER.validate_json(line)
         self.events.append(event)
         return event
 

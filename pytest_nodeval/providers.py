@@ -102,7 +102,7 @@ class MockProvider:
             "messages": request.messages,
             "tools": [t.name for t in request.tools],
         }
-        payload = {"provider": self.key, "api": "mock", "path": "/mock", "stream": False, "body": body}
+        payload = {"provider": self.key, "api": "mock", "method": "POST", "path": "/mock", "stream": False, "body": body}
         journal = self._wiring.journal
         journal.emit("llm.request", payload)
         start = time.perf_counter()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from .errors import ReplayDivergence
-from .journal import Journal, LlmRequest
+from .journal import Journal
 from .modes import MatchLevel
 
 # In "default" matching these request keys must agree; the rest (temperature, metadata,
@@ -84,7 +84,6 @@ class ReplayStash:
     def next_llm(self, provider: str, request: dict[str, Any]) -> dict[str, Any]:
         """The recorded response for this request, or a stop naming the difference."""
         self._raise_if_stopped()
-        request = LlmRequest.model_validate(request).model_dump()
         queue = self._llm.get(provider)
         if not queue:
             self._stop(self._extra_call_message(provider, request))
