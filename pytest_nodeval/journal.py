@@ -337,8 +337,8 @@ class JournalWriter:
         # Serialise first, then validate the very line that is written: the event kept in
         # memory is what a reader will parse, and it shares no objects with the caller (an
         # agent's live message list, say, changes after the call).
-        line = json.dumps(raw, ensure_ascii=False, separators=(",", ":"), default=str)
-        event = EVENT_ADAPTER.validate_json(line)
+        event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
+        line = event.model_dump_json()  # canonical: every field, defaults included
         if self._file is not None:
             self._append(line, durable=self._durable and type_name in _DURABLE_AFTER)
         self.events.append(event)
