@@ -67,12 +67,9 @@ def test_a_killed_run_leaves_no_container_after_the_next_run(tmp_path: Path) -> 
     assert before <= _run_ids_of_world_containers()  # SIGKILL left the container behind
     write_case(project / "scenarios", "sleepy", tools=["shell"], inputs=["wait"], record=False, assertions=[],
                script=[{"text": "nothing to do"}])
-    still_there = bool(before & _run_ids_of_world_containers())
     second = subprocess.run([sys.executable, "-m", "pytest", "--nodeval-mode", "live", "--nodeval-world", "docker"],
                             cwd=project, env=env, capture_output=True, text=True, timeout=300)
-    # Other tests of the suite may clean up stale worlds too; the message is ours only if the
-    # container was still there when this run started.
-    assert not (before & _run_ids_of_world_containers())
+    # Other tests of the suite (live runs, the cleanup tests) may clean up stale worlds too,
+    # so which run removed it is not checked: only that it is gone once this one has started.
     assert second.returncode == 0, second.stdout[-2000:]
-    if still_there:
-        assert "removed 1 world container(s) left by earlier runs" in second.stdout, second.stdout[-2000:]
+    assert not (before & _run_ids_of_world_containers())
