@@ -323,8 +323,13 @@ class JournalWriter:
     def set_turn(self, turn: int) -> None:
         self._turn = turn
 
-    def emit(self, type_name: str, payload: dict[str, Any], *, turn: int | None = None) -> Any:
-        """Validate, redact, append and return one event."""
+    def emit(self, type_name: str, payload: dict[str, Any], *, turn: int | None = None,
+             owned: bool = False) -> Any:
+        """Validate, redact, append and return one event.
+
+        `owned=True`: the caller hands the payload over and never touches it again (say, a
+        request body it just parsed), so it need not be copied through a JSON round trip.
+        """
         if type_name not in PAYLOADS:
             raise ValueError(f"unknown event type {type_name!r}; known: {', '.join(PAYLOADS)}")
         raw = {
@@ -337,7 +342,10 @@ class JournalWriter:
         # Serialise first, then validate the very line that is written: the event kept in
         # memory is what a reader will parse, and it shares no objects with the caller (an
         # agent's live message list, say, changes after the call).
-        event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
+        if owned:
+            event = EVENT_ADAPTER.validate_python(raw)
+        else:
+            event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
         line = event.model_dump_json()  # canonical: every field, defaults included
         if self._file is not None:
             self._append(line, durable=self._durable and type_name in _DURABLE_AFTER)

@@ -118,7 +118,7 @@ class RecordingTransport(httpx2.BaseTransport):
         self._inner = inner or httpx2.HTTPTransport()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        self._journal.emit("llm.request", request_payload(request, self._provider, self._api, request.read()))
+        self._journal.emit("llm.request", request_payload(request, self._provider, self._api, request.read()), owned=True)
         start = time.perf_counter()
         try:
             response = self._inner.handle_request(request)
@@ -141,7 +141,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
-        self._journal.emit("llm.request", request_payload(request, self._provider, self._api, body))
+        self._journal.emit("llm.request", request_payload(request, self._provider, self._api, body), owned=True)
         start = time.perf_counter()
         try:
             response = await self._inner.handle_async_request(request)
@@ -173,7 +173,7 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def _serve(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
         payload = request_payload(request, self._provider, self._api, body)
-        self._journal.emit("llm.request", payload)
+        self._journal.emit("llm.request", payload, owned=True)  # freshly parsed; the stash only reads it
         recorded = self._stash.next_llm(self._provider, payload)
         self._journal.emit("llm.response", recorded)
         if recorded.get("error"):
