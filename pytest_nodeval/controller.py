@@ -107,8 +107,8 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.expected and not self.records:
-            return
+        if self.config.option.collectonly or (not self.expected and not self.records):
+            return  # nothing ran: no report (and no attempt counted as lost)
         self._fill_missing()
         report = self._build(int(session.exitstatus))
         if session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._all_failures_tolerated(report):

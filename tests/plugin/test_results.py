@@ -170,3 +170,10 @@ def test_report_json_matches_the_exported_schema(nodeval_project: pytest.Pyteste
     schema = json.loads((Path(__file__).parents[2] / "schemas" / "report.schema.json").read_text())
     document = json.loads((nodeval_project.path / "reports" / "latest" / "report.json").read_text())
     jsonschema.validate(document, schema)
+
+
+def test_collect_only_writes_no_report(nodeval_project: pytest.Pytester) -> None:
+    write_case(nodeval_project.path / "scenarios", "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    result = nodeval_project.runpytest("--collect-only")
+    assert result.ret == 0 and "error" not in result.stdout.str()
+    assert not (nodeval_project.path / "reports").exists()
