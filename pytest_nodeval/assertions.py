@@ -413,35 +413,32 @@ def _output_or_fail(evidence: Evidence) -> tuple[str | None, _Outcome | None]:
     return output, None
 
 
-def _check_output_contains(spec: OutputContains, evidence: Evidence) -> _Outcome:
+def _check_output(evidence: Evidence, holds: Any, expectation: str) -> _Outcome:
+    """Pass when holds(final output) is true; otherwise say what was expected and what it is."""
     output, failed = _output_or_fail(evidence)
-    if failed or output is None:
+    if failed is not None or output is None:
         return failed or _fail("no output")
-    haystack, needle = (output, spec.text) if spec.case_sensitive else (output.lower(), spec.text.lower())
-    if needle in haystack:
+    if holds(output):
         return _ok()
-    return _fail(f"expected the final output to contain {spec.text!r}; it is {_clip(output)!r}",
+    return _fail(f"expected the final output to {expectation}; it is {_clip(output)!r}",
                  evidence.of_type("io.output")[-1:])
+
+
+def _check_output_contains(spec: OutputContains, evidence: Evidence) -> _Outcome:
+    def holds(output: str) -> bool:
+        return spec.text in output if spec.case_sensitive else spec.text.lower() in output.lower()
+
+    return _check_output(evidence, holds, f"contain {spec.text!r}")
 
 
 def _check_output_matches(spec: OutputMatches, evidence: Evidence) -> _Outcome:
-    output, failed = _output_or_fail(evidence)
-    if failed or output is None:
-        return failed or _fail("no output")
-    if re.search(spec.regex, output):
-        return _ok()
-    return _fail(f"expected the final output to match /{spec.regex}/; it is {_clip(output)!r}",
-                 evidence.of_type("io.output")[-1:])
+    return _check_output(evidence, lambda output: re.search(spec.regex, output) is not None,
+                         f"match /{spec.regex}/")
 
 
 def _check_output_equals(spec: OutputEquals, evidence: Evidence) -> _Outcome:
-    output, failed = _output_or_fail(evidence)
-    if failed or output is None:
-        return failed or _fail("no output")
-    if output.strip() == spec.text.strip():
-        return _ok()
-    return _fail(f"expected the final output to equal {spec.text!r}; it is {_clip(output)!r}",
-                 evidence.of_type("io.output")[-1:])
+    return _check_output(evidence, lambda output: output.strip() == spec.text.strip(),
+                         f"equal {spec.text!r}")
 
 
 def _check_json_schema(spec: OutputJsonSchema, evidence: Evidence) -> _Outcome:
