@@ -17,12 +17,15 @@ from the journal (replay), and it wraps its local side-effecting functions with
             ...                                   # the agent's own loop
             ctx.output(answer)
 
-Tool arguments and results must be JSON types, because the journal stores them.
+Tool arguments and results must be JSON types, because the journal stores them. A tool that
+raised when recorded raises `ToolFailed` (with the recorded "Type: message") in replay: the
+original exception object cannot be rebuilt from the journal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -149,6 +152,18 @@ class AgentContext:
             raise ToolFailed(recorded.get("error") or f"tool '{name}' failed when recorded")
         return recorded.get("result")
 
+    @contextlib.contextmanager
+    def _journaled(self, name: str, call_id: str) -> Iterator[list[Any]]:
+        """Run a live tool call and journal its result (what it returned, or what it raised)."""
+        start = time.perf_counter()
+        outcome: list[Any] = []
+        try:
+            yield outcome
+        except Exception as exc:
+            self._result(name, call_id, start, error=exc)
+            raise
+        self._result(name, call_id, start, outcome[0])
+
     def _result(self, name: str, call_id: str, start: float, result: Any = None, error: BaseException | None = None) -> None:
         latency = round((time.perf_counter() - start) * 1000, 3)
         payload: dict[str, Any] = {"tool": name, "call_id": call_id, "ok": error is None, "latency_ms": latency}
@@ -188,42 +203,37 @@ def tool(fn: F | None = None, *, name: str | None = None) -> Any:
             arguments.apply_defaults()
             return dict(arguments.arguments)
 
+        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[AgentContext | None, str, dict[str, Any]]:
+            ctx = _CURRENT.get()
+            if ctx is None:
+                return None, "", {}
+            call_id, jsonable = ctx._tool_call(tool_name, func, bound(args, kwargs))
+            return ctx, call_id, jsonable
+
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                ctx = _CURRENT.get()
+                ctx, call_id, jsonable = begin(args, kwargs)
                 if ctx is None:
                     return await func(*args, **kwargs)
-                call_id, jsonable = ctx._tool_call(tool_name, func, bound(args, kwargs))
                 if ctx.replaying:
                     return ctx._replayed(tool_name, call_id, jsonable)
-                start = time.perf_counter()
-                try:
-                    result = await func(*args, **kwargs)
-                except Exception as exc:
-                    ctx._result(tool_name, call_id, start, error=exc)
-                    raise
-                ctx._result(tool_name, call_id, start, result)
-                return result
+                with ctx._journaled(tool_name, call_id) as outcome:
+                    outcome.append(await func(*args, **kwargs))
+                return outcome[0]
 
             return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            ctx = _CURRENT.get()
+            ctx, call_id, jsonable = begin(args, kwargs)
             if ctx is None:
                 return func(*args, **kwargs)
-            call_id, jsonable = ctx._tool_call(tool_name, func, bound(args, kwargs))
             if ctx.replaying:
                 return ctx._replayed(tool_name, call_id, jsonable)
-            start = time.perf_counter()
-            try:
-                result = func(*args, **kwargs)
-            except Exception as exc:
-                ctx._result(tool_name, call_id, start, error=exc)
-                raise
-            ctx._result(tool_name, call_id, start, result)
-            return result
+            with ctx._journaled(tool_name, call_id) as outcome:
+                outcome.append(func(*args, **kwargs))
+            return outcome[0]
 
         return wrapper  # type: ignore[return-value]
 
