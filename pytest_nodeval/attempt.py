@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .assertions import AssertionResult, Evidence, evaluate, evaluate_all
+from .assertions import AssertionResult, Evidence, evaluate_all
 from .case import Case
 from .errors import NodevalError
 from .report import AssertionRecord, AttemptRecord, CaseMeta
@@ -186,5 +186,3 @@ def evidence_of(target: Any) -> Evidence:
         return target.run().evidence
     return Evidence(list(target))
 
-
-__all__ = ["Attempt", "CaseRef", "active_attempt", "evaluate", "evidence_of", "note_results"]

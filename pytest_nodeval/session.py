@@ -195,12 +195,11 @@ def _services(case: Case, settings: AttemptSettings, given: Mapping[str, Any] | 
     """The fakes of this attempt (services.LiveServices), started when something in the case points at them."""
     from .services import live_services
 
-    specs = list(case.config.providers) if case.config else []
-    specs += user_provider_specs(case) + judge_provider_specs(case, settings)
-    config = case.config
-    if settings.replay:
-        specs = judge_provider_specs(case, settings)  # only a live judge talks to anyone in replay
-        config = None  # the journal serves every tool
+    specs = judge_provider_specs(case, settings)  # a judge grades live, even in full mode
+    config = None  # in replay the journal serves every model call and tool
+    if not settings.replay:
+        config = case.config
+        specs += (list(case.config.providers) if case.config else []) + user_provider_specs(case)
     with live_services(case, specs, settings.seed, config, given=given) as services:
         yield services
 
