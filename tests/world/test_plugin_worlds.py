@@ -40,11 +40,17 @@ def test_a_live_recording_replays_world_assertions_with_no_world(backend: str, n
     assert report.case("widgets").attempts[0].assertions[0].status == "passed"
 
 
-def _run_ids_of_world_containers() -> set[str]:
+def _run_ids_of_world_containers(owner_pid: int) -> set[str]:
+    """Run ids of the world containers that process `owner_pid` started.
+
+    Filtered by owner because other tests of the suite (on other xdist workers) have live
+    world containers of their own at the same time, which no cleanup may remove.
+    """
     import docker
 
     client = docker.from_env()
-    return {c.labels.get("nodeval.run-id", "") for c in client.containers.list(all=True, filters={"label": "nodeval.managed=true"})}
+    containers = client.containers.list(all=True, filters={"label": ["nodeval.managed=true", f"nodeval.pid={owner_pid}"]})
+    return {c.labels.get("nodeval.run-id", "") for c in containers}
 
 
 def test_a_killed_run_leaves_no_container_after_the_next_run(tmp_path: Path) -> None:
@@ -60,11 +66,11 @@ def test_a_killed_run_leaves_no_container_after_the_next_run(tmp_path: Path) -> 
     before = set()
     while time.monotonic() < deadline and not before:
         time.sleep(0.5)
-        before = _run_ids_of_world_containers()
+        before = _run_ids_of_world_containers(first.pid)
     assert before, "the first run never started its world container"
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
-    assert before <= _run_ids_of_world_containers()  # SIGKILL left the container behind
+    assert before <= _run_ids_of_world_containers(first.pid)  # SIGKILL left the container behind
     write_case(project / "scenarios", "sleepy", tools=["shell"], inputs=["wait"], record=False, assertions=[],
                script=[{"text": "nothing to do"}])
     second = subprocess.run([sys.executable, "-m", "pytest", "--nodeval-mode", "live", "--nodeval-world", "docker"],
@@ -72,4 +78,4 @@ def test_a_killed_run_leaves_no_container_after_the_next_run(tmp_path: Path) -> 
     # Other tests of the suite (live runs, the cleanup tests) may clean up stale worlds too,
     # so which run removed it is not checked: only that it is gone once this one has started.
     assert second.returncode == 0, second.stdout[-2000:]
-    assert not (before & _run_ids_of_world_containers())
+    assert not (before & _run_ids_of_world_containers(first.pid))
