@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_nodeval.gate import CaseSample, Diff, GateName, GatePolicy, Verdict, compare
-from pytest_nodeval.stats import wilson_interval
+from pytest_nodeval.stats.run_stats import wilson_interval
 
 SCENARIOS = 50
 REPEATS = 10

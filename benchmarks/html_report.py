@@ -35,7 +35,7 @@ def timed(action: Callable[[], Any]) -> tuple[float, float]:
 
 
 def measure_render(run: Any, runs: int) -> tuple[tuple[float, float], list[tuple[float, float]], Path]:
-    from pytest_nodeval.html import write_html
+    from pytest_nodeval.report.html import write_html
 
     def render() -> None:
         write_html(run.report, run.run_dir, rootdir=run.rootdir, history=run.history)

@@ -51,8 +51,8 @@ def make_case(directory: Path, turns: int = 10) -> Path:
         {"user": {"kind": "scripted", "inputs": [f"Please run step {t}." for t in range(turns)]}}))
     (directory / "input" / "llm.yaml").write_text(yaml.safe_dump(_script(turns)))
     (directory / "assertions.yaml").write_text(yaml.safe_dump([{"kind": "tool_called", "tool": "shell", "times": turns}]))
-    from pytest_nodeval.case import load_case
-    from pytest_nodeval.session import AttemptSettings, run_case
+    from pytest_nodeval.case.directory import load_case
+    from pytest_nodeval.runner.session import AttemptSettings, run_case
 
     observed = run_case(load_case(directory), AttemptSettings(mode="record"), Path(tempfile.mkdtemp()) / "j")
     assert observed.status == "ok", observed.metrics()
@@ -74,9 +74,9 @@ def bench_sdk(runs: int) -> dict[str, float]:
     import anthropic
     import httpx2
 
-    from pytest_nodeval.case import load_case
-    from pytest_nodeval.journal import read_journal
-    from pytest_nodeval.session import AttemptSettings, run_case
+    from pytest_nodeval.case.directory import load_case
+    from pytest_nodeval.journal.reader import read_journal
+    from pytest_nodeval.runner.session import AttemptSettings, run_case
 
     case_dir = make_case(Path(tempfile.mkdtemp()) / "bench-case")
     events = read_journal(case_dir / "journal").events

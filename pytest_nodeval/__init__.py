@@ -1,7 +1,8 @@
 """pytest-nodeval: agent evaluations as pytest tests.
 
 The public API is imported lazily, so `import pytest_nodeval` (which pytest does for
-every run through the plugin's entry point) stays cheap.
+every run through the plugin's entry point) stays cheap. This module imports nothing of
+the package at load, so any module may read `__version__` from it.
 """
 
 from __future__ import annotations
@@ -11,16 +12,17 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# Public name -> the module that defines it (docs/api.md lists them all).
 _LAZY = {
-    "expect": "pytest_nodeval.expectations",
-    "Expect": "pytest_nodeval.expectations",
-    "AgentContext": "pytest_nodeval.adapter",
-    "tool": "pytest_nodeval.adapter",
-    "ToolFailed": "pytest_nodeval.adapter",
-    "Observed": "pytest_nodeval.session",
+    "expect": "pytest_nodeval.checks.expect",
+    "Expect": "pytest_nodeval.checks.expect",
+    "AgentContext": "pytest_nodeval.agent.adapter",
+    "tool": "pytest_nodeval.agent.adapter",
+    "ToolFailed": "pytest_nodeval.agent.adapter",
+    "Observed": "pytest_nodeval.runner.session",
     "World": "pytest_nodeval.world",
     "ExecResult": "pytest_nodeval.world",
-    "SimulatedUser": "pytest_nodeval.user",
+    "SimulatedUser": "pytest_nodeval.agent.simulated_user",
     "NodevalError": "pytest_nodeval.errors",
     "ReplayDivergence": "pytest_nodeval.errors",
     "NodevalWarning": "pytest_nodeval.errors",

@@ -13,10 +13,10 @@ from typing import Any
 
 
 def schemas() -> dict[str, dict[str, Any]]:
-    from .case import CaseSpec
-    from .config import EngineConfig
-    from .journal import JournalHeader
-    from .report import RunReport
+    from .agent.config import EngineConfig
+    from .case.directory import CaseSpec
+    from .journal.events import JournalHeader
+    from .report.models import RunReport
 
     return {
         "report.schema.json": RunReport.model_json_schema(),

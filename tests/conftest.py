@@ -12,10 +12,10 @@ import yaml
 
 # Imported here, before pytester snapshots sys.modules, so in-process runs reuse them
 # instead of re-importing (and rebuilding every pydantic model) on each run.
-import pytest_nodeval.aggregate  # noqa: E402,F401
-import pytest_nodeval.controller  # noqa: E402,F401
-import pytest_nodeval.engine  # noqa: E402,F401
-import pytest_nodeval.wire  # noqa: E402,F401
+import pytest_nodeval.agent.engine  # noqa: E402,F401
+import pytest_nodeval.plugin.controller  # noqa: E402,F401
+import pytest_nodeval.plugin.report_payload  # noqa: E402,F401
+import pytest_nodeval.report.aggregate  # noqa: E402,F401
 
 # numpy refuses a second import in one process, and pytester would drop it between runs.
 import numpy  # noqa: E402,F401
@@ -51,8 +51,8 @@ def write_case(root: Path, case_id: str, *, script: list[dict[str, Any]], inputs
 
 
 def record_case(directory: Path) -> Any:
-    from pytest_nodeval.case import load_case
-    from pytest_nodeval.session import AttemptSettings, run_case
+    from pytest_nodeval.case.directory import load_case
+    from pytest_nodeval.runner.session import AttemptSettings, run_case
 
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-"))
     observed = run_case(load_case(directory), AttemptSettings(mode="record", world_backend="local"), scratch / "journal")

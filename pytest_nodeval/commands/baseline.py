@@ -27,9 +27,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..baseline import DEFAULT_BASELINE, EXIT_GATE_FAILED, compare, gate_section, load, policy_from, resolve, save
-    from ..journal import write_atomic
-    from ..terminal import format_diff_table
+    from ..journal.writer import write_atomic
+    from ..report.baseline import (
+        DEFAULT_BASELINE,
+        EXIT_GATE_FAILED,
+        compare,
+        gate_section,
+        load,
+        policy_from,
+        resolve,
+        save,
+    )
+    from ..report.terminal import format_diff_table
 
     if args.save is not None:
         target = save(args.save, args.to or DEFAULT_BASELINE)

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..history import case_trend
+    from ..report.history import case_trend
 
     if not args.history.is_file():
         raise NodevalError(f"{args.history}: no run history yet (every pytest run of the scenarios appends to it)")

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..inspect_mode import serve_stdio
+    from ..protocol.inspect_mode import serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="nodeval inspect-mode: %(levelname)s %(message)s")

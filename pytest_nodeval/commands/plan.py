@@ -14,9 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..baseline import load, samples
     from ..errors import NodevalError
-    from ..gate import plan
+    from ..report.baseline import load, samples
+    from ..stats.gate import plan
 
     report = load(args.baseline)
     repeats = args.repeats or report.repeat

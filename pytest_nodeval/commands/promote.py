@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command table imports this module for --help: keep it light
-    from ..promote import Promoted
+    from ..sampling.promote import Promoted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..promote import PromoteOptions, promote, resolve_sample
-    from ..samples import DEFAULT_SAMPLES_DIR
+    from ..sampling.promote import PromoteOptions, promote, resolve_sample
+    from ..sampling.samples import DEFAULT_SAMPLES_DIR
 
     sample = resolve_sample(args.sample, args.samples_dir or DEFAULT_SAMPLES_DIR)
     options = PromoteOptions(case_id=args.case_id, cases_dir=args.cases_dir, owner=args.owner, tags=tuple(args.tags),

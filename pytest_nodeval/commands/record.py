@@ -18,8 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..case import CASE_FILE, load_case
-    from ..session import AttemptSettings, run_case
+    from ..case import CASE_FILE
+    from ..case.directory import load_case
+    from ..runner.session import AttemptSettings, run_case
 
     failed = 0
     for directory in args.case_dirs:
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _grader(case: Any) -> Any:
     """Record grades judge rubrics live, so full mode can reuse the verdicts later."""
-    from ..judge import make_grader
+    from ..people.judge import make_grader
 
     rubrics = [a for a in case.assertions if a.kind == "judge"]
     return make_grader(rubrics, None, None, reuse=False) if rubrics else None

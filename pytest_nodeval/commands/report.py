@@ -19,8 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..html import read_history, write_html
-    from ..report import load_report
+    from ..report.html import read_history, write_html
+    from ..report.models import load_report
 
     run_dir = args.run_dir
     if not (run_dir / "report.json").is_file():

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_nodeval.report import AssertionRecord, AttemptRecord, CaseReport, RunReport, Totals
-from pytest_nodeval.stats import CaseStats, case_stats, suite_stats
+from pytest_nodeval.report.models import AssertionRecord, AttemptRecord, CaseReport, RunReport, Totals
+from pytest_nodeval.stats.run_stats import CaseStats, case_stats, suite_stats
 
 RUN_ID = "20261130-120000-synt"
 BROKEN_UTF8 = b"caf\xc3 \xff\xfe half \xe2\x82 done".decode("utf-8", errors="replace")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_nodeval.html import write_html
+from pytest_nodeval.report.html import write_html
 
 from ..conftest import write_case
 from .conftest import VIEWPORT, ReportPage

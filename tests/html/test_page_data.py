@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_nodeval.html_data import gate_view, history_view, regressions
+from pytest_nodeval.report.html_data import gate_view, history_view, regressions
 
 FLAT: dict[str, Any] = {
     "schema_version": "1", "baseline": "reports/baseline.json",

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_nodeval import html as html_module
-from pytest_nodeval.html import embed_json, render, write_html
-from pytest_nodeval.report import RunReport
+from pytest_nodeval.report import html as html_module
+from pytest_nodeval.report.html import embed_json, render, write_html
+from pytest_nodeval.report.models import RunReport
 
 from .pagetools import Page, parse, pp, sha256_source, visible_text
 from .synthetic import HOSTILE, ONE_MB, OUTPUT_SEQ, SyntheticRun, build_run

@@ -68,12 +68,12 @@ def test_nodeval_report_says_when_there_is_no_report(tmp_path: Path, capsys: pyt
 
 
 def test_a_broken_page_does_not_cost_the_run(nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_nodeval.html
+    import pytest_nodeval.report.html
 
     def broken(*args: object, **kwargs: object) -> Path:
         raise ValueError("template exploded")
 
-    monkeypatch.setattr(pytest_nodeval.html, "write_html", broken)
+    monkeypatch.setattr(pytest_nodeval.report.html, "write_html", broken)
     write_case(nodeval_project.path / "scenarios", "hello", script=ANSWER, inputs=["hi"],
                assertions=[{"kind": "output_contains", "text": "hello"}])
     result = nodeval_project.runpytest()

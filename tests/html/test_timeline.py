@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_nodeval.replies import reply_of
-from pytest_nodeval.timeline import FIELD_LIMIT, GoldenJournal, clip, event_views, load_events
+from pytest_nodeval.report.llm_replies import reply_of
+from pytest_nodeval.report.timeline import FIELD_LIMIT, GoldenJournal, clip, event_views, load_events
 
 
 def _event(seq: int, kind: str, payload: dict[str, Any], turn: int = 1) -> dict[str, Any]:

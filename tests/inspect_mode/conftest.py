@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_nodeval.inspect_mode import EXIT_CODES, InspectResponse, status_for
+from pytest_nodeval.protocol.inspect_mode import EXIT_CODES, InspectResponse, status_for
 
 CLI = (sys.executable, "-m", "pytest_nodeval.cli")
 # Generous: the machine running the suite may be busy, and each run starts two interpreters.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nodeval.inspect_mode import EXIT_CODES
+from pytest_nodeval.protocol.inspect_mode import EXIT_CODES
 
 from .conftest import CLI, COMMAND_TIMEOUT_S, check_stdout, request_bytes, run_command, write_config
 
@@ -24,7 +24,7 @@ def test_one_request_one_response_line(config_path: Path, args: tuple[str, ...])
 
 
 def test_stray_prints_go_to_stderr_not_stdout(tmp_path: Path) -> None:
-    noisy = ("import pytest_nodeval.inspect_mode as m\n"
+    noisy = ("import pytest_nodeval.protocol.inspect_mode as m\n"
              "serve = m.handle\n"
              "def handle(raw):\n"
              "    print('noise from somewhere')\n"

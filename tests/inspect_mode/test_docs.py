@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_nodeval.inspect_mode import EXIT_CODES, InspectRequest, InspectResponse
+from pytest_nodeval.protocol.inspect_mode import EXIT_CODES, InspectRequest, InspectResponse
 
 ROOT = Path(__file__).parents[2]
 DOC = (ROOT / "docs" / "inspect-mode.md").read_text(encoding="utf-8")

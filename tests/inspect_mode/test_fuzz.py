@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pytest_nodeval import inspect_mode
-from pytest_nodeval.inspect_mode import EXIT_CODES, MAX_REQUEST_BYTES, handle
+from pytest_nodeval.protocol import inspect_mode
+from pytest_nodeval.protocol.inspect_mode import EXIT_CODES, MAX_REQUEST_BYTES, handle
 
 from .conftest import check_response, check_stdout, run_command
 

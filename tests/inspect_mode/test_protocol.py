@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_nodeval import inspect_mode
-from pytest_nodeval.inspect_mode import EXIT_CODES, InspectResponse, handle
-from pytest_nodeval.journal import read_journal
+from pytest_nodeval.journal.reader import read_journal
+from pytest_nodeval.protocol import inspect_mode
+from pytest_nodeval.protocol.inspect_mode import EXIT_CODES, InspectResponse, handle
 
 from ..conftest import write_case
 from .conftest import check_response, request_bytes, write_config

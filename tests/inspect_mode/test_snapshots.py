@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_nodeval.inspect_mode import InspectRequest, InspectResponse, handle
+from pytest_nodeval.protocol.inspect_mode import InspectRequest, InspectResponse, handle
 
 from ..conftest import write_case
 from .conftest import check_response, request_bytes, write_config

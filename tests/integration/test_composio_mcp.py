@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from fakes.mcp_oauth import MCPOAuthFake
-from pytest_nodeval.case import load_case
+from pytest_nodeval.case.directory import load_case
 from pytest_nodeval.errors import CaseFormatError
-from pytest_nodeval.session import AttemptSettings, Observed, run_case
+from pytest_nodeval.runner.session import AttemptSettings, Observed, run_case
 
 from ..conftest import write_case
 
@@ -192,9 +192,9 @@ def test_the_fixtures_start_and_stop_their_fakes(nodeval_project: pytest.Pyteste
 
 def test_a_real_mcp_server_gets_the_bearer_token_from_token_env_or_an_error_naming_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_nodeval.config import McpServerSpec
+    from pytest_nodeval.agent.config import McpServerSpec
+    from pytest_nodeval.agent.mcp_tools import McpSessions
     from pytest_nodeval.errors import NodevalError
-    from pytest_nodeval.mcp_tools import McpSessions
 
     sessions = McpSessions()
     with MCPOAuthFake(MCP_SCRIPT) as fake:  # addressed by its URL: the engine treats it as a real server

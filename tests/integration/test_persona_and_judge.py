@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_nodeval.case import load_case
-from pytest_nodeval.judge import make_grader
-from pytest_nodeval.report import RunReport
-from pytest_nodeval.session import AttemptSettings, Observed, run_case
+from pytest_nodeval.case.directory import load_case
+from pytest_nodeval.people.judge import make_grader
+from pytest_nodeval.report.models import RunReport
+from pytest_nodeval.runner.session import AttemptSettings, Observed, run_case
 
 from ..conftest import PROJECT_INI
 

@@ -11,8 +11,8 @@ import yaml
 
 from fakes.llm import LLMFake
 from pytest_nodeval import AgentContext, tool
-from pytest_nodeval.case import load_case
-from pytest_nodeval.session import AttemptSettings, Observed, run_agent_case, run_case
+from pytest_nodeval.case.directory import load_case
+from pytest_nodeval.runner.session import AttemptSettings, Observed, run_agent_case, run_case
 
 from ..conftest import write_case
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nodeval.case import load_case
-from pytest_nodeval.session import AttemptSettings, run_case
+from pytest_nodeval.case.directory import load_case
+from pytest_nodeval.runner.session import AttemptSettings, run_case
 
 SCENARIOS = Path(__file__).parents[2] / "scenarios"
 SEEDS = sorted(p.parent.name for p in SCENARIOS.glob("*/case.yaml"))

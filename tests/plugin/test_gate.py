@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nodeval.baseline import EXIT_GATE_FAILED
-from pytest_nodeval.report import RunReport
+from pytest_nodeval.report.baseline import EXIT_GATE_FAILED
+from pytest_nodeval.report.models import RunReport
 
 from ..conftest import write_case
 
@@ -126,7 +126,7 @@ def test_history_keeps_every_run(project: pytest.Pytester) -> None:
     _run(project)
     (project.path / "scenarios" / "failing.json").write_text("[1]")
     _run(project)
-    from pytest_nodeval.history import case_trend
+    from pytest_nodeval.report.history import case_trend
 
     points = case_trend(project.path / "reports" / "history.sqlite", "refunds")
     assert [(p.passed, p.attempts) for p in points] == [(10, 10), (9, 10)]

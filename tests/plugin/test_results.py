@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nodeval.report import RunReport
+from pytest_nodeval.report.models import RunReport
 
 from ..conftest import write_case
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_nodeval.report import RunReport
+from pytest_nodeval.report.models import RunReport
 
 from ..conftest import write_case
 

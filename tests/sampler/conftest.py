@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from pytest_nodeval.config import EngineConfig
+from pytest_nodeval.agent.config import EngineConfig
 from pytest_nodeval.sampler import Sampler, SamplerSettings
 
 EMAIL = "jane.doe@example.com"

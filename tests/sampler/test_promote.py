@@ -8,12 +8,12 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from pytest_nodeval.assertions import AssertionsFile
-from pytest_nodeval.case import load_case
+from pytest_nodeval.case.directory import load_case
+from pytest_nodeval.checks.assertions import AssertionsFile
 from pytest_nodeval.cli import main
-from pytest_nodeval.promote import PromoteOptions, distinctive_piece, promote
-from pytest_nodeval.samples import list_samples
 from pytest_nodeval.sampler import Sampler, run_with_sampler
+from pytest_nodeval.sampling.promote import PromoteOptions, distinctive_piece, promote
+from pytest_nodeval.sampling.samples import list_samples
 
 from .conftest import ANSWERS, CARD, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, mock_config
 

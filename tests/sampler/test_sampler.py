@@ -11,14 +11,20 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from pytest_nodeval.config import EngineConfig
+from pytest_nodeval.agent.config import EngineConfig
 from pytest_nodeval.errors import ConfigError
-from pytest_nodeval.journal import read_journal
-from pytest_nodeval.samples import SampleInfo, list_samples
-from pytest_nodeval.sampler import (Sampler, SamplerSettings, is_sampled, run_agent_with_sampler,
-                                    run_with_sampler, sample_point)
+from pytest_nodeval.journal.reader import read_journal
+from pytest_nodeval.sampler import (
+    Sampler,
+    SamplerSettings,
+    is_sampled,
+    run_agent_with_sampler,
+    run_with_sampler,
+    sample_point,
+)
+from pytest_nodeval.sampling.samples import SampleInfo, list_samples
 
-from .conftest import (ANSWERS, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, files_under, mock_config)
+from .conftest import ANSWERS, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, files_under, mock_config
 
 FAILS_ON_REFUND = [{"when": {"input_contains": "refund"}, "error": "upstream model overloaded"}, *ANSWERS]
 
@@ -77,7 +83,7 @@ def test_a_broken_out_dir_leaves_the_session_alone_and_logs_once(
         def no_space(path: Path, text: str) -> None:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-        monkeypatch.setattr("pytest_nodeval.samples.write_atomic", no_space)
+        monkeypatch.setattr("pytest_nodeval.sampling.samples.write_atomic", no_space)
         sampler, hint = make_sampler(rate=1.0), "No space left on device"
     else:
         sampler, hint = make_sampler(rate=1.0, max_bytes=200), "max_bytes=200"
@@ -289,8 +295,8 @@ def _outcome(result: Any) -> tuple[Any, ...]:
 
 
 def _finished_session_events() -> list[Any]:
-    from pytest_nodeval.journal import JournalWriter
-    from pytest_nodeval.session import journal_header
+    from pytest_nodeval.journal.writer import JournalWriter
+    from pytest_nodeval.runner.session import journal_header
 
     writer = JournalWriter(None, journal_header("live", None))
     writer.emit("session.start", {"engine": "e", "version": "1", "session_id": writer.header.session_id})

@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 
 from pytest_nodeval import AgentContext, ToolFailed, tool
-from pytest_nodeval.case import load_case
-from pytest_nodeval.session import AttemptSettings, run_agent_case
+from pytest_nodeval.case.directory import load_case
+from pytest_nodeval.runner.session import AttemptSettings, run_agent_case
 
 RAN: list[str] = []
 

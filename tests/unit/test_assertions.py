@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from pytest_nodeval.assertions import ASSERTION, AssertionsFile, Evidence, evaluate, matches
+from pytest_nodeval.checks.assertions import ASSERTION, AssertionsFile, Evidence, evaluate, matches
+from pytest_nodeval.checks.expect import expect
 from pytest_nodeval.errors import CaseFormatError
-from pytest_nodeval.expectations import expect
-from pytest_nodeval.journal import EVENT_ADAPTER
-from pytest_nodeval.loading import validate
+from pytest_nodeval.journal.events import EVENT_ADAPTER
+from pytest_nodeval.yamlfiles import validate
 
 
 def _events(*specs: tuple[str, dict[str, Any]]) -> list[Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nodeval.case import load_case
+from pytest_nodeval.case.directory import load_case
 
 from ..conftest import write_case
 

@@ -11,8 +11,8 @@ import scipy.stats  # type: ignore[import-untyped]
 from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]
 from statsmodels.stats.proportion import confint_proportions_2indep  # type: ignore[import-untyped]
 
-from pytest_nodeval import _inference
-from pytest_nodeval._inference import (
+from pytest_nodeval.stats import significance
+from pytest_nodeval.stats.significance import (
     benjamini_hochberg,
     boschloo_regression_p,
     mann_whitney_slower_p_values,
@@ -101,7 +101,7 @@ def test_sign_flip_falls_back_to_a_seeded_monte_carlo_when_too_many_states(
 ) -> None:
     differences = [Fraction(d, 10) for d in (-3, -1, -2, 0, 1, -2, -1, -3)]
     exact = sign_flip_p_value(differences)
-    monkeypatch.setattr(_inference, "_MAX_EXACT_STATES", 4)
+    monkeypatch.setattr(significance, "_MAX_EXACT_STATES", 4)
     estimate = sign_flip_p_value(differences, seed=3)
     assert estimate == sign_flip_p_value(differences, seed=3)
     assert estimate == pytest.approx(exact, abs=0.01)

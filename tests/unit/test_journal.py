@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from pytest_nodeval.errors import JournalError, NodevalWarning
-from pytest_nodeval.journal import EVENT_MODELS, JournalWriter, UnknownEvent, read_journal
-from pytest_nodeval.session import journal_header
+from pytest_nodeval.journal.events import EVENT_MODELS, UnknownEvent
+from pytest_nodeval.journal.reader import read_journal
+from pytest_nodeval.journal.writer import JournalWriter
+from pytest_nodeval.runner.session import journal_header
 
 
 def _write(directory: Path, events: list[tuple[str, dict]]) -> JournalWriter:

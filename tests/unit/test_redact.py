@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_nodeval.redact import REDACTED, chain, default_redactor, pii_redactor
+from pytest_nodeval.journal.redact import REDACTED, chain, default_redactor, pii_redactor
 
 SECRETS = ["sk-ant-api03-abcdefghijkl", "sk-proj-abcdefghijklmnopqrstuv", "Bearer abcdefghijklmnop"]
 PII = ["jane.doe@example.com", "4111 1111 1111 1111", "4111-1111-1111-1111"]

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_nodeval.case import load_case
-from pytest_nodeval.journal import dump_events, read_journal
-from pytest_nodeval.session import AttemptSettings, run_case
+from pytest_nodeval.case.directory import load_case
+from pytest_nodeval.journal.reader import dump_events, read_journal
+from pytest_nodeval.runner.session import AttemptSettings, run_case
 
 from ..conftest import write_case
 

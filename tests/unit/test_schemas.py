@@ -21,6 +21,6 @@ def test_every_gate_threshold_is_an_ini_key() -> None:
     from dataclasses import fields
 
     from pytest_nodeval.gate import GatePolicy
-    from pytest_nodeval.plugin import GATE_INI_KEYS
+    from pytest_nodeval.plugin.keys import GATE_INI_KEYS
 
     assert set(GATE_INI_KEYS) == {f.name for f in fields(GatePolicy)}

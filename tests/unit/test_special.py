@@ -7,7 +7,7 @@ import pytest
 import scipy.special  # type: ignore[import-untyped]
 import scipy.stats  # type: ignore[import-untyped]
 
-from pytest_nodeval._special import harrell_davis_quantile, regularized_beta, t_cdf, t_ppf
+from pytest_nodeval.stats.special import harrell_davis_quantile, regularized_beta, t_cdf, t_ppf
 
 
 @pytest.mark.parametrize("a", [0.05, 0.5, 1.0, 2.5, 30.0, 950.0])

@@ -11,7 +11,7 @@ import pytest
 import scipy.stats  # type: ignore[import-untyped]
 from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
-from pytest_nodeval.stats import (
+from pytest_nodeval.stats.run_stats import (
     CaseStats,
     case_stats,
     pass_at_k,
@@ -194,7 +194,7 @@ def test_stats_module_imports_no_numeric_libraries() -> None:
     # Runs without repeats use this module too; they must not pay for numpy/scipy/statsmodels.
     code = (
         "import sys\n"
-        "from pytest_nodeval.stats import case_stats, suite_stats\n"
+        "from pytest_nodeval.stats.run_stats import case_stats, suite_stats\n"
         "cases = [case_stats([True, False] * 5, [float(i) for i in range(10)], [7] * 10)] * 3\n"
         "suite_stats(cases)\n"
         "loaded = sorted(m for m in ('numpy', 'scipy', 'statsmodels') if m in sys.modules)\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nodeval.report import RunReport
+from pytest_nodeval.report.models import RunReport
 
 from ..conftest import write_case
 from .conftest import require_backend

@@ -1,0 +1,302 @@
+"""Record and replay a user's own agent, not only the reference engine.
+
+An agent is any callable taking an `AgentContext` (sync or async). It builds its SDK
+clients through the context, so their traffic is journaled (record, live) or served
+from the journal (replay), and it wraps its local side-effecting functions with
+`@tool`, so replay returns their recorded results without running them:
+
+    from pytest_nodeval import AgentContext, tool
+
+    @tool
+    def refund(order_id: str) -> dict:
+        return payments.refund(order_id)          # never runs during replay
+
+    def my_agent(ctx: AgentContext) -> None:
+        client = ctx.anthropic()                  # anthropic.Anthropic, wired to the journal
+        for text in ctx.inputs():
+            ...                                   # the agent's own loop
+            ctx.output(answer)
+
+Tool arguments and results must be JSON types, because the journal stores them. A tool that
+raised when recorded raises `ToolFailed` (with the recorded "Type: message") in replay: the
+original exception object cannot be rebuilt from the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import inspect
+import json
+import time
+from typing import Any, Callable, Iterator, Protocol, TypeVar
+
+from .. import __version__
+from ..errors import NodevalError
+from ..journal.replay import ReplayStash, ReplayStopped
+from ..journal.writer import JournalWriter
+from .simulated_user import SimulatedUser
+
+F = TypeVar("F", bound=Callable[..., Any])
+_CURRENT: contextvars.ContextVar[AgentContext | None] = contextvars.ContextVar("nodeval_agent", default=None)
+
+
+class Agent(Protocol):
+    def __call__(self, ctx: AgentContext) -> Any: ...
+
+
+class ToolFailed(Exception):
+    """A replayed tool call that failed when it was recorded."""
+
+
+class AgentContext:
+    def __init__(self, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None = None) -> None:
+        self.journal, self.user, self.stash = journal, user, stash
+        self._clients: list[Any] = []
+        self._registered: set[str] = set()
+        self._calls = 0
+        self._turn = 0
+
+    @property
+    def replaying(self) -> bool:
+        return self.stash is not None
+
+    # -- SDK clients ------------------------------------------------------------------------
+
+    def http_client(self, provider: str = "http", *, api: str = "http", asynchronous: bool = False) -> Any:
+        """An httpx2 client journaled under `provider` (for SDKs not built in)."""
+        from .providers import Wiring, sdk_http_client
+
+        client = sdk_http_client(Wiring(self.journal, self.stash), provider, api, asynchronous=asynchronous)
+        self._clients.append(client)
+        return client
+
+    def anthropic(self, *, name: str = "anthropic", **kwargs: Any) -> Any:
+        import anthropic
+
+        return self._sdk(anthropic.Anthropic, name, "anthropic.messages", "ANTHROPIC_API_KEY", False, kwargs)
+
+    def async_anthropic(self, *, name: str = "anthropic", **kwargs: Any) -> Any:
+        import anthropic
+
+        return self._sdk(anthropic.AsyncAnthropic, name, "anthropic.messages", "ANTHROPIC_API_KEY", True, kwargs)
+
+    def openai(self, *, name: str = "openai", **kwargs: Any) -> Any:
+        import openai
+
+        return self._sdk(openai.OpenAI, name, "openai", "OPENAI_API_KEY", False, kwargs)
+
+    def async_openai(self, *, name: str = "openai", **kwargs: Any) -> Any:
+        import openai
+
+        return self._sdk(openai.AsyncOpenAI, name, "openai", "OPENAI_API_KEY", True, kwargs)
+
+    def _sdk(self, cls: Any, name: str, api: str, key_env: str, asynchronous: bool, kwargs: dict[str, Any]) -> Any:
+        import os
+
+        if self.replaying:
+            kwargs["api_key"] = "nodeval-replay-needs-no-key"
+        elif "api_key" not in kwargs and not os.environ.get(key_env):
+            raise NodevalError(f"{cls.__name__}: no API key; set {key_env} or pass api_key=, "
+                               "or replay the journal in deterministic mode, which needs no key")
+        kwargs["http_client"] = self.http_client(name, api=api, asynchronous=asynchronous)
+        return cls(**kwargs)
+
+    # -- the conversation ---------------------------------------------------------------------
+
+    def inputs(self) -> Iterator[str]:
+        """The user's turns, each journaled as io.input (replayed from the journal in replay)."""
+        last: str | None = None
+        while (turn := self.user.next_input(last)) is not None:
+            self._turn += 1
+            self.journal.emit("io.input", {"text": turn.text, "source": turn.source}, turn=self._turn)
+            yield turn.text
+            last = self._last_output()
+
+    def ask(self, question: str) -> str:
+        """Ask the user mid-turn (journaled as io.ask / io.ask.response)."""
+        self._calls += 1
+        call_id = f"ask-{self._calls}"
+        self.journal.emit("io.ask", {"call_id": call_id, "question": question})
+        answer = self.user.answer(call_id, question)
+        self.journal.emit("io.ask.response", {"call_id": call_id, "text": answer.text, "source": answer.source})
+        return answer.text
+
+    def output(self, text: str) -> None:
+        self.journal.emit("io.output", {"text": text})
+
+    def _last_output(self) -> str | None:
+        outputs = [e for e in self.journal.events if e.type == "io.output"]
+        return outputs[-1].payload.text if outputs else None
+
+    # -- local tools ------------------------------------------------------------------------
+
+    def _tool_call(self, name: str, fn: Callable[..., Any], args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if name not in self._registered:
+            self._registered.add(name)
+            self.journal.emit("tool.register", {"tool": name, "description": (fn.__doc__ or "").strip(),
+                                                "side_effects": True, "source": "user"})
+        self._calls += 1
+        call_id = f"{name}-{self._calls}"
+        jsonable = _jsonable(args, f"the arguments of tool '{name}'")
+        self.journal.emit("tool.call", {"tool": name, "call_id": call_id, "args": jsonable})
+        return call_id, jsonable
+
+    def _replayed(self, name: str, call_id: str, args: dict[str, Any]) -> Any:
+        assert self.stash is not None
+        recorded = self.stash.tool_result(name, call_id, args)
+        self.journal.emit("tool.result", recorded)
+        if not recorded["ok"]:
+            raise ToolFailed(recorded.get("error") or f"tool '{name}' failed when recorded")
+        return recorded.get("result")
+
+    @contextlib.contextmanager
+    def _journaled(self, name: str, call_id: str) -> Iterator[list[Any]]:
+        """Run a live tool call and journal its result (what it returned, or what it raised)."""
+        start = time.perf_counter()
+        outcome: list[Any] = []
+        try:
+            yield outcome
+        except Exception as exc:
+            self._result(name, call_id, start, error=exc)
+            raise
+        self._result(name, call_id, start, outcome[0])
+
+    def _result(self, name: str, call_id: str, start: float, result: Any = None, error: BaseException | None = None) -> None:
+        latency = round((time.perf_counter() - start) * 1000, 3)
+        payload: dict[str, Any] = {"tool": name, "call_id": call_id, "ok": error is None, "latency_ms": latency}
+        if error is None:
+            payload["result"] = _jsonable(result, f"the result of tool '{name}'")
+        else:
+            payload["error"] = f"{type(error).__name__}: {error}"
+        self.journal.emit("tool.result", payload)
+
+    def close(self) -> None:
+        for client in self._clients:
+            close = getattr(client, "close", None)
+            if close is not None and not inspect.iscoroutinefunction(close):
+                close()
+
+
+def _jsonable(value: Any, what: str) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        raise NodevalError(f"{what} is a {type(value).__name__}, which the journal cannot store; "
+                           "use JSON types (dict, list, str, int, float, bool, None)") from None
+
+
+def tool(fn: F | None = None, *, name: str | None = None) -> Any:
+    """Journal a local side-effecting function; replay serves its recorded results instead.
+
+    Outside a nodeval session the function runs as if undecorated.
+    """
+
+    def decorate(func: F) -> F:
+        tool_name = name or func.__name__
+        signature = inspect.signature(func)
+
+        def bound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            arguments = signature.bind(*args, **kwargs)
+            arguments.apply_defaults()
+            return dict(arguments.arguments)
+
+        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[AgentContext | None, str, dict[str, Any]]:
+            ctx = _CURRENT.get()
+            if ctx is None:
+                return None, "", {}
+            call_id, jsonable = ctx._tool_call(tool_name, func, bound(args, kwargs))
+            return ctx, call_id, jsonable
+
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                ctx, call_id, jsonable = begin(args, kwargs)
+                if ctx is None:
+                    return await func(*args, **kwargs)
+                if ctx.replaying:
+                    return ctx._replayed(tool_name, call_id, jsonable)
+                with ctx._journaled(tool_name, call_id) as outcome:
+                    outcome.append(await func(*args, **kwargs))
+                return outcome[0]
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            ctx, call_id, jsonable = begin(args, kwargs)
+            if ctx is None:
+                return func(*args, **kwargs)
+            if ctx.replaying:
+                return ctx._replayed(tool_name, call_id, jsonable)
+            with ctx._journaled(tool_name, call_id) as outcome:
+                outcome.append(func(*args, **kwargs))
+            return outcome[0]
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None,
+              *, mode: str) -> tuple[str | None, str | None]:
+    """Run a user's agent; returns (divergence, error). The journal gets session.start/end."""
+    ctx = AgentContext(journal, user, stash)
+    journal.emit("session.start", {"engine": getattr(agent, "__qualname__", type(agent).__name__),
+                                   "version": __version__, "session_id": journal.header.session_id, "mode": mode})
+    start = time.perf_counter()
+    token = _CURRENT.set(ctx)
+    status, reason, divergence = "ok", None, None
+    try:
+        result = agent(ctx)
+        if inspect.isawaitable(result):
+            result = _run_coroutine(result)
+        if isinstance(result, str) and ctx._last_output() is None:
+            ctx.output(result)
+        if stash is not None:
+            stash.check_complete()
+    except ReplayStopped as stop:
+        status, divergence = "error", str(stop.divergence)
+    except Exception as exc:  # the agent failed: that is an observation, not a harness crash
+        status, reason = "error", f"{type(exc).__name__}: {exc}"
+    finally:
+        _CURRENT.reset(token)
+        ctx.close()
+    _end_session(journal, stash, status, reason, divergence, start)
+    return divergence, reason
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _run_coroutine(awaitable: Any) -> Any:
+    """Await an async agent, even when this thread already runs an event loop (an async test)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaited(awaitable))
+    from concurrent.futures import ThreadPoolExecutor
+
+    context = contextvars.copy_context()  # the agent's context (the current session) goes along
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(context.run, asyncio.run, _awaited(awaitable)).result()
+
+
+def _end_session(journal: JournalWriter, stash: ReplayStash | None, status: str, reason: str | None,
+                 divergence: str | None, start: float) -> None:
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    for event in journal.events:
+        if event.type == "llm.response" and event.payload.usage is not None:
+            usage["input_tokens"] += event.payload.usage.input_tokens
+            usage["output_tokens"] += event.payload.usage.output_tokens
+    recorded = stash.recorded_end if stash is not None else None
+    duration = recorded.payload.duration_ms if recorded else (time.perf_counter() - start) * 1000
+    journal.emit("session.end", {
+        "status": status, "reason": divergence or reason,
+        "error_kind": "divergence" if divergence else ("agent" if reason else None),
+        "duration_ms": round(duration, 3), "usage": usage,
+        "turns": sum(1 for e in journal.events if e.type == "io.input")})
+

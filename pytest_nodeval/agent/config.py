@@ -1,0 +1,259 @@
+"""The engine config under test: a case's `input/config.yaml`.
+
+Unknown keys are errors that name the file and the key, so a typo never silently turns
+a setting off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..yamlfiles import load_model
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MockToolCall(_Strict):
+    name: str
+    """Tool to call."""
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class MockWhen(_Strict):
+    """A condition on the conversation so far; every given key must hold."""
+
+    input_contains: str | None = None
+    """The latest user input contains this text (case-insensitive)."""
+    input_matches: str | None = None
+    """The latest user input matches this regular expression."""
+    after_tool: str | None = None
+    """The previous message is the result of this tool."""
+
+
+class MockStep(_Strict):
+    """One scripted reply of the mock provider."""
+
+    text: str | None = None
+    tool_calls: list[MockToolCall] = Field(default_factory=list)
+    when: MockWhen | None = None
+    """Input-matched step: used (once) by the first call whose conversation matches."""
+    error: str | None = None
+    """Fail this call with a provider error (exercises the fallback chain)."""
+
+    @model_validator(mode="after")
+    def _says_something(self) -> MockStep:
+        if self.text is None and not self.tool_calls and self.error is None:
+            raise ValueError("a mock step needs text, tool_calls or error")
+        return self
+
+
+class ProviderSpec(_Strict):
+    """One provider in the chain; the first that answers is used."""
+
+    name: Literal["mock", "anthropic", "openai"]
+    model: str
+    label: str | None = None
+    """Name in the journal; defaults to `name` (must be unique in the chain)."""
+    base_url: str | None = None
+    """Any compatible server, e.g. a local fake or an OpenAI-compatible gateway."""
+    api_key_env: str | None = None
+    """Environment variable holding the key (default ANTHROPIC_API_KEY / OPENAI_API_KEY)."""
+    api: Literal["chat", "responses"] = "chat"
+    """OpenAI only: Chat Completions or the Responses API."""
+    stream: bool = False
+    max_retries: int = Field(default=2, ge=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_output_tokens: int = Field(default=1024, gt=0)
+    script: list[MockStep] = Field(default_factory=list)
+    """Mock only: the replies, in order, with input-matched steps taking precedence."""
+
+    @property
+    def key(self) -> str:
+        return self.label or self.name
+
+    @model_validator(mode="after")
+    def _script_only_for_mock(self) -> ProviderSpec:
+        if self.script and self.name != "mock":
+            raise ValueError("'script' is only valid for the mock provider")
+        if self.name == "mock" and not self.script:
+            raise ValueError("the mock provider needs a 'script' of replies")
+        return self
+
+
+BUILTIN_TOOLS = ("shell", "file", "code_exec", "ask_user")
+
+
+class ToolSpec(_Strict):
+    name: str
+    timeout_s: float | None = None
+    """Per-call time limit for shell and code_exec (default: limits.tool_timeout_s)."""
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in BUILTIN_TOOLS and not name.startswith(("composio:", "mcp:")):
+            raise ValueError(f"unknown tool {name!r} (valid: {', '.join(BUILTIN_TOOLS)}, "
+                             "composio:<ACTION>, mcp:<server>)")
+        return name
+
+
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ComposioSpec(_Strict):
+    """`composio:` where the engine's Composio actions (`tools: [composio:<ACTION>]`) run."""
+
+    base_url: str | None = None
+    """The Composio API; `fake` starts fakes.composio, scripted by input/composio.yaml (default: the SDK's)."""
+    api_key_env: str = "COMPOSIO_API_KEY"
+    """Environment variable holding the API key (not read for `base_url: fake` or in replay)."""
+    user_id: str = Field(min_length=1)
+    """The Composio user whose connected accounts execute the actions."""
+    toolkit_versions: dict[str, str] = Field(default_factory=dict)
+    """Pinned toolkit versions, e.g. {github: "20250101_00"}; an unpinned toolkit runs the
+    version the API described when the session started (journaled in tool.register)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_or_fake(cls, url: str | None) -> str | None:
+        if url is not None and url != "fake" and not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL of the Composio API, or `fake`")
+        return url
+
+
+class McpServerSpec(_Strict):
+    """One MCP server reached over streamable HTTP; `mcp:<name>` enables all of its tools."""
+
+    name: str
+    url: str
+    """The MCP endpoint (http or https), or `fake`: fakes.mcp_oauth, scripted by input/mcp.yaml."""
+    scopes: list[str] = Field(default_factory=list)
+    """OAuth scopes asked for first (fake only); a tool that needs more steps up when called."""
+    token_env: str | None = None
+    """Real servers: environment variable holding a bearer token. The engine cannot give
+    an OAuth consent for a person, so it never runs the interactive flow against them."""
+
+    @field_validator("name")
+    @classmethod
+    def _usable_name(cls, name: str) -> str:
+        if not _SERVER_NAME.match(name):
+            raise ValueError("must be 1-64 letters, digits, '_' or '-'")
+        return name
+
+    @field_validator("url")
+    @classmethod
+    def _url_or_fake(cls, url: str) -> str:
+        if url != "fake" and not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL of the MCP endpoint, or `fake`")
+        return url
+
+    @model_validator(mode="after")
+    def _token_only_for_real_servers(self) -> McpServerSpec:
+        if self.url == "fake" and self.token_env is not None:
+            raise ValueError("token_env is for real servers; the fake is authorized through OAuth")
+        return self
+
+
+class McpSpec(_Strict):
+    """`mcp:` the MCP servers the engine may use."""
+
+    servers: list[McpServerSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> McpSpec:
+        names = [s.name for s in self.servers]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"two MCP servers are named {duplicates[0]!r}; names must be unique")
+        if sum(s.url == "fake" for s in self.servers) > 1:
+            raise ValueError("only one MCP server can be `url: fake` (input/mcp.yaml scripts one server)")
+        return self
+
+    def server(self, name: str) -> McpServerSpec | None:
+        return next((s for s in self.servers if s.name == name), None)
+
+
+COMPOSIO_PREFIX = "composio:"
+MCP_PREFIX = "mcp:"
+
+
+class Limits(_Strict):
+    max_turns: int = Field(default=10, ge=1)
+    """Agent steps (one model call and the tools it asks for) per session."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Input plus output tokens per session."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Wall time per session."""
+    tool_timeout_s: float = Field(default=30.0, gt=0)
+
+
+class EngineConfig(_Strict):
+    """`input/config.yaml`: what the reference engine runs."""
+
+    providers: list[ProviderSpec] = Field(min_length=1)
+    system_prompt: str = ""
+    tools: list[ToolSpec] = Field(default_factory=list)
+    limits: Limits = Field(default_factory=Limits)
+    temperature: float | None = None
+    composio: ComposioSpec | None = None
+    """Needed by `composio:<ACTION>` tools."""
+    mcp: McpSpec | None = None
+    """Needed by `mcp:<server>` tools."""
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _names_as_specs(cls, tools: Any) -> Any:
+        if isinstance(tools, list):
+            return [{"name": t} if isinstance(t, str) else t for t in tools]
+        return tools
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> EngineConfig:
+        keys = [p.key for p in self.providers]
+        duplicates = sorted({k for k in keys if keys.count(k) > 1})
+        if duplicates:
+            raise ValueError(f"providers share the name {duplicates[0]!r}; give each a distinct 'label'")
+        return self
+
+    @model_validator(mode="after")
+    def _tool_sections(self) -> EngineConfig:
+        for spec in self.tools:
+            problem = self._section_problem(spec.name)
+            if problem:
+                raise ValueError(f"tools: {spec.name!r} {problem}")
+        return self
+
+    def _section_problem(self, tool: str) -> str | None:
+        if tool.startswith(COMPOSIO_PREFIX):
+            if not tool.removeprefix(COMPOSIO_PREFIX):
+                return "names no action (write composio:<ACTION>, e.g. composio:GITHUB_STAR_A_REPOSITORY)"
+            if self.composio is None:
+                return "needs a `composio:` section, e.g. composio: {user_id: <user>, base_url: fake}"
+        if tool.startswith(MCP_PREFIX):
+            server = tool.removeprefix(MCP_PREFIX)
+            if self.mcp is None:
+                return f"needs an `mcp:` section, e.g. mcp: {{servers: [{{name: {server or '<server>'}, url: fake}}]}}"
+            if self.mcp.server(server) is None:
+                known = ", ".join(s.name for s in self.mcp.servers)
+                return f"names no server of the `mcp:` section (servers: {known})"
+        return None
+
+    def digest(self) -> str:
+        data = self.model_dump(mode="json")
+        for section in ("composio", "mcp"):  # absent sections leave older configs' digests unchanged
+            if data[section] is None:
+                del data[section]
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def load_config(path: Path) -> EngineConfig:
+    return load_model(EngineConfig, path)

@@ -1,0 +1,432 @@
+"""LLM providers of the reference engine and the fallback chain over them.
+
+The engine speaks one neutral message format; each provider translates it to its API.
+`mock` is scripted and keyless; `anthropic` and `openai` go through the official SDKs,
+whose HTTP traffic passes through a journaling or replaying httpx2 transport (see
+`journal/transport.py`), so recording and replay never depend on which provider is used.
+
+Neutral messages:
+  {"role": "user", "text": str}
+  {"role": "assistant", "text": str, "tool_calls": [{"id", "name", "args"}]}
+  {"role": "tool", "call_id": str, "name": str, "content": str, "is_error": bool}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import ProviderError
+from ..journal.events import EngineInfo, JournalHeader, new_session_id, now_iso
+from ..journal.replay import ReplayStash
+from ..journal.writer import JournalWriter
+from .config import MockStep, ProviderSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    system: str
+    messages: list[dict[str, Any]]
+    tools: tuple[ToolDef, ...]
+    timeout_s: float
+    temperature: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    text: str
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    stop_reason: str = "end_turn"
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Provider(Protocol):
+    key: str
+    errors: tuple[type[BaseException], ...]
+    """Exceptions that mean "this provider failed" (and the next in the chain may try)."""
+
+    def complete(self, request: ModelRequest) -> ModelReply: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Wiring:
+    """How providers reach the outside: live (journaled) or from a replay stash."""
+
+    journal: JournalWriter
+    stash: ReplayStash | None = None
+    api_keys: dict[str, str] = field(default_factory=dict)
+    """Keys by provider name, ahead of the environment (e.g. for local fakes)."""
+
+
+def side_wiring(keys: dict[str, str] | None = None) -> Wiring:
+    """Wiring for model calls outside the agent's session: an in-memory, discarded journal."""
+    header = JournalHeader(session_id=new_session_id(), created_at=now_iso(), engine=EngineInfo(version="side"),
+                           source="live")
+    return Wiring(JournalWriter(None, header), None, keys or {})
+
+
+# -- mock ---------------------------------------------------------------------------------
+
+
+class MockProviderError(ProviderError):
+    pass
+
+
+class MockProvider:
+    """Scripted replies, journaled like any other provider, replayed from the journal."""
+
+    errors = (MockProviderError,)
+
+    def __init__(self, spec: ProviderSpec, wiring: Wiring) -> None:
+        self.key, self._spec, self._wiring = spec.key, spec, wiring
+        self._unused = list(spec.script)
+        self._calls = 0
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        body = {
+            "model": self._spec.model,
+            "system": request.system,
+            "messages": request.messages,
+            "tools": [t.name for t in request.tools],
+        }
+        payload = {"provider": self.key, "api": "mock", "method": "POST", "path": "/mock", "stream": False, "body": body}
+        journal = self._wiring.journal
+        journal.emit("llm.request", payload)
+        start = time.perf_counter()
+        if self._wiring.stash is not None:
+            response = self._wiring.stash.next_llm(self.key, payload)
+        else:
+            response = self._scripted(request, body)
+            response["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
+        journal.emit("llm.response", response)
+        if response.get("status", 200) >= 400:
+            raise MockProviderError(f"mock provider '{self.key}': {response['body']['error']}")
+        return _reply_from_mock(response)
+
+    def _scripted(self, request: ModelRequest, body: dict[str, Any]) -> dict[str, Any]:
+        self._calls += 1
+        step = self._take_step(request)
+        if step.error is not None:
+            return {"provider": self.key, "status": 500, "body": {"error": step.error}}
+        calls = [{"id": f"call_{self._calls}_{i}", "name": c.name, "args": c.args}
+                 for i, c in enumerate(step.tool_calls, start=1)]
+        reply = {"text": step.text or "", "tool_calls": calls,
+                 "stop_reason": "tool_use" if calls else "end_turn"}
+        usage = {"input_tokens": _estimate_tokens(body), "output_tokens": _estimate_tokens(reply)}
+        return {"provider": self.key, "status": 200, "body": reply, "usage": usage}
+
+    def _take_step(self, request: ModelRequest) -> MockStep:
+        matched = [s for s in self._unused if s.when is not None and _matches(s, request.messages)]
+        ordered = [s for s in self._unused if s.when is None]
+        if not matched and not ordered:
+            raise ProviderError(
+                f"mock provider '{self.key}': the script ran out after {self._calls - 1} replies; "
+                "add steps to its 'script' in input/config.yaml")
+        step = (matched or ordered)[0]
+        self._unused.remove(step)
+        return step
+
+    def close(self) -> None:
+        pass
+
+
+def _matches(step: MockStep, messages: list[dict[str, Any]]) -> bool:
+    assert step.when is not None
+    when = step.when
+    last_input = next((m["text"] for m in reversed(messages) if m["role"] == "user"), "")
+    if when.input_contains is not None and when.input_contains.lower() not in last_input.lower():
+        return False
+    if when.input_matches is not None and not re.search(when.input_matches, last_input):
+        return False
+    if when.after_tool is not None:
+        last = messages[-1] if messages else {}
+        return last.get("role") == "tool" and last.get("name") == when.after_tool
+    return True
+
+
+def _estimate_tokens(value: Any) -> int:
+    # Deterministic and roughly the size of what a tokenizer would count (4 chars a token).
+    return max(1, len(json.dumps(value, default=str)) // 4)
+
+
+def _reply_from_mock(response: dict[str, Any]) -> ModelReply:
+    body = response["body"]
+    usage = response.get("usage") or {}
+    calls = tuple(ToolCallRequest(c["id"], c["name"], dict(c.get("args") or {})) for c in body.get("tool_calls", []))
+    return ModelReply(body.get("text", ""), calls, body.get("stop_reason", "end_turn"),
+                      usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+
+
+# -- SDK providers ------------------------------------------------------------------------
+
+
+def sdk_http_client(wiring: Wiring, provider: str, api: str, *, asynchronous: bool = False) -> Any:
+    """An httpx2 client whose transport journals (live) or serves the journal (replay)."""
+    import httpx2
+
+    from ..journal.transport import AsyncRecordingTransport, RecordingTransport, ReplayTransport
+
+    if wiring.stash is not None:
+        transport: Any = ReplayTransport(wiring.journal, wiring.stash, provider, api)
+    elif asynchronous:
+        transport = AsyncRecordingTransport(wiring.journal, provider, api)
+    else:
+        transport = RecordingTransport(wiring.journal, provider, api)
+    # trust_env=False: proxy settings from the environment would add real transports.
+    client_cls = httpx2.AsyncClient if asynchronous else httpx2.Client
+    return client_cls(transport=transport, trust_env=False)
+
+
+def api_key(spec: ProviderSpec, wiring: Wiring, default_env: str) -> str:
+    if wiring.stash is not None:
+        return "nodeval-replay-needs-no-key"
+    env = spec.api_key_env or default_env
+    key = wiring.api_keys.get(spec.key) or os.environ.get(env)
+    if not key:
+        raise ProviderError(f"provider '{spec.key}': no API key; set the environment variable {env} "
+                            "(or api_key_env in input/config.yaml), or replay the case's journal "
+                            "in deterministic mode, which needs no key")
+    return key
+
+
+class AnthropicProvider:
+    def __init__(self, spec: ProviderSpec, wiring: Wiring) -> None:
+        import anthropic
+
+        self.key, self._spec = spec.key, spec
+        self.errors = (anthropic.APIError,)
+        self._client = anthropic.Anthropic(
+            api_key=api_key(spec, wiring, "ANTHROPIC_API_KEY"), base_url=spec.base_url,
+            max_retries=spec.max_retries, timeout=spec.timeout_s,
+            http_client=sdk_http_client(wiring, spec.key, "anthropic.messages"),
+        )
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        kwargs: dict[str, Any] = {
+            "model": self._spec.model,
+            "max_tokens": self._spec.max_output_tokens,
+            "messages": to_anthropic(request.messages),
+            "timeout": min(self._spec.timeout_s, request.timeout_s),
+        }
+        if request.system:
+            kwargs["system"] = request.system
+        if request.tools:
+            kwargs["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                               for t in request.tools]
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if self._spec.stream:
+            with self._client.messages.stream(**kwargs) as stream:
+                message = stream.get_final_message()
+        else:
+            message = self._client.messages.create(**kwargs)
+        return from_anthropic(message)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "user":
+            out.append({"role": "user", "content": message["text"]})
+        elif message["role"] == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": message["text"]}] if message["text"] else []
+            blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]}
+                       for c in message.get("tool_calls", [])]
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            block = {"type": "tool_result", "tool_use_id": message["call_id"],
+                     "content": message["content"], "is_error": message["is_error"]}
+            # Results of one turn's tool calls travel together in a single user message.
+            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+    return out
+
+
+def from_anthropic(message: Any) -> ModelReply:
+    text = "".join(b.text for b in message.content if b.type == "text")
+    calls = tuple(ToolCallRequest(b.id, b.name, dict(b.input or {})) for b in message.content if b.type == "tool_use")
+    return ModelReply(text, calls, message.stop_reason or "end_turn",
+                      message.usage.input_tokens, message.usage.output_tokens)
+
+
+class OpenAIProvider:
+    def __init__(self, spec: ProviderSpec, wiring: Wiring) -> None:
+        import openai
+
+        self.key, self._spec = spec.key, spec
+        self.errors = (openai.APIError,)
+        api = "openai.responses" if spec.api == "responses" else "openai.chat"
+        self._client = openai.OpenAI(
+            api_key=api_key(spec, wiring, "OPENAI_API_KEY"), base_url=spec.base_url,
+            max_retries=spec.max_retries, timeout=spec.timeout_s,
+            http_client=sdk_http_client(wiring, spec.key, api),
+        )
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        if self._spec.api == "responses":
+            return self._responses(request)
+        kwargs: dict[str, Any] = {
+            "model": self._spec.model,
+            "messages": to_openai_chat(request.system, request.messages),
+            "max_completion_tokens": self._spec.max_output_tokens,
+            "timeout": min(self._spec.timeout_s, request.timeout_s),
+        }
+        if request.tools:
+            kwargs["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}} for t in request.tools]
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if self._spec.stream:
+            kwargs["stream_options"] = {"include_usage": True}
+            with self._client.chat.completions.stream(**kwargs) as stream:
+                completion = stream.get_final_completion()
+        else:
+            completion = self._client.chat.completions.create(**kwargs)
+        return from_openai_chat(completion)
+
+    def _responses(self, request: ModelRequest) -> ModelReply:
+        kwargs: dict[str, Any] = {
+            "model": self._spec.model,
+            "input": to_openai_responses(request.messages),
+            "max_output_tokens": self._spec.max_output_tokens,
+            "timeout": min(self._spec.timeout_s, request.timeout_s),
+        }
+        if request.system:
+            kwargs["instructions"] = request.system
+        if request.tools:
+            kwargs["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                                "parameters": t.parameters, "strict": False} for t in request.tools]
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if self._spec.stream:
+            with self._client.responses.stream(**kwargs) as stream:
+                response = stream.get_final_response()
+        else:
+            response = self._client.responses.create(**kwargs)
+        return from_openai_responses(response)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def to_openai_chat(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        if message["role"] == "user":
+            out.append({"role": "user", "content": message["text"]})
+        elif message["role"] == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": message["text"] or None}
+            if message.get("tool_calls"):
+                entry["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
+                    "name": c["name"], "arguments": json.dumps(c["args"])}} for c in message["tool_calls"]]
+            out.append(entry)
+        else:
+            out.append({"role": "tool", "tool_call_id": message["call_id"], "content": message["content"]})
+    return out
+
+
+def from_openai_chat(completion: Any) -> ModelReply:
+    choice = completion.choices[0]
+    calls = tuple(ToolCallRequest(c.id, c.function.name, _parse_args(c.function.arguments))
+                  for c in (choice.message.tool_calls or []) if c.type == "function")
+    usage = completion.usage
+    return ModelReply(choice.message.content or "", calls, choice.finish_reason or "stop",
+                      usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
+
+
+def to_openai_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "user":
+            out.append({"role": "user", "content": message["text"]})
+        elif message["role"] == "assistant":
+            if message["text"]:
+                out.append({"role": "assistant", "content": message["text"]})
+            out += [{"type": "function_call", "call_id": c["id"], "name": c["name"],
+                     "arguments": json.dumps(c["args"])} for c in message.get("tool_calls", [])]
+        else:
+            out.append({"type": "function_call_output", "call_id": message["call_id"], "output": message["content"]})
+    return out
+
+
+def from_openai_responses(response: Any) -> ModelReply:
+    calls = tuple(ToolCallRequest(item.call_id, item.name, _parse_args(item.arguments))
+                  for item in response.output if item.type == "function_call")
+    usage = response.usage
+    return ModelReply(response.output_text or "", calls, "tool_use" if calls else "end_turn",
+                      usage.input_tokens if usage else 0, usage.output_tokens if usage else 0)
+
+
+def _parse_args(arguments: str | None) -> dict[str, Any]:
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        # Keep a model's malformed arguments visible to the tool (and the journal).
+        return {"_unparsed_arguments": arguments}
+    return parsed if isinstance(parsed, dict) else {"_value": parsed}
+
+
+PROVIDERS = {"mock": MockProvider, "anthropic": AnthropicProvider, "openai": OpenAIProvider}
+
+
+class ProviderChain:
+    """Tries each provider in order for every call; a failure moves on (`provider.fallback`)."""
+
+    def __init__(self, providers: list[Provider], journal: JournalWriter) -> None:
+        self.providers, self._journal = providers, journal
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        failures: list[str] = []
+        for index, provider in enumerate(self.providers):
+            try:
+                return provider.complete(request)
+            except provider.errors as exc:  # type: ignore[misc]
+                message = f"{type(exc).__name__}: {exc}"
+                failures.append(f"{provider.key}: {message}")
+                if index + 1 < len(self.providers):
+                    self._journal.emit("provider.fallback", {
+                        "from_provider": provider.key, "to_provider": self.providers[index + 1].key,
+                        "error": message[:500]})
+        raise ProviderError("every provider failed: " + "; ".join(failures))
+
+    def close(self) -> None:
+        for provider in self.providers:
+            provider.close()
+
+
+def build_chain(specs: list[ProviderSpec], wiring: Wiring) -> ProviderChain:
+    providers: list[Provider] = []
+    try:
+        for spec in specs:
+            providers.append(PROVIDERS[spec.name](spec, wiring))
+    except BaseException:
+        for provider in providers:
+            provider.close()
+        raise
+    return ProviderChain(providers, wiring.journal)

@@ -1,0 +1,177 @@
+"""A case directory: `case.yaml`, `input/`, `journal/`, `assertions.yaml`.
+
+Everything but the journal is read and validated when the case is collected, so a
+malformed file is a collection error naming the file, the field and the problem. The
+journal is parsed on first use, once per process (repeats share it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..agent.config import EngineConfig
+from ..checks.assertions import AssertionsFile
+from ..errors import CaseFormatError
+from ..journal.reader import Journal, read_header, read_journal
+from ..people.inputs import InputsSpec
+from ..yamlfiles import load_model, load_yaml
+from . import ASSERTIONS_FILE, CASE_FILE, CONFIG_FILE, INPUTS_FILE, JOURNAL_DIR
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_REPEAT_SUFFIX = re.compile(r"-r\d+$")
+_TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_DURATION = re.compile(r"^(\d+)\s*([dwmy])$")
+_DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
+
+
+class WorldSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["docker", "bwrap", "local"] | None = None
+    """Force a backend for this case (default: the best one the machine has)."""
+    network: bool = False
+    """Let commands in the world reach the network."""
+    watch: list[str] = Field(default_factory=list)
+    """Paths whose final state is journaled (`world.snapshot`); a trailing / lists a directory."""
+
+
+class CaseSpec(BaseModel):
+    """`case.yaml`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = 1
+    id: str
+    """Unique across the case roots; lower case, digits, '.', '_' and '-'."""
+    name: str = ""
+    description: str = ""
+    tags: list[str] = Field(default_factory=list)
+    """Become pytest markers, so `-m pr` selects the case."""
+    owner: str | None = None
+    freshness: str | None = None
+    """Warn when the journal is older than this: 30d, 12w, 6m, 1y."""
+    model_baseline: str | None = None
+    repeat: int | None = Field(default=None, ge=1)
+    """Repeats when the command line does not say --repeat."""
+    min_pass_rate: float | None = Field(default=None, ge=0, le=1)
+    """With repeats, the case passes when at least this fraction of attempts pass."""
+    timeout_s: float | None = Field(default=None, gt=0)
+    world: WorldSpec = Field(default_factory=WorldSpec)
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        if not _ID.match(value):
+            raise ValueError("must be lower case letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if _REPEAT_SUFFIX.search(value):
+            raise ValueError("must not end in -r<digits> (that suffix marks repeats in test ids)")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _valid_tags(cls, tags: list[str]) -> list[str]:
+        bad = [t for t in tags if not _TAG.match(t)]
+        if bad:
+            raise ValueError(f"tag {bad[0]!r} is not a valid marker name (letters, digits, '_', '-')")
+        return tags
+
+    @field_validator("freshness")
+    @classmethod
+    def _valid_freshness(cls, value: str | None) -> str | None:
+        if value is not None and not _DURATION.match(value.strip()):
+            raise ValueError("must be a number and a unit: 30d, 12w, 6m or 1y")
+        return value
+
+    def freshness_window(self) -> timedelta | None:
+        if self.freshness is None:
+            return None
+        count, unit = _DURATION.match(self.freshness.strip()).groups()  # type: ignore[union-attr]
+        return timedelta(days=int(count) * _DAYS[unit])
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    directory: Path
+    spec: CaseSpec
+    config: EngineConfig | None
+    inputs: InputsSpec | None
+    assertions: tuple[Any, ...]
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.directory / JOURNAL_DIR
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / CONFIG_FILE
+
+    @property
+    def inputs_path(self) -> Path:
+        return self.directory / INPUTS_FILE
+
+    def journal(self) -> Journal:
+        path = self.journal_dir
+        try:
+            stat = (path / "events.jsonl").stat()
+        except FileNotFoundError:
+            return read_journal(path)  # raises the clear "missing" error
+        return _cached_journal(str(path), stat.st_mtime_ns, stat.st_size)
+
+    def stale_by(self, now: datetime | None = None) -> timedelta | None:
+        """How far past its freshness window the journal is, if it is."""
+        window = self.spec.freshness_window()
+        if window is None or not self.journal_dir.is_dir():
+            return None
+        created = datetime.fromisoformat(read_header(self.journal_dir).created_at.replace("Z", "+00:00"))
+        age = (now or datetime.now(timezone.utc)) - created
+        return age - window if age > window else None
+
+
+@lru_cache(maxsize=256)
+def _cached_journal(path: str, mtime_ns: int, size: int) -> Journal:
+    return read_journal(Path(path))
+
+
+def load_case(directory: Path) -> Case:
+    case_file = directory / CASE_FILE
+    data = load_yaml(case_file)
+    if isinstance(data, dict) and "id" not in data:
+        data = {**data, "id": directory.name}
+    spec = load_model(CaseSpec, case_file, data)
+    config_path = directory / CONFIG_FILE
+    inputs_path = directory / INPUTS_FILE
+    assertions_path = directory / ASSERTIONS_FILE
+    config = load_model(EngineConfig, config_path) if config_path.is_file() else None
+    inputs = load_model(InputsSpec, inputs_path) if inputs_path.is_file() else None
+    assertions = (load_model(AssertionsFile, assertions_path, optional=True).assertions
+                  if assertions_path.is_file() else [])
+    if config is not None and inputs is None:
+        raise CaseFormatError(f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)")
+    return Case(spec.id, directory, spec, config, inputs, tuple(assertions))
+
+
+def read_case_id(directory: Path) -> str:
+    data = load_yaml(directory / CASE_FILE)
+    return str(data.get("id", directory.name)) if isinstance(data, dict) else directory.name
+
+
+def find_case_dirs(roots: list[Path]) -> list[Path]:
+    """Every directory holding a case.yaml under the roots, sorted (deterministic ids)."""
+    found: list[Path] = []
+    for root in roots:
+        if root.is_dir():
+            found += [p.parent for p in root.rglob(CASE_FILE) if not _hidden(p.relative_to(root))]
+    return sorted(set(found))
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith((".", "_")) for part in relative.parts[:-1])
+

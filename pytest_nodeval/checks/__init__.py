@@ -1,0 +1,1 @@
+"""Checks over observed events: the assertion kinds of assertions.yaml and `expect()`."""

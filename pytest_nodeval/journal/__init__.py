@@ -1,0 +1,1 @@
+"""The journal: event models, writer and reader, redaction, the replay stash, the httpx2 transports."""

@@ -1,0 +1,278 @@
+"""The journal's format: the durable record of one agent session (schema_version 1).
+
+A journal is a directory with `header.json` and `events.jsonl`. Every event is one JSON
+line `{"seq", "ts", "type", "turn", "payload"}` with `seq` strictly increasing from 1.
+Each event type is a pydantic model in one discriminated union; unknown types (from a
+newer writer) parse as `UnknownEvent` and are kept. `writer.py` and `reader.py` move
+events to and from disk.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+
+SCHEMA_VERSION = 1
+HEADER_FILE = "header.json"
+EVENTS_FILE = "events.jsonl"
+
+
+class _Payload(BaseModel):
+    # Newer writers may add payload fields; keeping them makes old readers lossless.
+    model_config = ConfigDict(extra="allow")
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class SessionStart(_Payload):
+    engine: str
+    version: str
+    session_id: str
+    mode: str = "live"
+    config_digest: str | None = None
+
+
+class SessionEnd(_Payload):
+    status: str
+    """"ok", "error" (the agent or a provider failed), "limit" (a budget ran out)."""
+    reason: str | None = None
+    error_kind: str | None = None
+    """What failed: "agent" (a budget ran out), "provider", "harness", "timeout"."""
+    infra: bool = False
+    """True when the failure is the infrastructure's (provider 5xx, connection), not the agent's."""
+    duration_ms: float = 0.0
+    """How long the agent took; in replay, the recorded session's duration."""
+    usage: Usage = Field(default_factory=Usage)
+    turns: int = 0
+    user_ending: str | None = None
+    """How a simulated persona ended the conversation: done, transfer, out_of_scope, turn_limit."""
+
+
+class IoInput(_Payload):
+    text: str
+    source: str = "scripted"
+
+
+class IoOutput(_Payload):
+    text: str
+
+
+class IoAsk(_Payload):
+    call_id: str
+    question: str
+
+
+class IoAskResponse(_Payload):
+    call_id: str
+    text: str
+    source: str = "scripted"
+
+
+class AgentTurnStart(_Payload):
+    pass
+
+
+class AgentTurnEnd(_Payload):
+    stop_reason: str = "end_turn"
+
+
+class LlmRequest(_Payload):
+    provider: str
+    """Name of the provider in the chain (or of the client an adapted agent uses)."""
+    api: str
+    """"anthropic.messages", "openai.chat", "openai.responses" or "mock"."""
+    method: str = "POST"
+    path: str = ""
+    stream: bool = False
+    body: Any = None
+
+
+class LlmResponse(_Payload):
+    provider: str
+    status: int = 200
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: Any = None
+    sse: str | None = None
+    """The whole server-sent-event stream of a streaming call, as received."""
+    error: str | None = None
+    """A transport failure (no HTTP response at all), e.g. "ConnectError: ..."."""
+    usage: Usage | None = None
+    latency_ms: float = 0.0
+
+
+class ToolRegister(_Payload):
+    tool: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    side_effects: bool = True
+    source: str = "builtin"
+
+
+class ToolCall(_Payload):
+    tool: str
+    call_id: str
+    args: Any = None
+
+
+class ToolResult(_Payload):
+    tool: str
+    call_id: str
+    ok: bool
+    result: Any = None
+    error: str | None = None
+    latency_ms: float = 0.0
+
+
+class ProviderFallback(_Payload):
+    from_provider: str
+    to_provider: str
+    error: str
+
+
+class WorldSnapshot(_Payload):
+    backend: str
+    files: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class JudgeRequest(_Payload):
+    judge: str
+    criterion: str
+    body: Any = None
+
+
+class JudgeResponse(_Payload):
+    judge: str
+    criterion: str
+    verdict: str
+    """"pass", "fail" or "inconclusive"."""
+    reason: str = ""
+    raw: Any = None
+
+
+class EvalCandidate(_Payload):
+    reason: str
+    """"sampled" or "failed"."""
+    error: str | None = None
+
+
+PAYLOADS: dict[str, type[_Payload]] = {
+    "session.start": SessionStart,
+    "session.end": SessionEnd,
+    "io.input": IoInput,
+    "io.output": IoOutput,
+    "io.ask": IoAsk,
+    "io.ask.response": IoAskResponse,
+    "agent.turn.start": AgentTurnStart,
+    "agent.turn.end": AgentTurnEnd,
+    "llm.request": LlmRequest,
+    "llm.response": LlmResponse,
+    "tool.register": ToolRegister,
+    "tool.call": ToolCall,
+    "tool.result": ToolResult,
+    "provider.fallback": ProviderFallback,
+    "world.snapshot": WorldSnapshot,
+    "judge.request": JudgeRequest,
+    "judge.response": JudgeResponse,
+    "eval.candidate": EvalCandidate,
+}
+
+
+class _EventBase(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = Field(ge=1)
+    ts: str
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """A payload value by dotted path ("args.command", "usage.input_tokens")."""
+        return dig(self.payload_dict(), path, default)
+
+    def payload_dict(self) -> dict[str, Any]:
+        """The payload as plain types (computed once per event; do not mutate it)."""
+        return self._payload_dict
+
+    @cached_property
+    def _payload_dict(self) -> dict[str, Any]:
+        payload = getattr(self, "payload")
+        return payload if isinstance(payload, dict) else payload.model_dump()
+
+
+def _event_model(type_name: str, payload: type[_Payload]) -> type[_EventBase]:
+    annotations = {"type": Literal[type_name], "turn": int, "payload": payload}  # type: ignore[valid-type]
+    cls_name = "".join(part.capitalize() for part in type_name.replace(".", "_").split("_")) + "Event"
+    namespace = {"__annotations__": annotations, "__module__": __name__, "turn": Field(ge=0, default=0)}
+    return type(cls_name, (_EventBase,), namespace)
+
+
+EVENT_MODELS: dict[str, type[_EventBase]] = {t: _event_model(t, p) for t, p in PAYLOADS.items()}
+
+
+class UnknownEvent(_EventBase):
+    """An event type this version does not know; kept as it was read."""
+
+    type: str
+    turn: int = Field(ge=0, default=0)
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+def _tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in EVENT_MODELS else "unknown"
+
+
+Event = Annotated[
+    Union[tuple(Annotated[m, Tag(t)] for t, m in EVENT_MODELS.items())  # type: ignore[misc]
+          + (Annotated[UnknownEvent, Tag("unknown")],)],
+    Discriminator(_tag),
+]
+"""Any journal event: one model per type in a discriminated union, unknown types kept."""
+
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+class EngineInfo(BaseModel):
+    name: str = "pytest-nodeval"
+    version: str
+
+
+class JournalHeader(BaseModel):
+    """`header.json` of a journal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    session_id: str
+    created_at: str
+    engine: EngineInfo
+    config_digest: str | None = None
+    source: Literal["record", "live", "replay", "sample"]
+    redaction: list[str] = Field(default_factory=list)
+    """Names of the redactors that ran over every event before it was written."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+def dig(data: Any, path: str, default: Any = None) -> Any:
+    """Walk a dotted path through dicts and lists ("messages.0.content")."""
+    current = data
+    for part in path.split(".") if path else []:
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and part.lstrip("-").isdigit() and -len(current) <= int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return default
+    return current

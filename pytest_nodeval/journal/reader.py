@@ -1,0 +1,94 @@
+"""Reading journals back: parsed once, a torn last line reported by file and line.
+
+Unknown event types (from a newer writer) are kept, with a warning; anything else that
+cannot be used is a JournalError naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import JournalError, NodevalWarning
+from .events import EVENT_ADAPTER, EVENTS_FILE, HEADER_FILE, JournalHeader, UnknownEvent
+
+
+class Journal(BaseModel):
+    """A journal read back from disk."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    directory: Path
+    header: JournalHeader
+    events: list[Any]
+    problems: list[str] = Field(default_factory=list)
+    """Warnings raised while reading (a torn last line, unknown event types)."""
+
+    def of_type(self, *types: str) -> list[Any]:
+        return [e for e in self.events if e.type in types]
+
+
+def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None) -> Journal:
+    """Parse a journal directory once; raise JournalError naming the file for what is unusable."""
+    warn = warn or _warn
+    header = read_header(directory)
+    path = directory / EVENTS_FILE
+    if not path.is_file():
+        raise JournalError(f"{path}: missing (a journal needs {HEADER_FILE} and {EVENTS_FILE})")
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn_tail = not data.endswith(b"\n") and bool(lines[-1])
+    events: list[Any] = []
+    problems: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        last = number == len(lines)
+        try:
+            event = EVENT_ADAPTER.validate_json(line)
+        except ValidationError as exc:
+            if last and torn_tail:
+                problems.append(f"{path}:{number}: torn last line ignored (the session was cut off); "
+                                f"the {len(events)} events before it are used")
+                break
+            raise JournalError(f"{path}:{number}: invalid event: {_first_error(exc)}") from None
+        if events and event.seq <= events[-1].seq:
+            raise JournalError(f"{path}:{number}: seq {event.seq} does not follow seq {events[-1].seq}")
+        if isinstance(event, UnknownEvent):
+            problems.append(f"{path}:{number}: unknown event type '{event.type}' kept as is "
+                            "(written by a newer pytest-nodeval?)")
+        events.append(event)
+    for problem in problems:
+        warn(problem)
+    return Journal(directory=directory, header=header, events=events, problems=problems)
+
+
+def read_header(directory: Path) -> JournalHeader:
+    if not directory.is_dir():
+        raise JournalError(f"{directory}: no journal here; record one with `nodeval record {directory.parent}`")
+    path = directory / HEADER_FILE
+    try:
+        return JournalHeader.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        raise JournalError(f"{path}: missing") from None
+    except ValidationError as exc:
+        raise JournalError(f"{path}: {_first_error(exc)} (this reader knows schema_version 1)") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}" if where else err["msg"]
+
+
+def _warn(message: str) -> None:
+    warnings.warn(NodevalWarning(message), stacklevel=3)
+
+
+def dump_events(events: list[Any]) -> list[dict[str, Any]]:
+    """Events as plain JSON types (for reports and comparisons)."""
+    return [json.loads(e.model_dump_json()) for e in events]

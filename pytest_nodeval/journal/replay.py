@@ -1,0 +1,243 @@
+"""Replay: serve a recorded session back to a live agent, and stop loudly where it differs.
+
+The coordinator (`ReplayStash`) is seeded from a journal with first-in-first-out stashes
+of what the outside world answered: `llm.response` per provider, `tool.result` per call id,
+`io.ask.response` per call id, and the `io.input` turns in order. The agent runs live
+against them; whatever it asks is compared with what was recorded at that point.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from ..errors import ReplayDivergence
+from ..modes import MatchLevel
+from .reader import Journal
+
+# In "default" matching these request keys must agree; the rest (temperature, metadata,
+# max_tokens, stream options) may change without invalidating the recorded answers.
+_MATCHED_KEYS = ("model", "system", "instructions", "messages", "input", "tools", "tool_choice")
+
+
+class ReplayStopped(BaseException):
+    """Carries a ReplayDivergence through code that catches Exception.
+
+    The SDKs wrap any Exception raised by a transport into a retryable connection error,
+    and an agent may catch broad exceptions; neither may turn a divergence into a retry,
+    a provider fallback or a live call. So the stop travels as a BaseException and is
+    turned back into the ReplayDivergence by the session.
+    """
+
+    def __init__(self, divergence: ReplayDivergence) -> None:
+        super().__init__(str(divergence))
+        self.divergence = divergence
+
+
+@dataclass(slots=True)
+class _Exchange:
+    seq: int
+    request: dict[str, Any]
+    response: dict[str, Any]
+
+
+class ReplayStash:
+    def __init__(self, journal: Journal, *, case: str, match: MatchLevel = "default") -> None:
+        self.case = case
+        self.match = match
+        self.inputs: deque[Any] = deque(journal.of_type("io.input"))
+        self.snapshots = journal.of_type("world.snapshot")
+        self.recorded_end = next(iter(journal.of_type("session.end")), None)
+        self.judge_responses = journal.of_type("judge.response")
+        self.registered = [e.payload_dict() for e in journal.of_type("tool.register")]
+        """The recorded tool.register payloads: replay rebuilds outside services' tools from them."""
+        self._llm: dict[str, deque[_Exchange]] = {}
+        self._tools: dict[str, tuple[Any, Any]] = {}
+        self._asks: dict[str, Any] = {}
+        self.stopped: ReplayDivergence | None = None
+        self._seed(journal.events)
+
+    def _seed(self, events: list[Any]) -> None:
+        pending_llm: dict[str, Any] = {}
+        calls: dict[str, Any] = {}
+        for event in events:
+            payload = event.payload_dict()
+            if event.type == "llm.request":
+                pending_llm[payload["provider"]] = event
+            elif event.type == "llm.response":
+                request = pending_llm.pop(payload["provider"], None)
+                if request is not None:
+                    queue = self._llm.setdefault(payload["provider"], deque())
+                    queue.append(_Exchange(request.seq, request.payload_dict(), payload))
+            elif event.type == "tool.call":
+                calls[payload["call_id"]] = event
+            elif event.type == "tool.result" and payload["call_id"] in calls:
+                self._tools[payload["call_id"]] = (calls.pop(payload["call_id"]), event)
+            elif event.type == "io.ask.response":
+                self._asks[payload["call_id"]] = event
+
+    # -- what the agent asks for -------------------------------------------------------
+
+    def next_llm(self, provider: str, request: dict[str, Any]) -> dict[str, Any]:
+        """The recorded response for this request, or a stop naming the difference."""
+        self._raise_if_stopped()
+        queue = self._llm.get(provider)
+        if not queue:
+            self._stop(self._extra_call_message(provider, request))
+        head = queue[0]
+        if not self._same_request(head.request, request):
+            # Concurrent calls of an async agent may arrive in another order: serve an
+            # exact match further on before calling it a divergence.
+            for exchange in list(queue)[1:]:
+                if exchange.request.get("body") == request.get("body"):
+                    queue.remove(exchange)
+                    return exchange.response
+            self._stop(self._request_diff(head, request))
+        queue.popleft()
+        return head.response
+
+    def tool_result(self, tool: str, call_id: str, args: Any) -> dict[str, Any]:
+        self._raise_if_stopped()
+        recorded = self._tools.pop(call_id, None)
+        if recorded is None:
+            known = ", ".join(f"{c.payload.tool}({k})" for k, (c, _) in list(self._tools.items())[:5]) or "none left"
+            self._stop(f"the agent called tool '{tool}' (call {call_id}) with {_short(args)}, "
+                       f"which the journal does not have (recorded calls still unused: {known})")
+        call, result = recorded
+        expected = {"tool": call.payload.tool, "args": call.payload.args}
+        actual = {"tool": tool, "args": args}
+        if expected != actual:
+            self._stop(f"at seq {call.seq} (tool.call {call_id}):\n" + _json_diff(expected, actual))
+        return result.payload_dict()
+
+    def ask_response(self, call_id: str, question: str) -> dict[str, Any]:
+        self._raise_if_stopped()
+        recorded = self._asks.pop(call_id, None)
+        if recorded is None:
+            self._stop(f"the agent asked the user {_short(question)} (call {call_id}), "
+                       "which the journal has no answer for")
+        return recorded.payload_dict()
+
+    def next_input(self) -> Any | None:
+        return self.inputs.popleft() if self.inputs else None
+
+    def leftovers(self) -> str | None:
+        """What the recording did that this replay never asked for, if anything."""
+        llm = sum(len(q) for q in self._llm.values())
+        parts = []
+        if llm:
+            first = min((q[0] for q in self._llm.values() if q), key=lambda e: e.seq)
+            parts.append(f"{llm} recorded LLM call(s) were never made (the first at seq {first.seq})")
+        if self._tools:
+            parts.append(f"{len(self._tools)} recorded tool call(s) were never made "
+                         f"({', '.join(c.payload.tool for c, _ in self._tools.values())})")
+        if self.inputs:
+            parts.append(f"{len(self.inputs)} recorded user input(s) were never consumed")
+        return "; ".join(parts) or None
+
+    def check_complete(self) -> None:
+        missing = self.leftovers()
+        if missing:
+            self._stop(f"the agent finished early: {missing}")
+
+    # -- divergence ---------------------------------------------------------------------
+
+    def stop(self, detail: str) -> NoReturn:
+        """Stop the replay as diverged (e.g. the config enables a tool the journal never registered)."""
+        self._stop(detail)
+
+    def _same_request(self, recorded: dict[str, Any], actual: dict[str, Any]) -> bool:
+        if recorded.get("path") != actual.get("path") or recorded.get("method") != actual.get("method"):
+            return False
+        if self.match == "strict":
+            return recorded.get("body") == actual.get("body")
+        return _matched_part(recorded.get("body")) == _matched_part(actual.get("body"))
+
+    def _request_diff(self, head: _Exchange, request: dict[str, Any]) -> str:
+        expected = {k: head.request.get(k) for k in ("method", "path")}
+        actual = {k: request.get(k) for k in ("method", "path")}
+        if expected == actual:
+            expected = _matched_part(head.request.get("body")) if self.match == "default" else head.request.get("body")
+            actual = _matched_part(request.get("body")) if self.match == "default" else request.get("body")
+        return (f"at seq {head.seq} (llm.request to '{head.request.get('provider')}') "
+                f"the request differs from the recording:\n" + _json_diff(expected, actual))
+
+    def _extra_call_message(self, provider: str, request: dict[str, Any]) -> str:
+        return (f"the agent made an LLM call to '{provider}' that the journal does not have "
+                f"(recorded providers with calls left: {', '.join(k for k, q in self._llm.items() if q) or 'none'}); "
+                f"request body starts {_short(request.get('body'), 160)}")
+
+    def _stop(self, detail: str) -> NoReturn:
+        self.stopped = ReplayDivergence(
+            f"replay of '{self.case}' diverged from its journal: {detail}\n"
+            f"If the change is intended, re-record the journal: nodeval record {self.case}"
+        )
+        raise ReplayStopped(self.stopped)
+
+    def _raise_if_stopped(self) -> None:
+        if self.stopped is not None:
+            raise ReplayStopped(self.stopped)
+
+
+def _matched_part(body: Any) -> Any:
+    if not isinstance(body, dict):
+        return body
+    part = {k: body[k] for k in _MATCHED_KEYS if k in body}
+    if "tools" in part and isinstance(part["tools"], list):
+        part["tools"] = sorted(_tool_name(t) for t in part["tools"])
+    return part
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, dict):
+        return str(tool.get("name") or tool.get("function", {}).get("name"))
+    return str(tool)
+
+
+def first_difference(expected: Any, actual: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The first path (in document order) where two JSON values differ."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key in list(expected) + [k for k in actual if k not in expected]:
+            found = first_difference(expected.get(key, _MISSING), actual.get(key, _MISSING), f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(expected, list) and isinstance(actual, list):
+        for index in range(max(len(expected), len(actual))):
+            left = expected[index] if index < len(expected) else _MISSING
+            right = actual[index] if index < len(actual) else _MISSING
+            found = first_difference(left, right, f"{path}[{index}]")
+            if found:
+                return found
+        return None
+    return None if expected == actual else (path.lstrip(".") or "(whole value)", expected, actual)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+def _json_diff(expected: Any, actual: Any, context: int = 2, limit: int = 24) -> str:
+    found = first_difference(expected, actual)
+    head = ""
+    if found:
+        path, left, right = found
+        head = f"  at {path}: recorded {_short(left)}, now {_short(right)}\n"
+    left_lines = json.dumps(expected, indent=1, sort_keys=False, default=str).splitlines()
+    right_lines = json.dumps(actual, indent=1, sort_keys=False, default=str).splitlines()
+    diff = list(difflib.unified_diff(left_lines, right_lines, "recorded", "now", n=context, lineterm=""))
+    if len(diff) > limit:
+        diff = diff[:limit] + [f"... ({len(diff) - limit} more diff lines)"]
+    return head + "\n".join("  " + line for line in diff)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value) if isinstance(value, (str, _Missing)) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

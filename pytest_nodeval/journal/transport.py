@@ -1,0 +1,209 @@
+"""httpx2 transports that journal (record, live) or serve (replay) an SDK's HTTP traffic.
+
+The anthropic, openai and mcp SDKs speak httpx2; these transports are handed to them
+through `http_client=httpx2.Client(transport=...)`, never patched in. Both write the
+observed `llm.request` / `llm.response` events, so a replayed session's journal looks
+like the recorded one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx2
+
+from .replay import ReplayStash
+from .writer import JournalWriter
+
+# Response headers worth keeping: what the SDKs read (retry policy, request ids, type).
+KEPT_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "retry-after-ms", "x-should-retry")
+
+
+def request_payload(request: httpx2.Request, provider: str, api: str, body: bytes) -> dict[str, Any]:
+    parsed = _parse_json(body)
+    return {
+        "provider": provider,
+        "api": api,
+        "method": request.method,
+        "path": request.url.path,
+        "stream": bool(isinstance(parsed, dict) and parsed.get("stream")),
+        "body": parsed,
+    }
+
+
+def response_payload(provider: str, response: httpx2.Response, latency_ms: float) -> dict[str, Any]:
+    headers = {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers}
+    text = response.content.decode("utf-8", "replace")
+    is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
+    body = None if is_sse else _parse_json(response.content)
+    return {
+        "provider": provider,
+        "status": response.status_code,
+        "headers": headers,
+        "body": body,
+        "sse": text if is_sse else None,
+        "usage": extract_usage(body, text if is_sse else None),
+        "latency_ms": round(latency_ms, 3),
+    }
+
+
+def error_payload(provider: str, exc: Exception, latency_ms: float) -> dict[str, Any]:
+    return {"provider": provider, "status": 0, "error": f"{type(exc).__name__}: {exc}",
+            "latency_ms": round(latency_ms, 3)}
+
+
+def extract_usage(body: Any, sse: str | None) -> dict[str, int] | None:
+    """Token usage from a Messages / Chat Completions / Responses body or event stream."""
+    documents = [body] if sse is None else list(_sse_documents(sse))
+    found = False
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    for doc in documents:
+        for candidate in _usage_dicts(doc):
+            found = True
+            # Streams report usage piecewise and cumulatively: the largest value is the total.
+            usage["input_tokens"] = max(usage["input_tokens"], _int(candidate, "input_tokens", "prompt_tokens"))
+            usage["output_tokens"] = max(usage["output_tokens"], _int(candidate, "output_tokens", "completion_tokens"))
+    return usage if found else None
+
+
+def _usage_dicts(doc: Any) -> list[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        return []
+    holders = [doc, doc.get("message"), doc.get("response")]
+    return [h["usage"] for h in holders if isinstance(h, dict) and isinstance(h.get("usage"), dict)]
+
+
+def _int(usage: dict[str, Any], *keys: str) -> int:
+    for key in keys:
+        if isinstance(usage.get(key), int):
+            return int(usage[key])
+    return 0
+
+
+def _sse_documents(sse: str) -> Any:
+    for line in sse.splitlines():
+        if line.startswith("data:"):
+            data = line[5:].strip()
+            if data and data != "[DONE]":
+                parsed = _parse_json(data.encode())
+                if parsed is not None:
+                    yield parsed
+
+
+def _parse_json(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+def _rebuilt(response: httpx2.Response, request: httpx2.Request) -> httpx2.Response:
+    # The body was read (and decoded) to journal it; hand the SDK the same bytes again.
+    headers = [(k, v) for k, v in response.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx2.Response(response.status_code, headers=headers, content=response.content,
+                           request=request, extensions={"http_version": b"HTTP/1.1"})
+
+
+class RecordingTransport(httpx2.BaseTransport):
+    """Forwards to a real transport and journals each exchange (the whole SSE stream too)."""
+
+    def __init__(self, journal: JournalWriter, provider: str, api: str,
+                 inner: httpx2.BaseTransport | None = None) -> None:
+        self._journal, self._provider, self._api = journal, provider, api
+        self._inner = inner or httpx2.HTTPTransport()
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        self._journal.emit("llm.request", request_payload(request, self._provider, self._api, request.read()), owned=True)
+        start = time.perf_counter()
+        try:
+            response = self._inner.handle_request(request)
+            response.read()
+        except httpx2.TransportError as exc:
+            self._journal.emit("llm.response", error_payload(self._provider, exc, _ms(start)))
+            raise
+        self._journal.emit("llm.response", response_payload(self._provider, response, _ms(start)))
+        return _rebuilt(response, request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, journal: JournalWriter, provider: str, api: str,
+                 inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self._journal, self._provider, self._api = journal, provider, api
+        self._inner = inner or httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        self._journal.emit("llm.request", request_payload(request, self._provider, self._api, body), owned=True)
+        start = time.perf_counter()
+        try:
+            response = await self._inner.handle_async_request(request)
+            await response.aread()
+        except httpx2.TransportError as exc:
+            self._journal.emit("llm.response", error_payload(self._provider, exc, _ms(start)))
+            raise
+        self._journal.emit("llm.response", response_payload(self._provider, response, _ms(start)))
+        return _rebuilt(response, request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
+    """Serves recorded responses in order; never touches the network.
+
+    A request that differs from the recording stops the replay (see replay.ReplayStopped).
+    """
+
+    def __init__(self, journal: JournalWriter, stash: ReplayStash, provider: str, api: str) -> None:
+        self._journal, self._stash, self._provider, self._api = journal, stash, provider, api
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        return self._serve(request, request.read())
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return self._serve(request, await request.aread())
+
+    def _serve(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
+        payload = request_payload(request, self._provider, self._api, body)
+        self._journal.emit("llm.request", payload, owned=True)  # freshly parsed; the stash only reads it
+        recorded = self._stash.next_llm(self._provider, payload)
+        self._journal.emit("llm.response", recorded)
+        if recorded.get("error"):
+            raise _transport_error(recorded["error"], request)
+        return replayed_response(recorded, request)
+
+
+def replayed_response(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Response:
+    headers = dict(recorded.get("headers") or {})
+    if recorded.get("status", 200) >= 400:
+        # The SDK retries as it did when recording; the recorded wait is not worth repeating.
+        headers.pop("retry-after", None)
+        headers["retry-after-ms"] = "1"
+    if recorded.get("sse") is not None:
+        content = recorded["sse"].encode()
+        headers.setdefault("content-type", "text/event-stream")
+    else:
+        body = recorded.get("body")
+        content = json.dumps(body).encode() if not isinstance(body, str) else body.encode()
+        headers.setdefault("content-type", "application/json")
+    return httpx2.Response(recorded.get("status", 200), headers=headers, content=content, request=request)
+
+
+def _transport_error(error: str, request: httpx2.Request) -> httpx2.TransportError:
+    name, _, message = error.partition(": ")
+    cls = getattr(httpx2, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, httpx2.TransportError)):
+        cls = httpx2.ConnectError
+    return cls(message or error, request=request)
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000

@@ -1,0 +1,114 @@
+"""Writing journals: events appended one flushed line at a time, files replaced atomically.
+
+The writer appends and flushes each event and fsyncs at turn ends, so a killed process
+leaves a valid prefix that the reader can use. Every payload goes through a redactor first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import IO, Any
+
+from .events import EVENT_ADAPTER, EVENTS_FILE, HEADER_FILE, PAYLOADS, JournalHeader, now_iso
+from .redact import Redactor, secrets_redactor
+
+# Event types after which the writer fsyncs: a turn's work is durable once it has ended.
+_DURABLE_AFTER = frozenset({"agent.turn.end", "session.end"})
+
+
+class JournalWriter:
+    """Appends events to `<directory>/events.jsonl`, one flushed line at a time.
+
+    Every payload goes through the redactor before it is serialised, so secrets never
+    reach the disk; the events kept in memory (`events`) are the redacted ones too.
+    `durable=False` skips the fsyncs: for replayed sessions, which can always be replayed
+    again, the flush per event is enough (an fsync costs milliseconds on some disks).
+    With `directory=None` the journal lives in memory only and nothing is written: what
+    a production session uses, so the sampler decides what (if anything) reaches the disk.
+    """
+
+    def __init__(
+        self, directory: Path | None, header: JournalHeader, redactor: Redactor | None = None, *,
+        durable: bool = True,
+    ) -> None:
+        self.directory = directory
+        self.header = header
+        self.events: list[Any] = []
+        self._redactor = redactor or secrets_redactor()
+        self._durable = durable
+        self._turn = 0
+        self._file: IO[str] | None = None
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable)
+            self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")
+
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    def set_turn(self, turn: int) -> None:
+        self._turn = turn
+
+    def emit(self, type_name: str, payload: dict[str, Any], *, turn: int | None = None,
+             owned: bool = False) -> Any:
+        """Validate, redact, append and return one event.
+
+        `owned=True`: the caller hands the payload over and never touches it again (say, a
+        request body it just parsed), so it need not be copied through a JSON round trip.
+        """
+        if type_name not in PAYLOADS:
+            raise ValueError(f"unknown event type {type_name!r}; known: {', '.join(PAYLOADS)}")
+        raw = {
+            "seq": len(self.events) + 1,
+            "ts": now_iso(),
+            "type": type_name,
+            "turn": self._turn if turn is None else turn,
+            "payload": self._redactor(type_name, payload),
+        }
+        # Serialise first, then validate the very line that is written: the event kept in
+        # memory is what a reader will parse, and it shares no objects with the caller (an
+        # agent's live message list, say, changes after the call).
+        if owned:
+            event = EVENT_ADAPTER.validate_python(raw)
+        else:
+            event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
+        line = event.model_dump_json()  # canonical: every field, defaults included
+        if self._file is not None:
+            self._append(line, durable=self._durable and type_name in _DURABLE_AFTER)
+        self.events.append(event)
+        return event
+
+    def _append(self, line: str, *, durable: bool) -> None:
+        assert self._file is not None
+        self._file.write(line + "\n")
+        self._file.flush()
+        if durable:
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None and not self._file.closed:
+            self._file.flush()
+            if self._durable:
+                os.fsync(self._file.fileno())
+            self._file.close()
+
+    def __enter__(self) -> JournalWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_atomic(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write a file so that readers see the old or the new content, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        if durable:
+            os.fsync(handle.fileno())
+    os.replace(tmp, path)

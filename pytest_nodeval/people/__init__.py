@@ -1,0 +1,1 @@
+"""People around the agent: the simulated user (scripted, replayed, or a persona) and the judge."""

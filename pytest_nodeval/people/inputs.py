@@ -1,0 +1,72 @@
+"""`input/inputs.yaml`: who the user is, a script or a persona an LLM plays.
+
+The models only; `users.py` and `persona.py` make them speak.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..agent.config import ProviderSpec
+from ..yamlfiles import load_model
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScriptedAnswer(_Strict):
+    text: str
+    when: str | None = None
+    """A regular expression on the agent's question; answers without one are used in order."""
+
+
+class ScriptedUserSpec(_Strict):
+    kind: Literal["scripted"]
+    inputs: list[str] = Field(min_length=1)
+    """What the user says, one entry per turn of the conversation, in order."""
+    answers: list[ScriptedAnswer] = Field(default_factory=list)
+    """Answers to `ask_user`: matched by `when` first, then the rest in order."""
+
+
+class StopTokens(_Strict):
+    done: str = "###DONE###"
+    transfer: str = "###TRANSFER###"
+    out_of_scope: str = "###OUT_OF_SCOPE###"
+
+
+class PersonaUserSpec(_Strict):
+    """An LLM plays the user, from a persona and structured instructions."""
+
+    kind: Literal["persona"]
+    provider: ProviderSpec
+    """The model that plays the user (mock, anthropic or openai; `base_url: fake` works)."""
+    persona: str
+    reason: str
+    """Why the user starts this conversation."""
+    knows: list[str] = Field(default_factory=list)
+    does_not_know: list[str] = Field(default_factory=list)
+    instructions: str = ""
+    first_message: str | None = None
+    """Say this first instead of asking the model for an opening."""
+    max_turns: int = Field(default=8, ge=1)
+    """User messages at most; the conversation then ends as `turn_limit`."""
+    stop_tokens: StopTokens = Field(default_factory=StopTokens)
+    success: list[Literal["done", "transfer", "out_of_scope", "turn_limit"]] = Field(default_factory=lambda: ["done"])
+    """Which endings count as success for the case."""
+
+
+UserSpec = Annotated[Union[ScriptedUserSpec, PersonaUserSpec], Field(discriminator="kind")]
+
+
+class InputsSpec(_Strict):
+    """`input/inputs.yaml`."""
+
+    user: UserSpec
+
+
+def load_inputs(path: Path) -> InputsSpec:
+    return load_model(InputsSpec, path)

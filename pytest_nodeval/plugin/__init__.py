@@ -1,0 +1,116 @@
+"""pytest entry point of pytest-nodeval (the `pytest11` entry point `nodeval`).
+
+Kept thin: options, ini keys, markers and the hooks, each delegating to a module of this
+package that loads when first needed. Nothing heavy is imported here (no SDKs, pydantic
+models, statsmodels or jinja2), and no module imports this one: the names the pytest
+layer shares live in `keys.py`. The controller (aggregation, reports, gate) is registered
+only where this process is not an xdist worker.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..case import CASE_FILE
+from .keys import GATE_INI_KEYS, WORKER_RUN_ID, cases_key, run_id_key, settings_key
+
+pytest_plugins = ["pytest_nodeval.plugin.fixtures"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("nodeval", "LLM agent evaluation (pytest-nodeval)")
+    group.addoption("--repeat", type=int, default=None, metavar="N",
+                    help="Attempts per case (overrides a case's own repeat). Default: ini nodeval_repeat, else 1.")
+    group.addoption("--nodeval-mode", default=None, choices=("deterministic", "full", "live", "record"),
+                    help="deterministic: replay journals (default); full: replay and grade judge rubrics live; "
+                         "live: run providers and worlds for real; record: live, and rewrite each case's journal.")
+    group.addoption("--nodeval-profile", default=None, metavar="NAME",
+                    help="Use the settings of a profile from nodeval_profiles (default: the profile named by -m).")
+    group.addoption("--nodeval-report-dir", default=None, metavar="DIR",
+                    help="Where runs write reports/<run-id>/ (default: ini nodeval_report_dir, else 'reports').")
+    group.addoption("--nodeval-match", default=None, choices=("default", "strict"),
+                    help="How strictly a replayed request must equal the recorded one.")
+    group.addoption("--nodeval-world", default=None, choices=("auto", "docker", "bwrap", "local"),
+                    help="Backend of the isolated world in live and record modes (default: auto).")
+    group.addoption("--nodeval-baseline", default=None, metavar="PATH",
+                    help="Compare this run with a baseline report.json (or run directory) and gate on it.")
+    group.addoption("--nodeval-judge-reuse", action="store_true", default=False,
+                    help="In full mode, reuse a journaled judge verdict for an identical transcript.")
+    group.addoption("--nodeval-update-baseline", action="store_true", default=False,
+                    help="After a complete run, write its report to the baseline path.")
+    parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
+    parser.addini("nodeval_repeat", "Default attempts per case.", default="")
+    parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
+    parser.addini("nodeval_match", "Replay request matching: default or strict.", default="")
+    parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
+    parser.addini("nodeval_report_dir", "Directory for run reports.", default="reports")
+    parser.addini("nodeval_baseline", "Baseline report.json for the gate.", default="")
+    for name, help_text in GATE_INI_KEYS.items():
+        parser.addini(f"nodeval_{name}", help_text, default="")
+    parser.addini("nodeval_judge", "Default judge model: '<anthropic|openai> <model> [base_url]'.", default="")
+    parser.addini("nodeval_history", "SQLite file every run appends its summary to ('' disables).",
+                  default="reports/history.sqlite")
+    parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=5'.", type="linelist",
+                  default=[])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from .settings import from_config
+
+    config.stash[settings_key] = from_config(config)
+    config.stash[cases_key] = {}
+    workerinput = getattr(config, "workerinput", None)
+    config.stash[run_id_key] = workerinput[WORKER_RUN_ID] if workerinput else new_run_id()
+    config.addinivalue_line("markers", "nodeval_case(case_id): bind a Python scenario to a case directory.")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "nodeval-xdist")
+    if workerinput is None:
+        from .controller import Controller
+
+        config.pluginmanager.register(Controller(config), "nodeval-controller")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+class _XdistHooks:
+    """Hands the controller's run id to every worker, so all write into one run directory."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[WORKER_RUN_ID] = node.config.stash[run_id_key]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name != CASE_FILE:
+        return None
+    roots = parent.config.stash[settings_key].case_roots
+    if not any(file_path.is_relative_to(root) for root in roots):
+        return None
+    from .collect import CaseFile
+
+    return CaseFile.from_parent(parent, path=file_path)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "nodeval_case" in metafunc.fixturenames:
+        from .collect import parametrize_case
+
+        parametrize_case(metafunc)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    ref = getattr(getattr(item, "callspec", None), "params", {}).get("nodeval_case")
+    if ref is not None:
+        from .report_payload import attach
+
+        attach(report, item, ref)
+    return report

@@ -1,0 +1,158 @@
+"""One attempt inside pytest: run a case at one repeat, check it, describe the result.
+
+Used by the fixtures; the result becomes the `AttemptRecord` that rides on the TestReport.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextvars import Token
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..case.directory import Case
+from ..checks.assertions import AssertionResult, Evidence, evaluate_all
+from ..checks.expect import collect_results, stop_collecting
+from ..errors import NodevalError
+from ..report.models import AssertionRecord, AttemptRecord, CaseMeta
+from ..runner.session import AttemptSettings, Observed, run_agent_case, run_case
+from .collect import CaseRef
+from .settings import Settings
+
+
+def case_meta(case: Case, rootpath: Path) -> CaseMeta:
+    try:
+        directory = str(case.directory.relative_to(rootpath))
+    except ValueError:
+        directory = str(case.directory)
+    return CaseMeta(id=case.id, name=case.spec.name, tags=list(case.spec.tags),
+                    min_pass_rate=case.spec.min_pass_rate, directory=directory)
+
+
+class Attempt:
+    def __init__(self, case: Case, ref: CaseRef, settings: Settings, run_dir: Path, rootpath: Path) -> None:
+        self.case, self.ref, self.settings, self.run_dir = case, ref, settings, run_dir
+        self.meta = case_meta(case, rootpath)
+        self.dir = run_dir / "_sessions" / case.id / f"r{ref.repeat}"
+        self.observed: Observed | None = None
+        self.results: list[AssertionResult] = []
+        self.world: Any = None
+        """Set by the nodeval_world fixture: the engine's tools then act on that world."""
+        self.fakes: dict[str, Any] = {}
+        """Running fakes by kind (llm, composio, mcp), filled by the nodeval_llm_server,
+        nodeval_composio and nodeval_mcp fixtures: a live attempt uses them instead of its own."""
+
+    @property
+    def attempt_settings(self) -> AttemptSettings:
+        world = self.case.spec.world.backend or (None if self.settings.world == "auto" else self.settings.world)
+        return AttemptSettings(mode=self.settings.mode, match=self.settings.match, world_backend=world,
+                               run_id=self.run_dir.name, seed=self.ref.repeat, judge=self.settings.judge,
+                               work_dir=self.run_dir / "_work")
+
+    def _grader(self) -> Any:
+        rubrics = [a for a in self.case.assertions if a.kind == "judge"]
+        if not rubrics or self.settings.mode == "deterministic":
+            return None  # deterministic mode reports rubrics as skipped, never as passed
+        from ..people.judge import make_grader
+
+        golden = self.case.journal().events if (self.case.journal_dir / "events.jsonl").is_file() else None
+        return make_grader(rubrics, self.settings.judge, golden, self.settings.judge_reuse)
+
+    def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
+        """Run the case once, with the reference engine or your own `agent` (see agent/adapter.py).
+
+        Later calls return the same observation.
+        """
+        if self.observed is None:
+            self._snapshot_config()
+            journal = self.dir / "journal"
+            try:
+                if agent is None:
+                    self.observed = run_case(self.case, self.attempt_settings, journal, world=self.world,
+                                             grade=self._grader(), fakes=self.fakes)
+                else:
+                    self.observed = run_agent_case(agent, self.case, self.attempt_settings, journal, inputs)
+            except NodevalError as exc:
+                pytest.fail(str(exc), pytrace=False)
+        return self.observed
+
+    def _snapshot_config(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.case.config is not None:
+            (self.dir / "config.json").write_text(json.dumps(self.case.config.model_dump(mode="json"), indent=2))
+
+    def check(self) -> None:
+        """Run, evaluate the case's assertions.yaml, and fail with an explanation if anything is off."""
+        observed = self.run()
+        if observed.divergence:
+            pytest.fail(observed.divergence, pytrace=False)
+        self.results += evaluate_all(self.case.assertions, observed.evidence)
+        problems = self.problems()
+        if problems:
+            pytest.fail(self.explain(problems), pytrace=False)
+
+    def problems(self) -> list[str]:
+        found = []
+        observed = self.observed
+        if observed is not None and observed.status not in ("ok",):
+            found.append(f"the session ended with status '{observed.status}': {observed.metrics()['reason']}")
+        ending = observed.end.user_ending if observed is not None and observed.end is not None else None
+        success = getattr(self.case.inputs.user, "success", None) if self.case.inputs else None
+        if ending is not None and success is not None and ending not in success:
+            found.append(f"the simulated user ended the conversation with '{ending}'; "
+                         f"endings that count as success: {', '.join(success)}")
+        found += [f"{r.description}\n    {r.message.replace(chr(10), chr(10) + '    ')}"
+                  for r in self.results if r.status == "failed"]
+        return found
+
+    def first_problem(self) -> str | None:
+        problems = self.problems()
+        return problems[0].splitlines()[0][:300] if problems else None
+
+    def explain(self, problems: list[str]) -> str:
+        header = f"case '{self.case.id}' (repeat {self.ref.repeat}, {self.settings.mode} mode): "
+        header += f"{len(problems)} problem(s)"
+        journal = self.dir / "journal"
+        return header + "\n" + "\n".join(f"  x {p}" for p in problems) + f"\n  observed journal: {_rel(journal)}"
+
+    def record(self, outcome: str, reason: str | None) -> AttemptRecord:
+        metrics = self.observed.metrics() if self.observed else {}
+        infra = bool(metrics.get("infra"))
+        return AttemptRecord(
+            nodeid="", case_id=self.case.id, repeat=self.ref.repeat,
+            outcome="error" if infra and outcome == "failed" else outcome,  # type: ignore[arg-type]
+            infra_error=infra, reason=reason, status=metrics.get("status"),
+            assertions=[AssertionRecord(**r.to_json()) for r in self.results],
+            latency_ms=metrics.get("latency_ms"), wall_ms=metrics.get("wall_ms"),
+            input_tokens=metrics.get("input_tokens", 0), output_tokens=metrics.get("output_tokens", 0),
+            turns=metrics.get("turns", 0), llm_calls=metrics.get("llm_calls", 0),
+            tool_calls=metrics.get("tool_calls", 0),
+            journal=str((self.dir / "journal").relative_to(self.run_dir)) if self.observed else None,
+            world_backend=self.observed.world_backend if self.observed else None,
+            worker=os.environ.get("PYTEST_XDIST_WORKER"),
+            judged={c: str(v.get("verdict")) for c, v in (self.observed.judged if self.observed else {}).items()},
+            user_ending=metrics.get("user_ending"),
+        )
+
+    @property
+    def evidence(self) -> Evidence:
+        """The observed events, for `expect()`; runs the attempt first if it has not run."""
+        return self.run().evidence
+
+    def activate(self) -> Token[list[AssertionResult] | None]:
+        """While active, the results of `expect()` calls are listed in this attempt's report."""
+        return collect_results(self.results)
+
+    @staticmethod
+    def deactivate(token: Token[list[AssertionResult] | None]) -> None:
+        stop_collecting(token)
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,293 @@
+"""The controller: collects attempt results, aggregates, decides the exit status, writes reports.
+
+Registered only in the process that is not an xdist worker. Results arrive on TestReports
+through `pytest_runtest_logreport`, the same hook with and without `-n`. The denominator
+is what was collected: an attempt whose worker crashed, or that never ran, is an error.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..case import CASE_FILE
+from .keys import run_id_key, settings_key
+
+if TYPE_CHECKING:  # the models load only once a run has cases (a suite without any never pays)
+    from ..report.models import AttemptRecord, CaseMeta, RunReport
+
+_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+
+
+class Controller:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self.run_id = config.stash[run_id_key]
+        self.run_dir = self.settings.report_dir / self.run_id
+        self.started_at, self._t0 = _now(), time.perf_counter()
+        self.expected: dict[str, tuple[str, int]] = {}
+        self.records: dict[str, AttemptRecord] = {}
+        self.metas: dict[str, CaseMeta] = {}
+        self.failed_nodeids: set[str] = set()
+        self.report: RunReport | None = None
+        self.report_path: Path | None = None
+        self.html_path: Path | None = None
+        self.problem: str | None = None
+        self.cleaned: list[str] = []
+        self.notes: list[str] = []
+        self.diff: Any = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.settings.mode in ("live", "record") and self.settings.world in ("auto", "docker"):
+            self._clean_stale_worlds()
+
+    def _clean_stale_worlds(self) -> None:
+        """Containers a killed earlier run left behind go now (the Ryuk reaper may not exist)."""
+        from ..world.docker import cleanup_stale, engine_problem
+
+        if engine_problem() is None:
+            try:
+                self.cleaned = cleanup_stale(keep_run_id=self.run_id)
+            except Exception as exc:  # cleanup must never stop a run
+                self.problem = f"could not clean up stale world containers: {exc}"
+
+    # -- what is expected ------------------------------------------------------------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            ref = getattr(getattr(item, "callspec", None), "params", {}).get("nodeval_case")
+            if ref is not None and hasattr(ref, "case_id"):
+                self.expected[item.nodeid] = (ref.case_id, ref.repeat)
+
+    @pytest.hookimpl(optionalhook=True)  # only exists when pytest-xdist is active
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # The controller does not collect under xdist; case files are known from their ids.
+        for nodeid in ids:
+            parsed = parse_case_nodeid(nodeid)
+            if parsed is not None:
+                self.expected.setdefault(nodeid, parsed)
+
+    # -- what arrives ----------------------------------------------------------------------
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self.failed_nodeids.add(report.nodeid)
+        if not hasattr(report, "nodeval") and report.nodeid not in self.expected:
+            return  # not an attempt: plain tests cost nothing here
+        from .report_payload import from_report
+
+        meta, repeat, record = from_report(report)
+        if meta is not None:
+            self.metas[meta.id] = meta
+            self.expected.setdefault(report.nodeid, (meta.id, repeat))
+        if record is None and report.when == "???" and report.nodeid in self.expected:
+            from ..report.models import AttemptRecord
+
+            case_id, repeat = self.expected[report.nodeid]
+            record = AttemptRecord(nodeid=report.nodeid, case_id=case_id, repeat=repeat, outcome="error",
+                                   infra_error=True, reason=_crash_reason(report))
+        if record is not None:
+            self._merge(record)
+
+    def _merge(self, record: AttemptRecord) -> None:
+        current = self.records.get(record.nodeid)
+        if current is None or _SEVERITY[record.outcome] >= _SEVERITY[current.outcome]:
+            if current is not None and record.outcome == "error" and current.outcome != "error":
+                # A teardown error after a judged call keeps the call's measurements.
+                record = current.model_copy(update={"outcome": "error", "reason": record.reason})
+            self.records[record.nodeid] = record
+
+    # -- the end -------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.config.option.collectonly or (not self.expected and not self.records):
+            return  # nothing ran: no report (and no attempt counted as lost)
+        self._fill_missing()
+        report = self._build(int(session.exitstatus))
+        if session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._all_failures_tolerated(report):
+            session.exitstatus = pytest.ExitCode.OK
+        if self.settings.baseline is not None:
+            self._gate(report, session)
+        report.exit_status = int(session.exitstatus)
+        self.report = report
+        self._write(report)
+        if self.settings.update_baseline:
+            self._bless(report)
+
+    def _gate(self, report: RunReport, session: pytest.Session) -> None:
+        """Compare with the baseline; a FAIL gives its own exit status when the tests passed."""
+        from ..errors import NodevalError
+        from ..report.baseline import EXIT_GATE_FAILED, compare, gate_section, load, policy_from
+
+        path = self.settings.baseline
+        assert path is not None
+        if not path.exists() and not self.settings.baseline_from_cli:
+            self.notes.append(f"no baseline yet at {_relative(path)} (nodeval_baseline); bless this run with "
+                              "--nodeval-update-baseline to start gating")
+            return
+        try:
+            baseline = load(path)
+            self.diff = compare(baseline, report, policy_from(self.settings.gate_policy))
+        except (NodevalError, TypeError, ValueError) as exc:
+            self.problem = f"the baseline gate could not run: {exc}"
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        report.gate = gate_section(self.diff, _relative(path))
+        if self.diff.breached and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = EXIT_GATE_FAILED
+
+    def _bless(self, report: RunReport) -> None:
+        from ..errors import NodevalError
+        from ..report.baseline import DEFAULT_BASELINE, save
+
+        target = self.settings.baseline or self.config.rootpath / DEFAULT_BASELINE
+        try:
+            save(self.run_dir, target)
+            self.notes.append(f"baseline updated: {_relative(target)} (review and commit it)")
+        except (NodevalError, OSError) as exc:
+            self.problem = f"--nodeval-update-baseline: {exc}"
+
+    def _fill_missing(self) -> None:
+        from ..report.models import AttemptRecord
+
+        for nodeid, (case_id, repeat) in self.expected.items():
+            if nodeid not in self.records:
+                self.records[nodeid] = AttemptRecord(
+                    nodeid=nodeid, case_id=case_id, repeat=repeat, outcome="error", infra_error=True,
+                    reason="never reported: the run was interrupted or its worker died")
+
+    def _build(self, pytest_exit: int) -> RunReport:
+        from ..report.aggregate import aggregate
+        from ..report.models import RunReport
+
+        cases, totals, suite = aggregate(self.records.values(), self.metas)
+        return RunReport(
+            run_id=self.run_id, started_at=self.started_at, finished_at=_now(),
+            duration_s=round(time.perf_counter() - self._t0, 3), mode=self.settings.mode,
+            repeat=self.settings.repeat, profile=self.settings.profile, match=self.settings.match,
+            world=self.settings.world, exit_status=pytest_exit, pytest_exit_status=pytest_exit,
+            totals=totals, suite=suite, cases=cases, environment=_environment(self.config),
+        )
+
+    def _all_failures_tolerated(self, report: RunReport) -> bool:
+        tolerated = {a.nodeid for c in report.cases if c.verdict == "tolerated"
+                     for a in c.attempts if a.outcome == "failed"}
+        return bool(self.failed_nodeids) and self.failed_nodeids <= tolerated
+
+    def _write(self, report: RunReport) -> None:
+        from ..journal.writer import write_atomic
+        from ..report.models import write_report
+        from ..report.terminal import summary_lines
+
+        try:
+            self.report_path = write_report(report, self.run_dir)
+            write_atomic(self.run_dir / "summary.txt", "\n".join(summary_lines(report)) + "\n")
+            _point_latest(self.settings.report_dir, self.run_id)
+        except OSError as exc:
+            self.problem = f"could not write the report under {self.run_dir}: {exc}"
+        if self.settings.history is not None:
+            self._append_history(report, self.settings.history)
+        if self.report_path is not None:
+            self._write_html(report)
+
+    def _append_history(self, report: RunReport, path: Path) -> None:
+        import sqlite3
+
+        from ..report.history import append
+
+        try:
+            append(path, report)
+        except (OSError, sqlite3.Error) as exc:
+            self.problem = f"could not append to the run history {path}: {exc}"
+
+    def _write_html(self, report: RunReport) -> None:
+        from ..report.html import read_history, write_html
+
+        history = read_history(self.settings.history, [c.id for c in report.cases])
+        try:
+            self.html_path = write_html(report, self.run_dir, rootdir=self.config.rootpath, history=history)
+        except Exception as exc:  # noqa: BLE001
+            # The page is a view of report.json, which is already written: a bug in it must
+            # cost the page, never the run's summary and exit status.
+            self.problem = f"could not write {self.run_dir / 'report.html'}: {type(exc).__name__}: {exc}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.report is None:
+            return
+        from ..report.terminal import summary_lines
+
+        terminalreporter.section("nodeval")
+        if self.cleaned:
+            terminalreporter.line(f"removed {len(self.cleaned)} world container(s) left by earlier runs")
+        for line in summary_lines(self.report, verbosity=self.config.get_verbosity()):
+            terminalreporter.line(line)
+        if self.diff is not None:
+            from ..report.terminal import format_diff_table
+
+            for line in format_diff_table(self.diff):
+                terminalreporter.line(line, red=bool(self.diff.breached))
+        for note in self.notes:
+            terminalreporter.line(f"nodeval: {note}")
+        if self.problem:
+            terminalreporter.line(f"nodeval: {self.problem}", red=True)
+        elif self.report_path is not None:
+            html = f", {self.html_path.name}" if self.html_path is not None else ""
+            terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}{html}")
+
+
+def _crash_reason(report: pytest.TestReport) -> str:
+    # xdist's crash report starts with the worker's platform line; the crash is said below it.
+    lines = (report.longreprtext or "").splitlines()
+    return next((line.strip() for line in lines if "crashed" in line), "the worker running it crashed")
+
+
+def parse_case_nodeid(nodeid: str) -> tuple[str, int] | None:
+    """('refund-flow', 2) from 'scenarios/refund-flow/case.yaml::test_scenario[refund-flow-r2]'."""
+    path, sep, rest = nodeid.partition("::test_scenario[")
+    if not sep or not path.endswith(CASE_FILE) or not rest.endswith("]"):
+        return None
+    param = rest[:-1]
+    base, dash, number = param.rpartition("-r")
+    if dash and number.isdigit() and base:
+        return base, int(number)
+    return param, 1
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _environment(config: pytest.Config) -> dict[str, str]:
+    from .. import __version__
+
+    workers = getattr(config.option, "numprocesses", None)
+    return {"pytest_nodeval": __version__, "pytest": pytest.__version__, "python": platform.python_version(),
+            "platform": sys.platform, "workers": str(workers or 0)}
+
+
+def _point_latest(report_dir: Path, run_id: str) -> None:
+    """`reports/latest` names the newest run (a symlink, replaced atomically)."""
+    link = report_dir / "latest"
+    tmp = report_dir / f".latest-{run_id}"
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_id)
+        tmp.replace(link)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

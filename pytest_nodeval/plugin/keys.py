@@ -1,0 +1,51 @@
+"""Names the pytest layer shares: stash keys and the gate's ini keys.
+
+Imports nothing of the package at run time, so the entry module, the fixtures, the
+settings and the controller can share these without importing one another.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+# Annotated rather than subscripted (StashKey[T]()), so loading this module builds no
+# typing objects: it is imported by every pytest run.
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..case.directory import Case
+    from .attempt import Attempt
+    from .settings import Settings
+
+settings_key: pytest.StashKey[Settings] = pytest.StashKey()
+"""config.stash: the run's settings, resolved once per process."""
+run_id_key: pytest.StashKey[str] = pytest.StashKey()
+"""config.stash: the run id (the controller's, handed to every xdist worker)."""
+cases_key: pytest.StashKey[dict[str, Case]] = pytest.StashKey()
+"""config.stash: loaded cases by directory, so each case is read once per process."""
+case_index_key: pytest.StashKey[dict[str, Path]] = pytest.StashKey()
+"""config.stash: case id -> directory under the case roots, for Python scenarios."""
+attempt_key: pytest.StashKey[Attempt] = pytest.StashKey()
+"""item.stash: the test's attempt, read when its TestReport is made."""
+fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+"""item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
+
+WORKER_RUN_ID = "nodeval_run_id"
+"""The key of the run id in an xdist worker's `workerinput`."""
+
+# The gate's thresholds as ini keys (nodeval_<name>); documented defaults live in stats.gate_models.GatePolicy.
+GATE_INI_KEYS = {
+    "fail_on_score_drop": "Suite pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
+    "fail_on_scenario_drop": "Per-case pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
+    "fail_on_latency_p95_increase": "Relative p95 latency increase per case that fails the gate; 0 disables.",
+    "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
+    "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
+    "fail_on_token_increase": "Relative increase in tokens per attempt that fails the gate; 0 disables.",
+    "alpha": "Significance level of the gates' one-sided tests.",
+    "fdr_level": "Benjamini-Hochberg false-discovery level across cases.",
+    "bootstrap_iterations": "Bootstrap resamples for the latency and token gates.",
+    "bootstrap_seed": "Seed of those resamples, so verdicts reproduce.",
+}
+

@@ -1,0 +1,70 @@
+"""What rides on a TestReport: the case's metadata and the attempt's result, as JSON types.
+
+pytest-xdist serialises `report.__dict__`, so the same attribute reaches the controller
+with and without `-n`; keeping it to builtins keeps execnet happy and messages small.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ..report.models import AttemptRecord, CaseMeta
+from .attempt import case_meta
+from .collect import CaseRef
+
+ATTRIBUTE = "nodeval"
+
+
+def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
+    from .keys import attempt_key, cases_key
+
+    attempt = item.stash.get(attempt_key, None)
+    case = item.config.stash[cases_key].get(ref.directory)
+    meta = attempt.meta if attempt else (case_meta(case, item.config.rootpath) if case else CaseMeta(id=ref.case_id))
+    payload: dict[str, Any] = {"meta": meta.model_dump(mode="json"), "repeat": ref.repeat}
+    record = _record(report, attempt, ref)
+    if record is not None:
+        payload["attempt"] = record.model_dump(mode="json")
+    setattr(report, ATTRIBUTE, payload)
+
+
+def _record(report: pytest.TestReport, attempt: Any, ref: CaseRef) -> AttemptRecord | None:
+    if report.when == "call":
+        outcome = report.outcome
+    elif report.failed:
+        outcome = "error"  # setup or teardown failed: the attempt could not be judged
+    elif report.skipped and report.when == "setup":
+        outcome = "skipped"
+    else:
+        return None
+    reason = None if report.passed else (attempt and attempt.first_problem()) or first_line(report)
+    if attempt is not None:
+        record = attempt.record(outcome, reason)
+    else:
+        record = AttemptRecord(nodeid="", case_id=ref.case_id, repeat=ref.repeat, outcome=outcome, reason=reason)
+    return record.model_copy(update={"nodeid": report.nodeid})
+
+
+def first_line(report: pytest.TestReport, limit: int = 300) -> str:
+    """A one-line reason: the exception's own message where pytest has one."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    if report.skipped and isinstance(report.longrepr, tuple):
+        text = str(report.longrepr[2])
+    elif crash is not None:
+        text = crash.message
+    else:
+        text = report.longreprtext or ""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def from_report(report: Any) -> tuple[CaseMeta | None, int, AttemptRecord | None]:
+    """(case metadata, repeat, the attempt's result if this report carries one)."""
+    payload = getattr(report, ATTRIBUTE, None)
+    if not isinstance(payload, dict):
+        return None, 0, None
+    meta = CaseMeta.model_validate(payload["meta"]) if "meta" in payload else None
+    record = AttemptRecord.model_validate(payload["attempt"]) if "attempt" in payload else None
+    return meta, int(payload.get("repeat", 0)), record

@@ -1,0 +1,167 @@
+"""Run settings, resolved once per process from the command line, a profile, ini keys and defaults.
+
+Precedence, highest first (the one place it is decided):
+
+    case.yaml > command line > profile > ini / pyproject > default
+
+A case can only set what is about itself (repeat, min_pass_rate, timeout_s, world);
+an explicit `--repeat` on the command line is the one exception to "case first": it
+overrides a case's `repeat`, so `pytest -m pr --repeat 1` means one attempt per case.
+Every error names where the bad value came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..modes import MATCH_LEVELS, MODES, MatchLevel, Mode
+
+WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
+PROFILE_KEYS = ("mode", "repeat", "match", "world")
+DEFAULTS: dict[str, Any] = {"mode": "deterministic", "repeat": 1, "match": "default", "world": "auto"}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    mode: Mode
+    repeat: int
+    repeat_from_cli: bool
+    match: MatchLevel
+    world: str
+    report_dir: Path
+    case_roots: tuple[Path, ...]
+    profile: str | None
+    baseline: Path | None
+    update_baseline: bool
+    history: Path | None = None
+    judge: Any = None
+    """The default judge model (ProviderSpec) from nodeval_judge."""
+    judge_reuse: bool = False
+    baseline_from_cli: bool = False
+    gate_policy: dict[str, float] = field(default_factory=dict)
+    """Gate thresholds set in ini/pyproject (the rest keep GatePolicy's defaults)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
+
+    def repeats_for(self, case_repeat: int | None) -> int:
+        if self.repeat_from_cli or case_repeat is None:
+            return self.repeat
+        return case_repeat
+
+
+def parse_profiles(lines: list[str], where: str) -> dict[str, dict[str, str]]:
+    """`nodeval_profiles` lines: `release: mode=live repeat=5`."""
+    profiles: dict[str, dict[str, str]] = {}
+    for line in lines:
+        name, sep, rest = line.partition(":")
+        if not sep or not name.strip():
+            raise pytest.UsageError(f"nodeval_profiles ({where}): {line!r} is not 'name: key=value ...'")
+        values: dict[str, str] = {}
+        for item in rest.split():
+            key, eq, value = item.partition("=")
+            if not eq or key not in PROFILE_KEYS:
+                raise pytest.UsageError(f"nodeval_profiles ({where}): profile {name.strip()!r} has {item!r}; "
+                                        f"expected key=value with key one of {', '.join(PROFILE_KEYS)}")
+            values[key] = value
+        profiles[name.strip()] = values
+    return profiles
+
+
+def profile_from_markexpr(markexpr: str, profiles: dict[str, Any]) -> str | None:
+    """The profile named (not negated) in a `-m` expression, if exactly one is."""
+    tokens = re.findall(r"[\w\-.:+]+|[()]", markexpr or "")
+    named = [t for i, t in enumerate(tokens) if t in profiles and (i == 0 or tokens[i - 1] != "not")]
+    unique = sorted(set(named))
+    if len(unique) > 1:
+        raise pytest.UsageError(f"-m {markexpr!r} selects several profiles ({', '.join(unique)}); "
+                                "choose one with --nodeval-profile")
+    return unique[0] if unique else None
+
+
+def _validate(key: str, raw: Any, source: str) -> Any:
+    if key == "mode" and raw not in MODES:
+        raise pytest.UsageError(f"mode from {source} must be one of {', '.join(MODES)}, got {raw!r}")
+    if key == "match" and raw not in MATCH_LEVELS:
+        raise pytest.UsageError(f"match from {source} must be one of {', '.join(MATCH_LEVELS)}, got {raw!r}")
+    if key == "world" and raw not in WORLD_BACKENDS:
+        raise pytest.UsageError(f"world from {source} must be one of {', '.join(WORLD_BACKENDS)}, got {raw!r}")
+    if key == "repeat":
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            value = 0
+        if value < 1:
+            raise pytest.UsageError(f"repeat from {source} must be a positive integer, got {raw!r}")
+        return value
+    return raw
+
+
+def from_config(config: pytest.Config) -> Settings:
+    where = str(config.inipath) if config.inipath else "ini"
+    profiles = parse_profiles(config.getini("nodeval_profiles"), where)
+    profile = config.getoption("nodeval_profile") or profile_from_markexpr(config.getoption("markexpr"), profiles)
+    if profile is not None and profile not in profiles:
+        raise pytest.UsageError(f"--nodeval-profile {profile!r} is not defined in nodeval_profiles ({where}); "
+                                f"defined: {', '.join(profiles) or 'none'}")
+    layers = [
+        ("command line", {"mode": config.getoption("nodeval_mode"), "repeat": config.getoption("repeat"),
+                          "match": config.getoption("nodeval_match"), "world": config.getoption("nodeval_world")}),
+        (f"profile {profile!r} ({where})", profiles.get(profile, {}) if profile else {}),
+        (where, {k: config.getini(f"nodeval_{k}") or None for k in PROFILE_KEYS}),
+        ("default", DEFAULTS),
+    ]
+    values, sources = {}, {}
+    for key in PROFILE_KEYS:
+        source, raw = next((s, layer[key]) for s, layer in layers if layer.get(key) not in (None, ""))
+        values[key], sources[key] = _validate(key, raw, source), source
+    if values["mode"] == "record" and values["repeat"] > 1:
+        raise pytest.UsageError(f"mode 'record' (from {sources['mode']}) writes each case's journal once; "
+                                f"repeat must be 1, got {values['repeat']} (from {sources['repeat']})")
+    rootpath = config.rootpath
+    baseline = config.getoption("nodeval_baseline") or config.getini("nodeval_baseline") or None
+    return Settings(
+        mode=values["mode"], repeat=values["repeat"], repeat_from_cli=config.getoption("repeat") is not None,
+        match=values["match"], world=values["world"],
+        report_dir=rootpath / (config.getoption("nodeval_report_dir") or config.getini("nodeval_report_dir")),
+        case_roots=tuple(rootpath / p for p in config.getini("nodeval_cases")),
+        profile=profile, baseline=rootpath / baseline if baseline else None,
+        update_baseline=bool(config.getoption("nodeval_update_baseline")), sources=sources,
+        history=rootpath / config.getini("nodeval_history") if config.getini("nodeval_history") else None,
+        judge=_judge(config.getini("nodeval_judge"), where), judge_reuse=bool(config.getoption("nodeval_judge_reuse")),
+        baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
+    )
+
+
+def _judge(text: str, where: str) -> Any:
+    if not text.strip():
+        return None
+    from ..errors import ConfigError
+    from ..people.judge import parse_judge_spec
+
+    try:
+        return parse_judge_spec(text, where)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _gate_policy(config: pytest.Config, where: str) -> dict[str, float]:
+    from .keys import GATE_INI_KEYS
+
+    values: dict[str, float] = {}
+    for name in GATE_INI_KEYS:
+        raw = config.getini(f"nodeval_{name}")
+        if raw in ("", None):
+            continue
+        try:
+            number = float(raw)
+        except ValueError:
+            raise pytest.UsageError(f"nodeval_{name} ({where}) must be a number, got {raw!r}") from None
+        if number < 0:
+            raise pytest.UsageError(f"nodeval_{name} ({where}) must not be negative, got {raw!r}")
+        values[name] = int(number) if name in ("latency_min_attempts", "bootstrap_iterations", "bootstrap_seed") else number
+    return values

@@ -1,0 +1,1 @@
+"""What runs produce: report.json, aggregation, baselines, history, summary.txt and report.html."""

@@ -1,0 +1,79 @@
+"""Pure aggregation: attempts (one per collected case x repeat) into per-case and run results."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Iterable
+
+from ..stats.run_stats import SuiteStats, case_stats, suite_stats
+from .models import AttemptRecord, CaseMeta, CaseReport, JudgeAgreement, Totals
+
+
+def case_verdict(attempts: list[AttemptRecord], min_pass_rate: float | None) -> str:
+    outcomes = [a.outcome for a in attempts]
+    if all(o == "skipped" for o in outcomes):
+        return "skipped"
+    if "error" in outcomes or any(a.infra_error for a in attempts):
+        return "error"
+    ran = [o for o in outcomes if o != "skipped"]
+    failed = ran.count("failed")
+    if failed == 0:
+        return "passed"
+    if min_pass_rate is not None and (len(ran) - failed) / len(ran) >= min_pass_rate:
+        return "tolerated"
+    return "failed"
+
+
+def build_case(meta: CaseMeta, attempts: list[AttemptRecord]) -> CaseReport:
+    attempts = sorted(attempts, key=lambda a: (a.repeat, a.nodeid))
+    judged = [a for a in attempts if a.outcome in ("passed", "failed") and not a.infra_error]
+    stats = case_stats(
+        [a.outcome == "passed" for a in judged],
+        [a.latency_ms for a in judged if a.latency_ms is not None],
+        [a.tokens for a in judged],
+        infra_errors=sum(1 for a in attempts if a.infra_error),
+    )
+    return CaseReport(id=meta.id, name=meta.name, tags=meta.tags, directory=meta.directory,
+                      min_pass_rate=meta.min_pass_rate, verdict=case_verdict(attempts, meta.min_pass_rate),  # type: ignore[arg-type]
+                      stats=stats, judge_agreement=judge_agreement(attempts), attempts=attempts)
+
+
+def judge_agreement(attempts: list[AttemptRecord]) -> dict[str, JudgeAgreement]:
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for attempt in attempts:
+        for criterion, verdict in attempt.judged.items():
+            counts[criterion][verdict] += 1
+    result = {}
+    for criterion, verdicts in sorted(counts.items()):
+        graded = verdicts["pass"] + verdicts["fail"]
+        agreement = max(verdicts["pass"], verdicts["fail"]) / graded if graded else None
+        result[criterion] = JudgeAgreement(verdicts=dict(sorted(verdicts.items())), agreement=agreement)
+    return result
+
+
+def aggregate(attempts: Iterable[AttemptRecord], metas: dict[str, CaseMeta]) -> tuple[list[CaseReport], Totals, SuiteStats]:
+    by_case: dict[str, list[AttemptRecord]] = defaultdict(list)
+    for attempt in attempts:
+        by_case[attempt.case_id].append(attempt)
+    cases = [build_case(metas.get(cid) or CaseMeta(id=cid), by_case[cid]) for cid in sorted(by_case)]
+    return cases, totals_of(cases), suite_stats([c.stats for c in cases if c.verdict != "skipped"])
+
+
+def totals_of(cases: list[CaseReport]) -> Totals:
+    totals = Totals(cases=len(cases))
+    for case in cases:
+        for attempt in case.attempts:
+            totals.attempts += 1
+            if attempt.infra_error:
+                totals.infra_errors += 1
+            if attempt.outcome == "passed":
+                totals.passed += 1
+            elif attempt.outcome == "failed":
+                totals.failed += 1
+            elif attempt.outcome == "error":
+                totals.errors += 1
+            else:
+                totals.skipped += 1
+        if case.verdict == "tolerated":
+            totals.tolerated_failures += sum(1 for a in case.attempts if a.outcome == "failed")
+    return totals

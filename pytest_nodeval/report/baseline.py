@@ -1,0 +1,106 @@
+"""Baselines: load one, compare a run with it, and bless a run as the new one.
+
+A baseline is a report.json (schema_version "1") kept at a reviewable path, by default
+`reports/baseline.json`; blessing a release's numbers is one command and one file change.
+Pure of pytest: the plugin and the `nodeval baseline` command both use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import NodevalError
+from ..journal.writer import write_atomic
+from .models import RunReport, load_report
+
+DEFAULT_BASELINE = Path("reports") / "baseline.json"
+EXIT_GATE_FAILED = 6
+"""Exit status of a run (or `nodeval baseline`) whose gate FAILED while its tests passed."""
+
+# pytest exit statuses of runs that did not complete: interrupted, internal error, usage error.
+_INCOMPLETE = {2: "was interrupted", 3: "hit an internal error", 4: "was a usage error"}
+
+
+def resolve(path: Path) -> Path:
+    """A report.json from a run directory or a file; a directory of runs is listed, not guessed."""
+    if path.is_file():
+        return path
+    if (path / "report.json").is_file():
+        return path / "report.json"
+    if path.is_dir():
+        runs = sorted((p.parent for p in path.glob("*/report.json")), reverse=True)
+        if runs:
+            shown = "\n  ".join(str(r) for r in runs[:10])
+            more = f"\n  ... and {len(runs) - 10} more" if len(runs) > 10 else ""
+            raise NodevalError(f"{path} holds {len(runs)} runs; name one of them (or its report.json):\n  {shown}{more}")
+        raise NodevalError(f"{path}: no report.json here or in its run directories")
+    raise NodevalError(f"{path}: no such report or run directory")
+
+
+def load(path: Path) -> RunReport:
+    return load_report(resolve(path))
+
+
+def samples(report: RunReport) -> list[Any]:
+    """What the gate compares: per case, the agent's pass/fail per attempt, latencies and tokens.
+
+    Infrastructure errors (and attempts that never ran) are left out: they are not the agent's.
+    """
+    from ..stats.gate import CaseSample
+
+    out = []
+    for case in report.cases:
+        judged = [a for a in case.attempts if a.outcome in ("passed", "failed") and not a.infra_error]
+        out.append(CaseSample(
+            case_id=case.id, outcomes=tuple(a.outcome == "passed" for a in judged),
+            latencies_ms=tuple(a.latency_ms for a in judged if a.latency_ms is not None),
+            tokens=tuple(a.tokens for a in judged)))
+    return out
+
+
+def policy_from(values: dict[str, float]) -> Any:
+    from ..stats.gate import GatePolicy
+
+    return GatePolicy(**values)
+
+
+def policy_keys() -> list[str]:
+    from ..stats.gate import GatePolicy
+
+    return [f.name for f in fields(GatePolicy)]
+
+
+def compare(baseline: RunReport, current: RunReport, policy: Any) -> Any:
+    """The gate's Diff of two runs (see stats/gate.py)."""
+    from ..stats.gate import compare as compare_samples
+
+    return compare_samples(samples(baseline), samples(current), policy)
+
+
+def gate_section(diff: Any, label: str) -> dict[str, Any]:
+    """What report.json keeps under `gate`: the baseline compared with, then the Diff."""
+    return {"baseline": label, **diff.model_dump(mode="json")}
+
+
+def incomplete_reason(report: RunReport) -> str | None:
+    if report.pytest_exit_status in _INCOMPLETE:
+        return f"the run {_INCOMPLETE[report.pytest_exit_status]} (pytest exit status {report.pytest_exit_status})"
+    never = [a.nodeid for c in report.cases for a in c.attempts if a.reason and a.reason.startswith("never reported")]
+    if never:
+        return f"{len(never)} attempt(s) never reported (the run was cut short), e.g. {never[0]}"
+    if report.totals.attempts == 0:
+        return "the run has no attempts"
+    return None
+
+
+def save(source: Path, target: Path) -> Path:
+    """Write a completed run's report to the baseline path, atomically."""
+    report_path = resolve(source)
+    report = load_report(report_path)
+    reason = incomplete_reason(report)
+    if reason is not None:
+        raise NodevalError(f"{report_path}: refusing to bless it as the baseline: {reason}")
+    write_atomic(target, report.model_dump_json(indent=2) + "\n")
+    return target

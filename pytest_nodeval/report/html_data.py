@@ -1,0 +1,234 @@
+"""What the HTML report shows, as plain JSON-ready data (no markup; `html.py` renders it).
+
+Two inputs come from parts that are still settling, so each is read in exactly one
+function here and nowhere else: the baseline diff in `RunReport.gate` (`gate_view`) and
+the run history (`history_view`). Both read defensively: a missing or oddly shaped key
+renders as "not known", never as an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from .models import AttemptRecord, CaseReport, RunReport
+
+TEXT_LIMIT = 4_000
+"""Characters kept of one-line texts (reasons, gate explanations, assertion messages)."""
+
+VERDICT_SEVERITY = {"OK": 0, "WARN": 1, "INCONCLUSIVE": 2, "FAIL": 3}
+CASE_SEVERITY = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "skipped": 4}
+_MOVEMENTS = {"down": "regressed", "up": "improved", "same": "unchanged"}
+
+
+def num(value: Any) -> float | None:
+    """A finite number, or None (JSON has no NaN; bools are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def text(value: Any, limit: int = TEXT_LIMIT) -> str:
+    if value is None:
+        return ""
+    value = value if isinstance(value, str) else str(value)
+    return value if len(value) <= limit else f"{value[:limit]} [... {len(value) - limit} more characters]"
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+# -- the gate (baseline diff) -------------------------------------------------------------
+
+
+def gate_view(gate: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The one reader of `RunReport.gate`.
+
+    Accepts the flat shape of the issue (`cases[].delta`, `delta_low`, `p95_ms_delta`, ...)
+    and the nested `Diff` dump of the statistics branch (`cases[].pass_rate.delta`,
+    `.ci_low`, `latency.p95_delta_ms`, `gates[].case_ids`); keys it does not know are ignored.
+    """
+    if not isinstance(gate, dict):
+        return None
+    cases = {str(c.get("case_id")): _case_change(c) for c in map(_dict, _list(gate.get("cases"))) if "case_id" in c}
+    for case_id in map(str, _list(gate.get("new_cases"))):
+        cases.setdefault(case_id, _empty_change("new"))
+    gates = [_gate_result(g) for g in map(_dict, _list(gate.get("gates")))]
+    breached = [text(name, 200) for name in _list(gate.get("breached"))]
+    breached = breached or [g["name"] for g in gates if g["verdict"] == "FAIL"]
+    return {
+        "baseline": text(gate.get("baseline") or gate.get("baseline_run_id") or gate.get("baseline_path") or "", 500),
+        "verdict": _overall_verdict(gate.get("verdict"), gates, breached),
+        "breached": breached,
+        "gates": gates,
+        "suite": _suite_change(_dict(gate.get("suite"))),
+        "cases": cases,
+        "missing_cases": [text(c, 500) for c in _list(gate.get("missing_cases"))],
+    }
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _case_change(case: dict[str, Any]) -> dict[str, Any]:
+    rate, latency, tokens = _dict(case.get("pass_rate")), _dict(case.get("latency")), _dict(case.get("tokens"))
+    verdicts = [case.get("verdict"), rate.get("verdict"), latency.get("verdict")]
+    movement = _first(case.get("movement"), rate.get("movement"))
+    return {
+        "movement": _MOVEMENTS.get(str(movement), text(movement, 40)) if movement is not None else "",
+        "baseline_pass_rate": num(_first(case.get("baseline_pass_rate"), _ratio(rate, "baseline"))),
+        "current_pass_rate": num(_first(case.get("current_pass_rate"), _ratio(rate, "current"))),
+        "delta": num(_first(case.get("delta"), rate.get("delta"))),
+        "delta_low": num(_first(case.get("delta_low"), rate.get("ci_low"))),
+        "delta_high": num(_first(case.get("delta_high"), rate.get("ci_high"))),
+        "p50_ms_delta": num(_first(case.get("p50_ms_delta"), latency.get("p50_delta_ms"))),
+        "p95_ms_delta": num(_first(case.get("p95_ms_delta"), latency.get("p95_delta_ms"))),
+        "tokens_delta": num(_first(case.get("tokens_delta"), tokens.get("delta"))),
+        "verdict": _worst(verdicts),
+    }
+
+
+def _empty_change(movement: str) -> dict[str, Any]:
+    return {**_case_change({}), "movement": movement}
+
+
+def _ratio(rate: dict[str, Any], run: str) -> float | None:
+    passed, attempts = num(rate.get(f"{run}_passed")), num(rate.get(f"{run}_attempts"))
+    return passed / attempts if passed is not None and attempts else None
+
+
+def _worst(verdicts: Iterable[Any]) -> str:
+    known = [str(v) for v in verdicts if str(v) in VERDICT_SEVERITY]
+    return max(known, key=VERDICT_SEVERITY.__getitem__, default="")
+
+
+def _gate_result(gate: dict[str, Any]) -> dict[str, Any]:
+    numbers = {text(k, 100): num(v) for k, v in _dict(gate.get("numbers")).items()}
+    return {"name": text(gate.get("name"), 200), "verdict": _worst([gate.get("verdict")]),
+            "reason": text(gate.get("reason")),
+            "cases": [text(c, 500) for c in _list(_first(gate.get("cases"), gate.get("case_ids")))],
+            "numbers": {k: v for k, v in numbers.items() if v is not None}}
+
+
+def _overall_verdict(stated: Any, gates: list[dict[str, Any]], breached: list[str]) -> str:
+    worst = _worst([stated, *(g["verdict"] for g in gates)])
+    return "FAIL" if breached else worst
+
+
+def _suite_change(suite: dict[str, Any]) -> dict[str, Any]:
+    return {"baseline_pass_rate": num(suite.get("baseline_pass_rate")),
+            "current_pass_rate": num(suite.get("current_pass_rate")), "delta": num(suite.get("delta")),
+            "delta_low": num(_first(suite.get("delta_low"), suite.get("ci_low"))),
+            "delta_high": num(_first(suite.get("delta_high"), suite.get("ci_high")))}
+
+
+def regressions(gate: dict[str, Any] | None, names: dict[str, str]) -> list[dict[str, Any]]:
+    """Cases that got worse or that a gate flagged, the most severe and largest drop first."""
+    if gate is None:
+        return []
+    flagged = {c for g in gate["gates"] if g["verdict"] in ("FAIL", "INCONCLUSIVE") for c in g["cases"]}
+    rows = [{"case_id": case_id, "name": names.get(case_id, ""), **change}
+            for case_id, change in gate["cases"].items()
+            if change["movement"] == "regressed" or VERDICT_SEVERITY.get(change["verdict"], 0) >= 2 or case_id in flagged]
+    return sorted(rows, key=lambda r: (-VERDICT_SEVERITY.get(r["verdict"], 0), r["delta"] or 0.0, r["case_id"]))
+
+
+# -- the run history ----------------------------------------------------------------------
+
+
+def history_view(history: dict[str, Any] | None, run_id: str) -> dict[str, list[list[Any]]]:
+    """The one reader of the history input: case id -> [[finished_at, pass_rate, run_id, is_this_run]],
+    oldest first. Points without a pass rate are kept out (nothing to draw)."""
+    trends: dict[str, list[list[Any]]] = {}
+    for case_id, points in _dict(history).items():
+        rows = [[text(p.get("finished_at"), 40), num(p.get("pass_rate")), text(p.get("run_id"), 200)]
+                for p in map(_dict, _list(points))]
+        rows = sorted((r for r in rows if r[1] is not None), key=lambda r: str(r[0]))
+        trends[str(case_id)] = [[*r, r[2] == run_id] for r in rows]
+    return trends
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def headline(report: RunReport, gate: dict[str, Any] | None) -> dict[str, Any]:
+    """The banner: level (pass, warn, fail), a title and what explains it."""
+    totals = report.totals
+    verdict, breached = (gate["verdict"], gate["breached"]) if gate else ("", [])
+    problems = [g for g in gate["gates"] if g["verdict"] != "OK"] if gate else []
+    lines = [f"{g['name']}: {g['verdict']}" + (f" - {g['reason']}" if g["reason"] else "") for g in problems]
+    if verdict == "FAIL":
+        return {"level": "fail", "title": "Gate failed: " + ", ".join(breached or ["see below"]), "lines": lines}
+    bad_cases = sum(1 for c in report.cases if c.verdict in ("failed", "error"))
+    if report.exit_status != 0:
+        title = f"Failed: {bad_cases} of {totals.cases} scenario(s) failed" if bad_cases else "Failed"
+        return {"level": "fail", "title": title + f" (exit status {report.exit_status})", "lines": lines}
+    if verdict in ("INCONCLUSIVE", "WARN"):
+        return {"level": "warn", "title": f"Gate {verdict.lower()}", "lines": lines}
+    if totals.tolerated_failures or totals.infra_errors:
+        return {"level": "warn", "title": "Passed, with " + _caveats(totals.tolerated_failures, totals.infra_errors),
+                "lines": lines}
+    return {"level": "pass", "title": "Passed", "lines": lines}
+
+
+def _caveats(tolerated: int, infra: int) -> str:
+    parts = [f"{tolerated} tolerated failure(s)"] if tolerated else []
+    return " and ".join(parts + ([f"{infra} infrastructure error(s)"] if infra else []))
+
+
+def overview(report: RunReport, gate: dict[str, Any] | None) -> dict[str, Any]:
+    t, suite = report.totals, report.suite
+    return {
+        "run_id": text(report.run_id, 200), "mode": text(report.mode, 40), "repeat": report.repeat,
+        "profile": text(report.profile or "", 100), "started_at": text(report.started_at, 40),
+        "duration_s": num(report.duration_s), "exit_status": report.exit_status,
+        "suite": {"pass_rate": num(suite.pass_rate), "ci_low": num(suite.ci_low), "ci_high": num(suite.ci_high)},
+        "cases": t.cases, "attempts": t.attempts, "passed": t.passed, "failed": t.failed, "errors": t.errors,
+        "infra_errors": t.infra_errors, "tolerated_failures": t.tolerated_failures, "skipped": t.skipped,
+        "baseline": gate["baseline"] if gate else None, "environment": {k: text(v, 200) for k, v in report.environment.items()},
+    }
+
+
+# -- the scenarios ------------------------------------------------------------------------
+
+
+def case_row(index: int, case: CaseReport, change: dict[str, Any] | None, trend: list[list[Any]],
+             timelines: dict[str, str]) -> dict[str, Any]:
+    s = case.stats
+    return {
+        "i": index, "id": text(case.id, 500), "name": text(case.name, 500), "tags": [text(t, 200) for t in case.tags],
+        "verdict": case.verdict, "dir": text(case.directory, 1000), "min": num(case.min_pass_rate),
+        "n": s.attempts, "passed": s.passed, "failed": s.failed, "infra": s.infra_errors,
+        "rate": num(s.pass_rate), "lo": num(s.wilson_low), "hi": num(s.wilson_high),
+        "phk": _largest_k(s.pass_hat_k), "p50": num(s.latency_p50_ms), "p95": num(s.latency_p95_ms),
+        "tokens": num(s.tokens_mean), "change": change, "trend": trend,
+        "attempts": [attempt_row(a, timelines.get(a.nodeid)) for a in case.attempts],
+    }
+
+
+def _largest_k(values: dict[Any, Any]) -> list[float] | None:
+    """pass^k at the largest k reported, as [k, value] (JSON turns int keys into strings)."""
+    pairs = [(num(int(k)) if str(k).isdigit() else None, num(v)) for k, v in values.items()]
+    known = [(k, v) for k, v in pairs if k is not None and v is not None]
+    return list(max(known)) if known else None
+
+
+def attempt_row(attempt: AttemptRecord, timeline_id: str | None) -> dict[str, Any]:
+    return {
+        "repeat": attempt.repeat, "outcome": attempt.outcome, "infra": attempt.infra_error,
+        "reason": text(attempt.reason), "status": text(attempt.status, 100), "latency": num(attempt.latency_ms),
+        "tokens": attempt.tokens, "turns": attempt.turns, "llm": attempt.llm_calls, "tools": attempt.tool_calls,
+        "failed": sum(1 for a in attempt.assertions if a.status == "failed"),
+        "journal": text(attempt.journal or "", 1000), "tl": timeline_id,
+    }
+
+
+def assertion_rows(attempt: AttemptRecord) -> list[dict[str, Any]]:
+    return [{"kind": text(a.kind, 200), "description": text(a.description), "status": a.status,
+             "message": text(a.message), "seqs": [s for s in a.seqs if isinstance(s, int)]} for a in attempt.assertions]

@@ -1,0 +1,161 @@
+"""report.json (schema_version "1"): what one pytest run of the scenarios found.
+
+Every model here is what lands on disk or crosses xdist; its JSON Schema is exported to
+`schemas/report.schema.json` and a test fails when the two drift apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..journal.writer import write_atomic
+from ..stats.run_stats import CaseStats, SuiteStats
+
+REPORT_SCHEMA_VERSION = "1"
+Outcome = Literal["passed", "failed", "error", "skipped"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AssertionRecord(_Model):
+    kind: str
+    description: str
+    status: Literal["passed", "failed", "skipped"]
+    message: str = ""
+    seqs: list[int] = Field(default_factory=list)
+    """Observed events the result refers to."""
+
+
+class CaseMeta(_Model):
+    """What the controller needs to know about a case (travels on every report of it)."""
+
+    id: str
+    name: str = ""
+    tags: list[str] = Field(default_factory=list)
+    min_pass_rate: float | None = None
+    directory: str = ""
+    """Relative to the rootdir."""
+
+
+class AttemptRecord(_Model):
+    """One attempt (a case at one repeat): the payload each TestReport carries."""
+
+    nodeid: str
+    case_id: str
+    repeat: int
+    outcome: Outcome
+    infra_error: bool = False
+    """The harness or a provider failed (5xx, timeout, crashed worker), not the agent."""
+    reason: str | None = None
+    """Why it did not pass, in one line."""
+    status: str | None = None
+    """The session's own end status: ok, limit, error, divergence, incomplete."""
+    assertions: list[AssertionRecord] = Field(default_factory=list)
+    latency_ms: float | None = None
+    """The agent's session duration (in replay: as recorded)."""
+    wall_ms: float | None = None
+    """Time this attempt took here (in replay: the replay itself)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    turns: int = 0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    journal: str | None = None
+    """The observed journal directory, relative to the run directory."""
+    world_backend: str | None = None
+    worker: str | None = None
+    judged: dict[str, str] = Field(default_factory=dict)
+    """The judge's verdict per rubric criterion: pass, fail, inconclusive or skipped."""
+    user_ending: str | None = None
+    """How a simulated persona ended the conversation."""
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class JudgeAgreement(_Model):
+    """How consistently the judge graded one criterion across a case's attempts."""
+
+    verdicts: dict[str, int]
+    """Count per verdict (pass, fail, inconclusive, skipped)."""
+    agreement: float | None
+    """The share of graded attempts that got the most common pass/fail verdict."""
+
+
+class CaseReport(_Model):
+    id: str
+    name: str = ""
+    tags: list[str] = Field(default_factory=list)
+    directory: str = ""
+    min_pass_rate: float | None = None
+    verdict: Literal["passed", "failed", "tolerated", "error", "skipped"]
+    """passed: every attempt passed; tolerated: some failed, within min_pass_rate."""
+    stats: CaseStats
+    judge_agreement: dict[str, JudgeAgreement] = Field(default_factory=dict)
+    """Per rubric criterion, how the judge's verdicts spread over the repeats."""
+    attempts: list[AttemptRecord]
+
+
+class Totals(_Model):
+    cases: int = 0
+    attempts: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    infra_errors: int = 0
+    skipped: int = 0
+    tolerated_failures: int = 0
+
+
+class RunReport(_Model):
+    schema_version: Literal["1"] = REPORT_SCHEMA_VERSION
+    run_id: str
+    started_at: str
+    finished_at: str
+    duration_s: float
+    mode: str
+    repeat: int
+    profile: str | None = None
+    match: str = "default"
+    world: str = "auto"
+    exit_status: int
+    """The exit status of the run, after nodeval's decisions (tolerated failures, gate)."""
+    pytest_exit_status: int
+    totals: Totals
+    suite: SuiteStats
+    cases: list[CaseReport]
+    gate: dict[str, Any] | None = None
+    """The diff against the baseline and the gates' verdicts, when a baseline was given."""
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    def case(self, case_id: str) -> CaseReport:
+        return next(c for c in self.cases if c.id == case_id)
+
+
+def write_report(report: RunReport, directory: Path) -> Path:
+    path = directory / "report.json"
+    write_atomic(path, report.model_dump_json(indent=2) + "\n")
+    return path
+
+
+def load_report(path: Path) -> RunReport:
+    """A report.json, or the one in a run directory; errors name the file."""
+    from pydantic import ValidationError
+
+    from ..errors import NodevalError
+
+    target = path / "report.json" if path.is_dir() else path
+    try:
+        return RunReport.model_validate_json(target.read_bytes())
+    except FileNotFoundError:
+        raise NodevalError(f"{target}: no such report") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise NodevalError(f"{target}: not a valid report.json (schema_version 1): {where}: {first['msg']}") from None

@@ -1,0 +1,165 @@
+"""Pure formatting for the terminal and summary.txt: the run summary and the baseline diff.
+
+Lines are kept within 88 columns so the tables survive CI logs and narrow terminals.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..stats.gate_models import CaseDiff, Diff, Movement, Verdict
+
+if TYPE_CHECKING:
+    from .models import CaseReport, RunReport
+
+__all__ = ["case_lines", "format_diff_table", "summary_lines", "totals_line"]
+
+_TABLE_WIDTH = 88
+_CASE_WIDTH = 22
+
+
+def format_diff_table(diff: Diff, max_rows: int = 20) -> list[str]:
+    """Plain-text lines: gate verdicts, then the cases that moved, regressions first."""
+    breached = f" (breached: {', '.join(diff.breached)})" if diff.breached else ""
+    lines = [f"nodeval gate: {diff.verdict}{breached}"]
+    for gate in diff.gates:
+        head = f"  {gate.verdict:<12} {gate.name:<19} "
+        lines += textwrap.wrap(
+            gate.reason,
+            _TABLE_WIDTH,
+            initial_indent=head,
+            subsequent_indent=" " * len(head),
+            break_on_hyphens=False,
+        )
+    lines += _pass_rate_rows(diff.cases, max_rows)
+    lines += _latency_rows(diff.cases, max_rows)
+    for label, ids in (("new", diff.new_cases), ("missing", diff.missing_cases)):
+        if ids:
+            lines += textwrap.wrap(
+                f"{label} cases ({len(ids)}): {', '.join(ids)}",
+                _TABLE_WIDTH,
+                subsequent_indent="  ",
+                break_on_hyphens=False,
+            )
+    return lines
+
+
+def _pass_rate_rows(cases: Sequence[CaseDiff], max_rows: int) -> list[str]:
+    moved = [
+        (case.case_id, case.pass_rate)
+        for case in cases
+        if case.pass_rate
+        and (case.pass_rate.movement is not Movement.SAME or case.pass_rate.verdict.severity)
+    ]
+    moved.sort(key=lambda item: (-item[1].verdict.severity, item[1].delta, item[0]))
+    if not moved:
+        return []
+    header = f"  {'case':<{_CASE_WIDTH}} {'base':>7} {'now':>7} {'change':>7}"
+    header += f" {'95% CI (pp)':<12} {'p (BH)':<13} verdict"
+    rows = [
+        f"  {_short(case_id):<{_CASE_WIDTH}}"
+        f" {f'{ch.baseline_passed}/{ch.baseline_attempts}':>7}"
+        f" {f'{ch.current_passed}/{ch.current_attempts}':>7}"
+        f" {f'{ch.delta * 100:+.0f} pp':>7}"
+        f" {f'[{ch.ci_low * 100:+.0f}, {ch.ci_high * 100:+.0f}]':<12}"
+        f" {_p_text(ch.p_value, ch.p_value_adjusted):<13} {ch.verdict}"
+        for case_id, ch in moved[:max_rows]
+    ]
+    return ["", "pass rate moves (regressions first):", header, *rows, *_more(moved, max_rows)]
+
+
+def _latency_rows(cases: Sequence[CaseDiff], max_rows: int) -> list[str]:
+    flagged = [
+        (case.case_id, case.latency)
+        for case in cases
+        if case.latency and case.latency.verdict is not Verdict.OK
+    ]
+    flagged.sort(key=lambda item: (-item[1].verdict.severity, -(item[1].p95_ratio or 0.0)))
+    if not flagged:
+        return []
+    header = f"  {'case':<{_CASE_WIDTH}} {'p95 base':>10} {'p95 now':>10} {'change':>7}"
+    header += f" {'p (BH)':<13} verdict"
+    rows = [
+        f"  {_short(case_id):<{_CASE_WIDTH}}"
+        f" {f'{ch.baseline_p95_ms:.0f} ms':>10} {f'{ch.current_p95_ms:.0f} ms':>10}"
+        f" {f'{((ch.p95_ratio or 0.0) - 1.0) * 100:+.0f}%':>7}"
+        f" {_p_text(ch.p_value, ch.p_value_adjusted):<13} {ch.verdict}"
+        for case_id, ch in flagged[:max_rows]
+    ]
+    return ["", "latency p95 moves:", header, *rows, *_more(flagged, max_rows)]
+
+
+def _more(rows: Sequence[object], max_rows: int) -> list[str]:
+    return [f"  ... and {len(rows) - max_rows} more"] if len(rows) > max_rows else []
+
+
+def _p_text(p_value: float | None, p_adjusted: float | None) -> str:
+    if p_value is None or p_adjusted is None:
+        return "-"
+    return f"{p_value:.3f} ({p_adjusted:.2f})"
+
+
+def _short(case_id: str) -> str:
+    return case_id if len(case_id) <= _CASE_WIDTH else case_id[: _CASE_WIDTH - 1] + "~"
+
+
+# -- the run summary ------------------------------------------------------------
+
+
+def _rate(value: float | None) -> str:
+    return "  -  " if value is None else f"{value:.2f}"
+
+
+def _interval(case: CaseReport) -> str:
+    low, high = case.stats.wilson_low, case.stats.wilson_high
+    return "" if low is None or high is None else f"[{low:.2f}, {high:.2f}]"
+
+
+def _verdict(case: CaseReport) -> str:
+    if case.verdict == "tolerated":
+        return f"tolerated (min {case.min_pass_rate:.2f})"
+    if case.stats.infra_errors:
+        return f"{case.verdict} ({case.stats.infra_errors} infra)"
+    return case.verdict
+
+
+def case_lines(report: RunReport, limit: int | None = None) -> list[str]:
+    width = max([len(c.id) for c in report.cases] + [4])
+    # passed/judged: infrastructure errors are not the agent's, so they stay out of the rate.
+    lines = [f"{'case':<{width}}  {'passed':>9}  {'rate':>5}  {'95% CI':<14}  verdict"]
+    # Problems first, so a long run shows what needs attention without scrolling.
+    order = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "skipped": 4}
+    cases = sorted(report.cases, key=lambda c: (order[c.verdict], c.id))
+    for case in cases[:limit]:
+        passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}"
+        lines.append(f"{case.id:<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
+                     f"{_interval(case):<14}  {_verdict(case)}")
+    if limit is not None and len(cases) > limit:
+        lines.append(f"... and {len(cases) - limit} more (use -v to list every case)")
+    return lines
+
+
+def totals_line(report: RunReport) -> str:
+    t, suite = report.totals, report.suite
+    rate = "" if suite.pass_rate is None else f", suite pass rate {suite.pass_rate:.2f}"
+    if suite.ci_low is not None and suite.ci_high is not None:
+        rate += f" [{suite.ci_low:.2f}, {suite.ci_high:.2f}]"
+    parts = [f"{t.cases} case(s)", f"{t.attempts} attempt(s): {t.passed} passed, {t.failed} failed, {t.errors} error(s)"]
+    if t.infra_errors:
+        parts.append(f"{t.infra_errors} infrastructure error(s) counted apart")
+    worlds = sorted({a.world_backend for c in report.cases for a in c.attempts if a.world_backend})
+    where = f", world: {'/'.join(worlds)}" if worlds else ""
+    return f"{report.mode} mode, repeat {report.repeat}{where}: " + ", ".join(parts) + rate
+
+
+def summary_lines(report: RunReport, verbosity: int = 0) -> list[str]:
+    lines = []
+    if verbosity >= 0:
+        lines += case_lines(report, limit=None if verbosity > 0 else 50)
+    lines.append(totals_line(report))
+    if report.totals.tolerated_failures:
+        lines.append(f"{report.totals.tolerated_failures} attempt failure(s) tolerated by min_pass_rate: "
+                     f"they do not fail the run (exit status {report.exit_status})")
+    return lines

@@ -1,0 +1,368 @@
+"""One attempt's journal as the HTML report shows it: compact event views and a golden diff.
+
+Everything here turns journal events into small plain dicts of *strings* for the page:
+a title, a few labelled fields, a flag when something went wrong. Long values are cut
+(`clip`), request bodies are reduced to what a reader needs (model, message count, the
+last message), and responses to their text and tool calls, whatever the provider's API.
+The page renders these strings as text only; nothing here produces markup.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from .llm_replies import reply_of
+
+FIELD_LIMIT = 20_000
+"""Characters kept per field; a 1 MB tool result must not make a 1 MB page per attempt."""
+EVENT_LIMIT = 2_000
+"""Events kept per attempt; an agent stuck in a loop should not freeze the browser."""
+
+SPREAD_KEYS = 8
+"""Flat objects with up to this many keys (tool arguments and results) show a field per key."""
+ONE_LINE = 100
+INDENT_LIMIT = 2_000
+"""JSON values longer than ONE_LINE and up to this size are shown indented."""
+
+# What legitimately differs between a recording and its replay, ignored by the golden diff.
+_VOLATILE = frozenset({"ts", "latency_ms", "session_id", "duration_ms", "mode", "headers"})
+
+Field = list[str]  # [label, text]
+EventView = dict[str, Any]
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """A JSON object from a journal, or an empty one when the journal holds something else."""
+    return value if isinstance(value, dict) else {}
+
+
+def clip(text: str, limit: int = FIELD_LIMIT) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters]"
+
+
+def show(value: Any, limit: int = FIELD_LIMIT) -> str:
+    """A value as readable text: strings as they are, anything else as indented JSON."""
+    if isinstance(value, str):
+        return clip(value, limit)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        # Values that fit on a line stay on it. Longer ones read better indented, but json
+        # indents only in pure Python (slow): worth it for what people read, not for
+        # megabytes of tool output.
+        if isinstance(value, (dict, list)) and ONE_LINE < len(text) <= INDENT_LIMIT:
+            text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except ValueError:  # circular structures cannot come from JSON, but be safe
+        text = repr(value)
+    return clip(text, limit)
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def load_events(directory: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """The raw events of a journal directory and a note on what could not be read.
+
+    Deliberately lenient (unlike `journal.read_journal`): the report must show whatever is
+    on disk, including torn, invalid or newer journals, and never fail because of one.
+    """
+    path = directory / "events.jsonl"
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [], f"{path.name} could not be read: {exc.strerror or exc}"
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    try:  # one parser call for the whole file is much faster than one per line
+        events = json.loads("[" + ",".join(line for line in lines if line.strip()) + "]")
+        if all(isinstance(e, dict) for e in events):
+            return events, None
+    except ValueError:
+        pass  # a torn or foreign line somewhere: go line by line and skip it
+    events, skipped = [], 0
+    for line in lines:
+        parsed = _parse_line(line)
+        if parsed is None:
+            skipped += line.strip() != ""
+        else:
+            events.append(parsed)
+    note = f"{skipped} unreadable line(s) in {path.name} skipped" if skipped else None
+    return events, note
+
+
+def _parse_line(line: str) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+# -- one event ----------------------------------------------------------------------------
+
+
+def event_views(events: list[dict[str, Any]]) -> list[EventView]:
+    views, model = [], None
+    for event in events[:EVENT_LIMIT]:
+        payload = mapping(event.get("payload"))
+        if event.get("type") == "llm.request":
+            model = _dig(payload, "body", "model") or model
+        views.append(event_view(event, payload, model))
+    if len(events) > EVENT_LIMIT:
+        views.append({"seq": None, "turn": None, "type": "note", "title": "journal cut",
+                      "fields": [["", f"{len(events) - EVENT_LIMIT} more events are not shown"]], "bad": False})
+    return views
+
+
+def event_view(event: dict[str, Any], payload: dict[str, Any], model: str | None = None) -> EventView:
+    kind = str(event.get("type", "?"))
+    describe = _DESCRIBERS.get(kind, _describe_other)
+    title, fields, bad = describe(payload, model) if kind.startswith("llm.") else describe(payload)
+    return {"seq": _int_or_none(event.get("seq")), "turn": _int_or_none(event.get("turn")), "type": clip(kind, 200),
+            "title": clip(title, 500), "fields": [[label, text] for label, text in fields if text != ""], "bad": bad}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+Described = tuple[str, list[tuple[str, str]], bool]
+
+
+def _describe_input(p: dict[str, Any]) -> Described:
+    return f"user ({p.get('source', 'scripted')})", [("text", show(p.get("text", "")))], False
+
+
+def _describe_output(p: dict[str, Any]) -> Described:
+    return "agent answer", [("text", show(p.get("text", "")))], False
+
+
+def _describe_ask(p: dict[str, Any]) -> Described:
+    return "agent asks the user", [("question", show(p.get("question", "")))], False
+
+
+def _describe_ask_response(p: dict[str, Any]) -> Described:
+    return f"user answers ({p.get('source', 'scripted')})", [("text", show(p.get("text", "")))], False
+
+
+def _describe_llm_request(p: dict[str, Any], model: str | None) -> Described:
+    body = p.get("body")
+    messages = _messages_of(body)
+    fields = [("model", show(model or "?")), ("messages", str(len(messages)))]
+    if messages:
+        fields.append(("last message", show(_message_text(messages[-1]))))
+    title = f"LLM request to {p.get('provider', '?')}" + (" (streaming)" if p.get("stream") else "")
+    return title, fields, False
+
+
+def _describe_llm_response(p: dict[str, Any], model: str | None) -> Described:
+    status = p.get("status", 200)
+    bad = bool(p.get("error")) or (isinstance(status, int) and status >= 400)
+    usage = mapping(p.get("usage"))
+    fields = [("model", show(model or "?")), ("status", str(status)),
+              ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out"),
+              ("latency", _ms(p.get("latency_ms")))]
+    if p.get("error"):
+        fields.append(("error", show(p["error"])))
+    text, calls = reply_of(p.get("body"), p.get("sse"))
+    fields.append(("text", show(text)))
+    fields += [(f"tool call: {name}", show(args)) for name, args in calls]
+    if bad and not p.get("error"):
+        fields.append(("body", show(p.get("body"))))
+    return f"LLM response from {p.get('provider', '?')}", fields, bad
+
+
+def spread(label: str, value: Any) -> list[tuple[str, str]]:
+    """A small flat object as one field per key, so multi-line strings (a command's stdout)
+    read as text instead of a JSON string full of \\n; anything else as one field."""
+    flat = isinstance(value, dict) and 0 < len(value) <= SPREAD_KEYS and all(
+        v is None or isinstance(v, (str, int, float, bool)) for v in value.values())
+    if not flat:
+        return [(label, show(value))]
+    return [(f"{label}.{key}", show(v) if isinstance(v, str) else json.dumps(v)) for key, v in value.items()]
+
+
+def _describe_tool_call(p: dict[str, Any]) -> Described:
+    return f"tool call: {p.get('tool', '?')}", [("call id", show(p.get("call_id", ""))), *spread("arguments", p.get("args"))], False
+
+
+def _describe_tool_result(p: dict[str, Any]) -> Described:
+    ok = p.get("ok") is not False
+    fields = spread("result", p.get("result")) if p.get("result") is not None else []
+    if p.get("error"):
+        fields.append(("error", show(p["error"])))
+    fields.append(("latency", _ms(p.get("latency_ms"))))
+    return f"tool result: {p.get('tool', '?')}" + ("" if ok else " (failed)"), fields, not ok
+
+
+def _describe_register(p: dict[str, Any]) -> Described:
+    return f"tool registered: {p.get('tool', '?')}", [("description", show(p.get("description", "")))], False
+
+
+def _describe_fallback(p: dict[str, Any]) -> Described:
+    title = f"provider fallback: {p.get('from_provider', '?')} -> {p.get('to_provider', '?')}"
+    return title, [("error", show(p.get("error", "")))], True
+
+
+def _describe_session_start(p: dict[str, Any]) -> Described:
+    return f"session start ({p.get('mode', '?')})", [("engine", show(f"{p.get('engine', '?')} {p.get('version', '')}"))], False
+
+
+def _describe_session_end(p: dict[str, Any]) -> Described:
+    status = str(p.get("status", "?"))
+    usage = mapping(p.get("usage"))
+    fields = [("reason", show(p.get("reason") or "")), ("error kind", show(p.get("error_kind") or "")),
+              ("duration", _ms(p.get("duration_ms"))), ("turns", str(p.get("turns", ""))),
+              ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out")]
+    if p.get("infra"):
+        fields.append(("infrastructure", "yes: the harness or a provider failed, not the agent"))
+    return f"session end: {status}", fields, status != "ok"
+
+
+def _describe_turn_start(p: dict[str, Any]) -> Described:
+    return "turn starts", [], False
+
+
+def _describe_turn_end(p: dict[str, Any]) -> Described:
+    return f"turn ends ({p.get('stop_reason', '?')})", [], False
+
+
+def _describe_snapshot(p: dict[str, Any]) -> Described:
+    files = mapping(p.get("files"))
+    listing = "\n".join(sorted(str(name) for name in files)) or "(no files)"
+    return f"world snapshot ({p.get('backend', '?')})", [("files", clip(listing))], False
+
+
+def _describe_judge(p: dict[str, Any]) -> Described:
+    fields = [("criterion", show(p.get("criterion", ""))), ("verdict", show(p.get("verdict", ""))),
+              ("reason", show(p.get("reason", "")))]
+    return f"judge {p.get('judge', '?')}", fields, p.get("verdict") == "fail"
+
+
+def _describe_other(p: dict[str, Any]) -> Described:
+    return "event", [("payload", show(p))], False
+
+
+_DESCRIBERS: dict[str, Any] = {
+    "io.input": _describe_input, "io.output": _describe_output, "io.ask": _describe_ask,
+    "io.ask.response": _describe_ask_response, "llm.request": _describe_llm_request,
+    "llm.response": _describe_llm_response, "tool.call": _describe_tool_call,
+    "tool.result": _describe_tool_result, "tool.register": _describe_register,
+    "provider.fallback": _describe_fallback, "session.start": _describe_session_start,
+    "session.end": _describe_session_end, "agent.turn.start": _describe_turn_start,
+    "agent.turn.end": _describe_turn_end, "world.snapshot": _describe_snapshot,
+    "judge.request": _describe_judge, "judge.response": _describe_judge,
+}
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.0f} ms" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+# -- what an LLM was sent ---------------------------------------------------------------
+
+
+def _messages_of(body: Any) -> list[Any]:
+    # Anthropic and OpenAI chat (and the mock) send "messages"; OpenAI Responses sends "input".
+    for key in ("messages", "input"):
+        value = _dig(body, key)
+        if isinstance(value, list):
+            return value
+        if isinstance(value, str):
+            return [value]
+    return []
+
+
+def _message_text(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    content = message.get("content", message.get("text"))
+    role = message.get("role", "?")
+    if isinstance(content, str):
+        return f"{role}: {content}"
+    return {"role": role, "content": content} if content is not None else message
+
+
+# -- the golden diff ----------------------------------------------------------------------
+
+
+def _stable(event: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """What must match for an observed event to count as the golden one: type, turn and
+    the payload without what legitimately differs between a recording and its replay."""
+    payload = mapping(event.get("payload"))
+    if not _VOLATILE.isdisjoint(payload):  # copy only the payloads that need trimming
+        payload = {k: v for k, v in payload.items() if k not in _VOLATILE}
+    return event.get("type"), event.get("turn"), payload
+
+
+def _signature(event: dict[str, Any]) -> str:
+    kind, turn, payload = _stable(event)
+    return f"{kind}|{turn}|" + json.dumps(payload, sort_keys=True, default=str)
+
+
+class GoldenJournal:
+    """A case's golden events, compared with each of its attempts (work shared between them)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events[:EVENT_LIMIT]
+        self._stable = [_stable(e) for e in self.events]
+        self._signatures: list[str] | None = None
+        self._views: list[EventView] | None = None
+
+    def diff(self, observed: list[dict[str, Any]]) -> dict[str, Any]:
+        """Rows [golden index, observed index, status] aligning both streams, plus the golden
+        events that differ (equal ones are shown from the observed side, so not stored twice)."""
+        observed = observed[:EVENT_LIMIT]
+        stable = [_stable(e) for e in observed]
+        if [s[0] for s in stable] == [g[0] for g in self._stable]:
+            # The usual replay: the same events in the same order, some perhaps with other
+            # contents; pair them by position (aligning is only needed when the shape differs).
+            rows = [[i, i, "same" if s == g else "changed"] for i, (s, g) in enumerate(zip(stable, self._stable))]
+        else:
+            rows = self._aligned(observed)
+        needed = sorted({int(g) for g, _, status in rows if g is not None and status != "same"})
+        views = self.views() if needed else []
+        return {"rows": rows, "golden": {str(g): views[g] for g in needed},
+                "same": sum(1 for row in rows if row[2] == "same"), "total": len(rows)}
+
+    def views(self) -> list[EventView]:
+        if self._views is None:
+            self._views = event_views(self.events)
+        return self._views
+
+    def _aligned(self, observed: list[dict[str, Any]]) -> list[list[Any]]:
+        if self._signatures is None:
+            self._signatures = [_signature(e) for e in self.events]
+        matcher = difflib.SequenceMatcher(None, self._signatures, [_signature(e) for e in observed], autojunk=False)
+        rows: list[list[Any]] = []
+        for tag, g0, g1, o0, o1 in matcher.get_opcodes():
+            if tag == "equal":
+                rows += [[g, o, "same"] for g, o in zip(range(g0, g1), range(o0, o1))]
+            else:
+                rows += _paired_by_type(self.events, range(g0, g1), observed, range(o0, o1))
+        return rows
+
+
+def _paired_by_type(golden: list[dict[str, Any]], g_range: range, observed: list[dict[str, Any]],
+                    o_range: range) -> list[list[Any]]:
+    """Within a stretch that differs, an event of the same type on both sides is one event
+    that changed; the others are missing from, or extra to, the golden stream."""
+    matcher = difflib.SequenceMatcher(None, [golden[g].get("type") for g in g_range],
+                                      [observed[o].get("type") for o in o_range], autojunk=False)
+    rows: list[list[Any]] = []
+    for tag, g0, g1, o0, o1 in matcher.get_opcodes():
+        if tag == "equal":
+            rows += [[g_range[g], o_range[o], "changed"] for g, o in zip(range(g0, g1), range(o0, o1))]
+        else:
+            rows += [[g_range[g], None, "missing"] for g in range(g0, g1)]
+            rows += [[None, o_range[o], "extra"] for o in range(o0, o1)]
+    return rows

@@ -1,0 +1,290 @@
+"""One attempt at a case: wire the engine (or a user's agent) for the mode, run it, observe.
+
+deterministic / full  replay: LLM answers, tool results and user turns come from the
+                      case's journal; no world, no network, no key.
+live                  real providers (or local fakes), a real world, the simulated user.
+record                as live, and the observed journal replaces the case's journal.
+Whatever the mode, the attempt writes its own observed journal; assertions read that.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from .. import __version__
+from ..agent.config import EngineConfig
+from ..case.directory import Case
+from ..checks.assertions import Evidence
+from ..errors import NodevalError
+from ..journal.events import EngineInfo, JournalHeader, new_session_id, now_iso
+from ..journal.replay import ReplayStash, ReplayStopped
+from ..journal.writer import JournalWriter
+from ..modes import REPLAY_MODES, MatchLevel, Mode
+
+WORLD_TOOLS = frozenset({"shell", "file", "code_exec"})
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSettings:
+    mode: Mode = "deterministic"
+    match: MatchLevel = "default"
+    world_backend: str | None = None
+    run_id: str = "adhoc"
+    seed: int | None = None
+    """Seeds stochastic fakes; repeats of a live case get different seeds."""
+    judge: Any = None
+    """The judge's ProviderSpec (full, live and record modes grade rubrics with it)."""
+    work_dir: Path | None = None
+    """Shared scratch space of the run (locks, image builds)."""
+    session_id: str | None = None
+    """The observed journal's session id (default: a new random one); set by callers that
+    must correlate the journal with their own records, such as `nodeval inspect-mode`."""
+
+    @property
+    def replay(self) -> bool:
+        return self.mode in REPLAY_MODES
+
+
+@dataclass
+class Observed:
+    """What one attempt did: its observed events and a summary of them."""
+
+    case_id: str
+    mode: str
+    events: list[Any]
+    journal_dir: Path
+    golden: list[Any] | None = None
+    divergence: str | None = None
+    world_backend: str | None = None
+    wall_ms: float = 0.0
+    judged: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def end(self) -> Any | None:
+        ends = [e for e in self.events if e.type == "session.end"]
+        return ends[-1].payload if ends else None
+
+    @property
+    def output(self) -> str | None:
+        return self.evidence.output
+
+    @property
+    def status(self) -> str:
+        if self.divergence:
+            return "divergence"
+        return self.end.status if self.end else "incomplete"
+
+    @property
+    def evidence(self) -> Evidence:
+        return Evidence(self.events, self.golden, self.judged)
+
+    def metrics(self) -> dict[str, Any]:
+        end = self.end
+        llm_calls = sum(1 for e in self.events if e.type == "llm.request")
+        tool_calls = sum(1 for e in self.events if e.type == "tool.call")
+        return {
+            "status": self.status,
+            "reason": self.divergence or (end.reason if end else "the session did not end"),
+            "error_kind": "divergence" if self.divergence else (end.error_kind if end else "harness"),
+            "infra": bool(end and end.infra),
+            "latency_ms": end.duration_ms if end else None,
+            "wall_ms": round(self.wall_ms, 3),
+            "input_tokens": end.usage.input_tokens if end else 0,
+            "output_tokens": end.usage.output_tokens if end else 0,
+            "turns": end.turns if end else 0,
+            "llm_calls": llm_calls,
+            "tool_calls": tool_calls,
+            "user_ending": end.user_ending if end else None,
+        }
+
+
+def journal_header(source: str, config: EngineConfig | None, session_id: str | None = None) -> JournalHeader:
+    return JournalHeader(
+        session_id=session_id or new_session_id(), created_at=now_iso(),
+        engine=EngineInfo(version=__version__), source=source,  # type: ignore[arg-type]
+        config_digest=config.digest() if config else None, redaction=["secrets"],
+    )
+
+
+def case_label(case: Case) -> str:
+    try:
+        return str(case.directory.relative_to(Path.cwd()))
+    except ValueError:
+        return str(case.directory)
+
+
+Grader = Callable[[JournalWriter, "str | None"], dict[str, Any]]
+"""grade(journal, llm_fake_url) -> verdicts by criterion; runs before the journal closes."""
+
+
+def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world: Any = None,
+             grade: Grader | None = None, fakes: Mapping[str, Any] | None = None) -> Observed:
+    """Run the reference engine on a case in the given mode.
+
+    `world`: use this world (the caller closes it) instead of opening one for the attempt.
+    `grade`: the judge, called with the observed journal still open (see people/judge.py).
+    `fakes`: running fakes by kind (llm, composio, mcp) to use instead of starting them
+    (the caller stops them); only live and record attempts talk to fakes.
+    """
+    if case.config is None or case.inputs is None:
+        raise NodevalError(f"{case.config_path}: missing; the reference engine needs input/config.yaml "
+                           "(a case for your own agent is run from a Python scenario: nodeval_attempt.run(agent))")
+    stash = _stash_for(case, settings)
+    owns_world = world is None
+    if settings.replay:
+        world = None  # the journal serves every tool result
+    elif world is None:
+        world = _open_world(case, settings)
+    source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
+    start = time.perf_counter()
+    writer = JournalWriter(journal_dir, journal_header(source, case.config, settings.session_id),
+                           durable=not settings.replay)
+    observed = Observed(case.id, settings.mode, writer.events, journal_dir,
+                        world_backend=world.backend if world else None)
+    try:
+        _run_engine(case, settings, writer, stash, world, observed, grade, fakes)
+    finally:
+        writer.close()
+        if world is not None and owns_world:
+            world.close()
+    observed.wall_ms = (time.perf_counter() - start) * 1000
+    observed.golden = _golden(case, settings)
+    if settings.mode == "record" and observed.status == "ok":
+        install_journal(journal_dir, case.journal_dir)
+    return observed
+
+
+def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter, stash: ReplayStash | None,
+                world: Any, observed: Observed, grade: Grader | None, fakes: Mapping[str, Any] | None) -> None:
+    from ..agent.engine import Engine
+    from ..agent.fake_urls import REPLAY_URL, with_fake_urls
+    from ..agent.providers import Wiring, build_chain
+    from ..people.users import JournalUser, make_user
+
+    assert case.config is not None and case.inputs is not None
+    chain = None
+    # The tools' resources (MCP sessions) close before the fakes they talk to stop.
+    with _services(case, settings, fakes) as services, ExitStack() as resources:
+        llm_url = services.llm_url
+        config, keys = with_fake_urls(case.config, llm_url or REPLAY_URL)
+        try:
+            chain = build_chain(config.providers, Wiring(writer, stash, keys))
+            user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path), llm_url)
+            tools = build_tools(config, stash=stash, services=services, resources=resources)
+            engine = Engine(config, writer, chain, tools, user, world, stash,
+                            session_id=writer.header.session_id, mode=settings.mode, watch=case.spec.world.watch)
+            engine.run()
+            if stash is not None:
+                stash.check_complete()
+        except ReplayStopped as stop:
+            observed.divergence = str(stop.divergence)
+        finally:
+            if chain is not None:
+                chain.close()
+        if grade is not None and observed.divergence is None:
+            observed.judged = grade(writer, llm_url)
+
+
+@contextmanager
+def _services(case: Case, settings: AttemptSettings, given: Mapping[str, Any] | None = None) -> Iterator[Any]:
+    """The fakes of this attempt (services.LiveServices), started when something in the case points at them."""
+    from .services import live_services
+
+    specs = judge_provider_specs(case, settings)  # a judge grades live, even in full mode
+    config = None  # in replay the journal serves every model call and tool
+    if not settings.replay:
+        config = case.config
+        specs += (list(case.config.providers) if case.config else []) + user_provider_specs(case)
+    with live_services(case, specs, settings.seed, config, given=given) as services:
+        yield services
+
+
+def user_provider_specs(case: Case) -> list[Any]:
+    user = case.inputs.user if case.inputs else None
+    return [user.provider] if getattr(user, "provider", None) is not None else []
+
+
+def judge_provider_specs(case: Case, settings: AttemptSettings) -> list[Any]:
+    if settings.mode == "deterministic":
+        return []
+    specs = [a.judge or settings.judge for a in case.assertions if a.kind == "judge"]
+    return [s for s in specs if s is not None]
+
+
+def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_dir: Path,
+                   inputs: list[str] | None = None) -> Observed:
+    """Run a user's own agent (see agent/adapter.py) on a case in the given mode."""
+    from ..agent.adapter import run_agent
+    from ..people.inputs import ScriptedUserSpec
+    from ..people.users import JournalUser, ScriptedUser, make_user
+
+    stash = _stash_for(case, settings)
+    if stash is not None:
+        user: Any = JournalUser(stash)
+    elif inputs is not None:
+        user = ScriptedUser(ScriptedUserSpec(kind="scripted", inputs=inputs), "the inputs given to the agent")
+    elif case.inputs is not None:
+        user = make_user(case.inputs.user, str(case.inputs_path))
+    else:
+        raise NodevalError(f"{case.inputs_path}: missing; give the agent's inputs there or pass inputs=[...]")
+    source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
+    start = time.perf_counter()
+    writer = JournalWriter(journal_dir, journal_header(source, None), durable=not settings.replay)
+    try:
+        divergence, _ = run_agent(agent, writer, user, stash, mode=settings.mode)
+    finally:
+        writer.close()
+    observed = Observed(case.id, settings.mode, writer.events, journal_dir, divergence=divergence,
+                        wall_ms=(time.perf_counter() - start) * 1000, golden=_golden(case, settings))
+    if settings.mode == "record" and observed.status == "ok":
+        install_journal(journal_dir, case.journal_dir)
+    return observed
+
+
+def build_tools(config: EngineConfig, *, stash: ReplayStash | None = None, services: Any = None,
+                resources: ExitStack | None = None) -> dict[str, Any]:
+    """The engine's tools; see toolset.build_tools (MCP tools need `resources` to close their sessions)."""
+    from ..agent.toolset import build_tools as build
+
+    return build(config, stash=stash, services=services, resources=resources)
+
+
+def _stash_for(case: Case, settings: AttemptSettings) -> ReplayStash | None:
+    if not settings.replay:
+        return None
+    return ReplayStash(case.journal(), case=case_label(case), match=settings.match)
+
+
+def _golden(case: Case, settings: AttemptSettings) -> list[Any] | None:
+    if settings.mode == "record" or not (case.journal_dir / "events.jsonl").is_file():
+        return None
+    return case.journal().events
+
+
+def _open_world(case: Case, settings: AttemptSettings) -> Any:
+    assert case.config is not None
+    if not WORLD_TOOLS & {t.name for t in case.config.tools}:
+        return None
+    from ..world.select import open_world
+
+    return open_world(settings.world_backend, run_id=settings.run_id, seed_dir=case.directory / "input" / "world",
+                      network=case.spec.world.network, lock_dir=settings.work_dir)
+
+
+def install_journal(source: Path, target: Path) -> None:
+    """Replace a case's journal with a freshly recorded one, never leaving it half-written."""
+    staging = target.with_name(f".journal.new-{os.getpid()}")
+    old = target.with_name(f".journal.old-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+

@@ -1,0 +1,4 @@
+"""From production to a case: the sampler, sample directories, and `nodeval promote`.
+
+The production-side API is `pytest_nodeval.sampler`.
+"""

@@ -1,0 +1,196 @@
+"""Two-run tests and intervals behind the gates; each function is one procedure of stats.md.
+
+numpy and scipy are imported inside the functions that need them, so an unchanged rerun or
+a deterministic single-attempt replay run never pays for them (scipy.stats takes ~1.5 s).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from fractions import Fraction
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from .run_stats import wilson_interval
+
+if TYPE_CHECKING:  # annotations only; numpy is imported at run time where it is used
+    import numpy as np
+    from numpy.typing import NDArray
+
+# Exact sign-flip enumeration keeps one counter per reachable sum; above this many
+# states (only with oddly mixed repeat counts) a seeded Monte Carlo is used instead.
+_MAX_EXACT_STATES = 1 << 18
+_MONTE_CARLO_FLIPS = 9_999
+
+
+def newcombe_interval(
+    passed_c: int, attempts_c: int, passed_b: int, attempts_b: int, conf: float = 0.95
+) -> tuple[float, float]:
+    """Newcombe hybrid score interval for p_c - p_b, built from the two Wilson intervals.
+
+    Equals statsmodels ``confint_proportions_2indep(..., method="newcomb")`` (stats.md 4.4)
+    without importing statsmodels. Use it, not ``method="score"``, which fails on small tables.
+    """
+    low_c, high_c = wilson_interval(passed_c, attempts_c, conf)
+    low_b, high_b = wilson_interval(passed_b, attempts_b, conf)
+    rate_c, rate_b = passed_c / attempts_c, passed_b / attempts_b
+    delta = rate_c - rate_b
+    return (
+        delta - math.hypot(rate_c - low_c, high_b - rate_b),
+        delta + math.hypot(high_c - rate_c, rate_b - low_b),
+    )
+
+
+@lru_cache(maxsize=4096)
+def boschloo_regression_p(passed_b: int, attempts_b: int, passed_c: int, attempts_c: int) -> float:
+    """One-sided Boschloo exact p-value for H1: the baseline pass rate is higher.
+
+    Exact unconditional, so its size never exceeds alpha, and uniformly more powerful than
+    Fisher. Cached: at R repeats there are only (R+1)^2 tables and each costs 5-40 ms.
+    """
+    if passed_b * attempts_c <= passed_c * attempts_b:
+        return 1.0  # the candidate did at least as well: no evidence of a drop, skip the cost
+    from scipy.stats import boschloo_exact  # type: ignore[import-untyped]
+
+    # Columns are the two samples, baseline first (stats.md section 6, pitfall 6).
+    table = [[passed_b, passed_c], [attempts_b - passed_b, attempts_c - passed_c]]
+    return min(1.0, float(boschloo_exact(table, alternative="greater").pvalue))
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """BH-adjusted p-values (step-up), in input order; reject where adjusted <= q."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running_min = 1.0
+    for rank in range(m, 0, -1):
+        index = order[rank - 1]
+        running_min = min(running_min, p_values[index] * m / rank)
+        adjusted[index] = running_min
+    return adjusted
+
+
+def sign_flip_p_value(differences: Sequence[Fraction], seed: int = 0) -> float:
+    """One-sided (mean < 0) paired sign-flip permutation p-value over scenarios.
+
+    Exact under exchangeability of the run labels within a scenario (stats.md G1). The
+    differences are exact fractions c/R - c'/R', so the null distribution of their sum is
+    enumerated exactly by counting; no resampling noise and no scipy import.
+    """
+    if not differences:
+        raise ValueError("sign_flip_p_value needs at least one difference")
+    scale = math.lcm(*(d.denominator for d in differences))
+    steps = [int(d * scale) for d in differences]
+    states = min(1 << len(steps), 2 * sum(abs(s) for s in steps) + 1)
+    if states > _MAX_EXACT_STATES:
+        return _sign_flip_monte_carlo(steps, seed)
+    return _sign_flip_exact(steps)
+
+
+def _sign_flip_exact(steps: Sequence[int]) -> float:
+    ways: dict[int, int] = {0: 1}
+    for step in steps:
+        following: dict[int, int] = defaultdict(int)
+        for total, count in ways.items():
+            following[total + step] += count
+            following[total - step] += count
+        ways = following
+    observed = sum(steps)
+    return sum(count for total, count in ways.items() if total <= observed) / (1 << len(steps))
+
+
+def _sign_flip_monte_carlo(steps: Sequence[int], seed: int) -> float:
+    rng = random.Random(seed)
+    observed = sum(steps)
+    hits = sum(
+        1
+        for _ in range(_MONTE_CARLO_FLIPS)
+        if sum(s if rng.random() < 0.5 else -s for s in steps) <= observed
+    )
+    return (hits + 1) / (_MONTE_CARLO_FLIPS + 1)  # counts the observed labelling, as scipy does
+
+
+def mann_whitney_slower_p_values(
+    samples: Sequence[tuple[Sequence[float], Sequence[float]]],
+) -> list[float]:
+    """One-sided Mann-Whitney p that current attempts take longer, per (baseline, current).
+
+    Same p-values as one ``mannwhitneyu(current, baseline, alternative="greater")`` call per
+    case, but batched: scipy's per-call overhead (~7 ms) dwarfs the test itself. Batches are
+    grouped by sample sizes and by the method scipy's "auto" would pick for each case, since
+    "auto" decides once for a whole batch.
+    """
+    if not samples:
+        return []  # nothing to test: do not pay for the scipy import
+    import numpy as np
+    from scipy.stats import mannwhitneyu
+
+    batches: dict[tuple[int, int, str], list[int]] = defaultdict(list)
+    for index, (baseline, current) in enumerate(samples):
+        method = _mann_whitney_method(baseline, current)
+        batches[(len(baseline), len(current), method)].append(index)
+    p_values = [1.0] * len(samples)
+    for (_, _, method), members in batches.items():
+        base_rows = np.array([samples[i][0] for i in members], dtype=float)
+        current_rows = np.array([samples[i][1] for i in members], dtype=float)
+        result = mannwhitneyu(current_rows, base_rows, alternative="greater", axis=1, method=method)
+        for index, p_value in zip(members, np.atleast_1d(result.pvalue)):
+            p_values[index] = float(p_value)
+    return p_values
+
+
+def _mann_whitney_method(baseline: Sequence[float], current: Sequence[float]) -> str:
+    """scipy's documented "auto" rule: exact for a sample of 8 or fewer without ties."""
+    tied = len(set(baseline) | set(current)) < len(baseline) + len(current)
+    return "exact" if min(len(baseline), len(current)) <= 8 and not tied else "asymptotic"
+
+
+def mean_ratio_lower_bound(
+    baseline: Sequence[Sequence[float]],
+    current: Sequence[Sequence[float]],
+    alpha: float,
+    iterations: int,
+    seed: int,
+) -> float:
+    """One-sided (1 - alpha) lower bound of sum_j mean(current_j) / sum_j mean(baseline_j).
+
+    Paired two-stage cluster bootstrap: draw scenarios with replacement (the same draw for
+    both runs), then resample each drawn scenario's attempts within each run. Seeded, so
+    the same data always gives the same verdict.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    scenarios = len(baseline)
+    draws = rng.integers(0, scenarios, size=(iterations, scenarios))
+    # For each scenario, the iterations that drew it (once per drawn copy): one sort, shared
+    # by both runs because the scenario draw is paired.
+    order = np.argsort(draws, axis=None, kind="stable")
+    boundaries = np.cumsum(np.bincount(draws.ravel(), minlength=scenarios))[:-1]
+    drawn_in = np.split(order // scenarios, boundaries)
+    totals_b = _resampled_mean_totals(baseline, drawn_in, iterations, rng)
+    totals_c = _resampled_mean_totals(current, drawn_in, iterations, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(totals_b > 0, totals_c / totals_b, np.inf)
+    return float(np.quantile(ratios, alpha))
+
+
+def _resampled_mean_totals(
+    groups: Sequence[Sequence[float]],
+    drawn_in: Sequence[NDArray[np.intp]],
+    iterations: int,
+    rng: np.random.Generator,
+) -> NDArray[np.float64]:
+    """For each bootstrap iteration, the sum over drawn scenarios of a resampled mean."""
+    import numpy as np
+
+    totals = np.zeros(iterations)
+    for values, rows in zip(groups, drawn_in):
+        if rows.size:
+            sample = np.asarray(values, dtype=float)
+            picks = rng.integers(0, sample.size, size=(rows.size, sample.size))
+            np.add.at(totals, rows, sample[picks].mean(axis=1))
+    return totals
