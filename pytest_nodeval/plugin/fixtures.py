@@ -7,11 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from .collect import load_case_cached
-from .keys import attempt_key, cases_key, run_id_key, settings_key
-
-fakes_key = pytest.StashKey[dict[str, Any]]()
-"""The fakes a test's fixtures started, by kind; its attempt uses them."""
+from .keys import attempt_key, cases_key, fakes_key, run_id_key, settings_key
 
 if TYPE_CHECKING:
     from fakes.composio import ComposioFake
@@ -44,7 +40,11 @@ def nodeval_case(request: pytest.FixtureRequest) -> Case:
         pytest.fail("nodeval_case is parametrized by the plugin; bind a Python scenario to a case with "
                     "@pytest.mark.nodeval_case('<case-id>')", pytrace=False)
     cases = request.config.stash[cases_key]
-    return cases.get(ref.directory) or load_case_cached(request.config, Path(ref.directory))
+    if ref.directory in cases:
+        return cases[ref.directory]
+    from .collect import load_case_cached
+
+    return load_case_cached(request.config, Path(ref.directory))
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ def samples(report: RunReport) -> list[Any]:
 
     Infrastructure errors (and attempts that never ran) are left out: they are not the agent's.
     """
-    from ..stats.gate import CaseSample
+    from ..stats.gate_models import CaseSample
 
     out = []
     for case in report.cases:
@@ -61,13 +61,13 @@ def samples(report: RunReport) -> list[Any]:
 
 
 def policy_from(values: dict[str, float]) -> Any:
-    from ..stats.gate import GatePolicy
+    from ..stats.gate_models import GatePolicy
 
     return GatePolicy(**values)
 
 
 def policy_keys() -> list[str]:
-    from ..stats.gate import GatePolicy
+    from ..stats.gate_models import GatePolicy
 
     return [f.name for f in fields(GatePolicy)]
 
