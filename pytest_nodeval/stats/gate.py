@@ -46,23 +46,7 @@ from .significance import (
 from .special import harrell_davis_quantile, t_cdf, t_ppf
 from .wording import id_list, limit_pp, percent, pp
 
-__all__ = [
-    "CaseDiff",
-    "CaseSample",
-    "Diff",
-    "GateName",
-    "GatePolicy",
-    "GateResult",
-    "LatencyChange",
-    "Movement",
-    "PassRateChange",
-    "Plan",
-    "SuiteComparison",
-    "TokenChange",
-    "Verdict",
-    "compare",
-    "plan",
-]
+__all__ = ["compare", "plan"]
 
 # k/n arithmetic: 0.9 - 0.7 == 0.19999999999999996 must still count as a 20 pp drop.
 _EPS = 1e-9
