@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..sampling.promote import PromoteOptions, promote, resolve_sample
-    from ..sampling.samples import DEFAULT_SAMPLES_DIR
+    from ..sampling.store import DEFAULT_SAMPLES_DIR
 
     sample = resolve_sample(args.sample, args.samples_dir or DEFAULT_SAMPLES_DIR)
     options = PromoteOptions(case_id=args.case_id, cases_dir=args.cases_dir, owner=args.owner, tags=tuple(args.tags),

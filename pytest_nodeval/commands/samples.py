@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command table imports this module for --help: keep it light
-    from ..sampling.samples import StoredSample
+    from ..sampling.store import StoredSample
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sampling.samples import DEFAULT_SAMPLES_DIR, list_samples
+    from ..sampling.store import DEFAULT_SAMPLES_DIR, list_samples
 
     directory = (args.dir or DEFAULT_SAMPLES_DIR).expanduser()
     samples = [s for s in reversed(list_samples(directory))

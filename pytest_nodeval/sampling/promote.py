@@ -31,7 +31,7 @@ from ..journal.events import HEADER_FILE
 from ..journal.reader import Journal, read_journal
 from ..journal.redact import REDACTED
 from ..yamlfiles import validate
-from .samples import CONFIG_FILE, DEFAULT_SAMPLES_DIR, read_sample_info
+from .store import CONFIG_FILE, DEFAULT_SAMPLES_DIR, read_sample_info
 
 DEFAULT_FRESHNESS = "90d"
 PROMOTED_TAG = "promoted"

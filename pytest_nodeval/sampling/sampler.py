@@ -35,7 +35,7 @@ from ..errors import ConfigError
 from ..journal.events import JournalHeader, new_session_id, now_iso
 from ..journal.redact import Redactor, chain, pii_redactor
 from ..journal.writer import JournalWriter
-from .samples import DEFAULT_SAMPLES_DIR, Capture, build_sample, evict, list_samples, write_sample
+from .store import DEFAULT_SAMPLES_DIR, Capture, build_sample, evict, list_samples, write_sample
 
 if TYPE_CHECKING:
     from ..agent.engine import EngineResult

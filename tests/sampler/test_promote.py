@@ -13,7 +13,7 @@ from pytest_nodeval.checks.assertions import AssertionsFile
 from pytest_nodeval.cli import main
 from pytest_nodeval.sampler import Sampler, run_with_sampler
 from pytest_nodeval.sampling.promote import PromoteOptions, distinctive_piece, promote
-from pytest_nodeval.sampling.samples import list_samples
+from pytest_nodeval.sampling.store import list_samples
 
 from .conftest import ANSWERS, CARD, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, mock_config
 

@@ -22,7 +22,7 @@ from pytest_nodeval.sampler import (
     run_with_sampler,
     sample_point,
 )
-from pytest_nodeval.sampling.samples import SampleInfo, list_samples
+from pytest_nodeval.sampling.store import SampleInfo, list_samples
 
 from .conftest import ANSWERS, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, files_under, mock_config
 
@@ -83,7 +83,7 @@ def test_a_broken_out_dir_leaves_the_session_alone_and_logs_once(
         def no_space(path: Path, text: str) -> None:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-        monkeypatch.setattr("pytest_nodeval.sampling.samples.write_atomic", no_space)
+        monkeypatch.setattr("pytest_nodeval.sampling.store.write_atomic", no_space)
         sampler, hint = make_sampler(rate=1.0), "No space left on device"
     else:
         sampler, hint = make_sampler(rate=1.0, max_bytes=200), "max_bytes=200"
