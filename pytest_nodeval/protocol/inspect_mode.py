@@ -30,6 +30,8 @@ from typing import Any, BinaryIO, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..case import CASE_FILE
+
 SCHEMA = 1
 """The protocol version this module speaks; a change of layout needs a new one."""
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
@@ -381,7 +383,7 @@ def check_paths(request: InspectRequest) -> None:
     if request.config_path is not None and _probe(_absolute(request.config_path)) != "file":
         raise ProtocolError("config_error", f"config_path {_short(request.config_path, PATH_LIMIT)}: not a file "
                             f"(relative paths start at the working directory, {os.getcwd()})", "config_path")
-    if request.case_dir is not None and _probe(_absolute(request.case_dir) / "case.yaml") != "file":
+    if request.case_dir is not None and _probe(_absolute(request.case_dir) / CASE_FILE) != "file":
         raise ProtocolError("config_error", f"case_dir {_short(request.case_dir, PATH_LIMIT)}: not a case directory "
                             "(no case.yaml)", "case_dir")
     if request.journal_dir is not None and _probe(_absolute(request.journal_dir)) not in ("missing", "empty dir"):

@@ -24,14 +24,14 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ..case import CASE_FILE
+from ..case import ASSERTIONS_FILE, CASE_FILE, CONFIG_FILE, INPUTS_FILE
 from ..case.directory import CaseSpec, find_case_dirs, load_case, read_case_id
 from ..errors import CaseFormatError, NodevalError
 from ..journal.events import HEADER_FILE
 from ..journal.reader import Journal, read_journal
 from ..journal.redact import REDACTED
 from ..yamlfiles import validate
-from .store import CONFIG_FILE, DEFAULT_SAMPLES_DIR, read_sample_info
+from .store import DEFAULT_SAMPLES_DIR, read_sample_info
 
 DEFAULT_FRESHNESS = "90d"
 PROMOTED_TAG = "promoted"
@@ -294,9 +294,9 @@ def _one_line(text: str, limit: int = 200) -> str:
 def case_files(facts: SampleFacts, options: PromoteOptions, *, has_config: bool) -> dict[str, str]:
     """case.yaml, input/inputs.yaml and assertions.yaml as text (the journal and config are copied)."""
     files = {CASE_FILE: _case_yaml(facts, options),
-             "assertions.yaml": render_assertions(facts, propose_assertions(facts))}
+             ASSERTIONS_FILE: render_assertions(facts, propose_assertions(facts))}
     if has_config or facts.inputs:
-        files["input/inputs.yaml"] = _inputs_yaml(facts)
+        files[INPUTS_FILE] = _inputs_yaml(facts)
     return files
 
 

@@ -27,12 +27,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..agent.config import EngineConfig
+from ..case import CONFIG_FILE
 from ..journal.events import EVENT_ADAPTER, EVENTS_FILE, HEADER_FILE, EngineInfo, JournalHeader
 from ..journal.redact import Redactor
 from ..journal.writer import write_atomic
 
 SAMPLE_FILE = "sample.json"
-CONFIG_FILE = "input/config.yaml"
 DEFAULT_SAMPLES_DIR = Path("~/.nodeval/samples")
 Reason = Literal["sampled", "failed"]
 
