@@ -78,9 +78,15 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
         node = pending.pop()
         nodes.append(node)
         for child in ast.iter_child_nodes(node):
-            if not (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)):
+            if not (isinstance(child, ast.If) and _is_type_checking(child.test)):
                 pending.append(child)
     return nodes
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """`if TYPE_CHECKING:` or `if typing.TYPE_CHECKING:` (not `if not TYPE_CHECKING:`)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _absolute(here: str, node: ast.ImportFrom) -> str:
@@ -214,8 +220,16 @@ def test_an_import_up_the_layers_is_named(synthetic: Path) -> None:
 
 def test_type_checking_imports_are_not_dependencies(synthetic: Path) -> None:
     (synthetic / "pkg/low/b.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..high.c import lazy\n")
+        "import typing\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..high.c import lazy\n"
+        "if typing.TYPE_CHECKING:\n    from ..high import c\n")
     assert layer_violations(import_graph(synthetic, "pkg"), SYNTHETIC_LAYERS, "pkg") == []
+
+
+def test_an_import_under_not_type_checking_runs_and_counts(synthetic: Path) -> None:
+    (synthetic / "pkg/low/b.py").write_text(
+        "from typing import TYPE_CHECKING\nif not TYPE_CHECKING:\n    from ..high.c import lazy\n")
+    assert layer_violations(import_graph(synthetic, "pkg"), SYNTHETIC_LAYERS, "pkg") == [
+        "pkg.low.b imports pkg.high.c: 'high' is not below 'low'"]
 
 
 def test_a_unit_in_no_layer_is_named(synthetic: Path) -> None:
