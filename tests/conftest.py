@@ -12,6 +12,7 @@ import yaml
 
 # Imported here, before pytester snapshots sys.modules, so in-process runs reuse them
 # instead of re-importing (and rebuilding every pydantic model) on each run.
+import pytest_nodeval.agent.adapter  # noqa: E402,F401  (own agents: @tool must see the same session contextvar)
 import pytest_nodeval.agent.engine  # noqa: E402,F401
 import pytest_nodeval.plugin.controller  # noqa: E402,F401
 import pytest_nodeval.plugin.report_payload  # noqa: E402,F401

@@ -64,7 +64,9 @@ class Attempt:
     def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
         """Run the case once, with the reference engine or your own `agent` (see agent/adapter.py).
 
-        Later calls return the same observation.
+        Later calls return the same observation. A replay that diverged from the journal
+        fails the test here, for YAML cases and own agents alike (and the report stays
+        failed even if the test swallows that failure: see `report_payload.attach`).
         """
         if self.observed is None:
             self._snapshot_config()
@@ -77,7 +79,13 @@ class Attempt:
                     self.observed = run_agent_case(agent, self.case, self.attempt_settings, journal, inputs)
             except NodevalError as exc:
                 pytest.fail(str(exc), pytrace=False)
+        if self.observed.divergence:
+            pytest.fail(self.observed.divergence, pytrace=False)
         return self.observed
+
+    @property
+    def divergence(self) -> str | None:
+        return self.observed.divergence if self.observed is not None else None
 
     def _snapshot_config(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -87,8 +95,6 @@ class Attempt:
     def check(self) -> None:
         """Run, evaluate the case's assertions.yaml, and fail with an explanation if anything is off."""
         observed = self.run()
-        if observed.divergence:
-            pytest.fail(observed.divergence, pytrace=False)
         self.results += evaluate_all(self.case.assertions, observed.evidence)
         problems = self.problems()
         if problems:

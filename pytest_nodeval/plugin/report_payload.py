@@ -22,12 +22,21 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
 
     attempt = item.stash.get(attempt_key, None)
     case = item.config.stash[cases_key].get(ref.directory)
+    if attempt is not None:
+        _keep_divergence_failed(report, attempt)
     meta = attempt.meta if attempt else (case_meta(case, item.config.rootpath) if case else CaseMeta(id=ref.case_id))
     payload: dict[str, Any] = {"meta": meta.model_dump(mode="json"), "repeat": ref.repeat}
     record = _record(report, attempt, ref)
     if record is not None:
         payload["attempt"] = record.model_dump(mode="json")
     setattr(report, ATTRIBUTE, payload)
+
+
+def _keep_divergence_failed(report: pytest.TestReport, attempt: Any) -> None:
+    """A diverged replay is never a pass, even when the test caught what run() raised."""
+    if report.when == "call" and report.passed and attempt.divergence:
+        report.outcome = "failed"
+        report.longrepr = attempt.divergence
 
 
 def _record(report: pytest.TestReport, attempt: Any, ref: CaseRef) -> AttemptRecord | None:
