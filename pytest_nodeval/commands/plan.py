@@ -22,11 +22,16 @@ def run(args: argparse.Namespace) -> int:
     repeats = args.repeats or report.repeat
     scenarios = args.scenarios or len(report.cases)
     try:
-        result = plan(samples(report), repeats, scenarios, args.target_drop)
+        result = plan(samples(report), repeats, scenarios, args.target_drop, mode=report.mode)
     except ValueError as exc:
         raise NodevalError(str(exc)) from None
+    if result.deterministic:
+        print(f"{scenarios} case(s): the baseline is a deterministic replay, so repeats add nothing. "
+              "Every case that fails more often than in the baseline is a regression, and the suite "
+              "gate fails on any suite drop of its threshold or more: there is nothing to plan.")
+        return 0
     print(f"{scenarios} case(s) x {repeats} repeat(s): the suite gate detects a drop of "
-          f"{result.minimum_detectable_drop * 100:.1f} pp (80% power, alpha {result.alpha:g}); "
+          f"{result.minimum_detectable_drop * 100:.1f} pp (80% power, one-sided level {result.alpha:g}); "
           f"within-case variance {result.within_scenario_variance:.3f} ({result.variance_source})")
     if result.repeats_needed is None:
         print(f"no number of repeats detects {args.target_drop * 100:.1f} pp with {scenarios} case(s); "

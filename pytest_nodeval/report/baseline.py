@@ -73,10 +73,12 @@ def policy_keys() -> list[str]:
 
 
 def compare(baseline: RunReport, current: RunReport, policy: Any) -> Any:
-    """The gate's Diff of two runs (see stats/gate.py)."""
+    """The gate's Diff of two runs (see stats/gate.py), in the light of both runs' modes:
+    two deterministic replays are compared without statistics."""
     from ..stats.gate import compare as compare_samples
 
-    return compare_samples(samples(baseline), samples(current), policy)
+    return compare_samples(samples(baseline), samples(current), policy,
+                           baseline_mode=baseline.mode, current_mode=current.mode)
 
 
 def gate_section(diff: Any, label: str) -> dict[str, Any]:

@@ -24,6 +24,10 @@ def format_diff_table(diff: Diff, max_rows: int = 20) -> list[str]:
     """Plain-text lines: gate verdicts, then the cases that moved, regressions first."""
     breached = f" (breached: {', '.join(diff.breached)})" if diff.breached else ""
     lines = [f"nodeval gate: {diff.verdict}{breached}"]
+    for note in diff.notes:  # e.g. runs of different modes: the reader must see it first
+        lines += textwrap.wrap(
+            f"note: {note}", _TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False
+        )
     for gate in diff.gates:
         head = f"  {gate.verdict:<12} {gate.name:<19} "
         lines += textwrap.wrap(
@@ -57,7 +61,7 @@ def _pass_rate_rows(cases: Sequence[CaseDiff], max_rows: int) -> list[str]:
     if not moved:
         return []
     header = f"  {'case':<{_CASE_WIDTH}} {'base':>7} {'now':>7} {'change':>7}"
-    header += f" {'95% CI (pp)':<12} {'p (BH)':<13} verdict"
+    header += f" {'95% CI (pp)':<12} {'p (Holm)':<13} verdict"
     rows = [
         f"  {_short(case_id):<{_CASE_WIDTH}}"
         f" {f'{ch.baseline_passed}/{ch.baseline_attempts}':>7}"

@@ -1,12 +1,17 @@
-"""Compare a run with its baseline and gate CI on the difference (stats.md section 2.3).
+"""Compare a run with its baseline and gate CI on the difference (stats.md 2.3, amended).
 
-Every gate FAILs only when a change is BOTH statistically significant (one-sided) AND at
-least as large as its practical threshold. A large change without significance is
-INCONCLUSIVE: re-run with more repeats, never pass it silently and never fail it. Pure
-functions over plain values; numpy/scipy are imported lazily by ``significance``.
+Between live (or full, or record) runs every gate FAILs only on a change that is BOTH
+statistically significant (one-sided, at the gate's share of ``GatePolicy.alpha``) AND at
+least as large as its practical threshold; the shares sum to alpha, so an unchanged suite
+FAILs at most alpha of the time (stats-amendments.md A1). A large change without
+significance is INCONCLUSIVE: never passed silently, never failed.
 
-The schema lives in ``gate_models``. Callers import the public API from
-``pytest_nodeval.gate``, which also carries the diff table.
+Between two deterministic replays there is nothing to estimate (A2): a case that fails
+more often than in the baseline has regressed at any repeat count, the thresholds are
+plain thresholds, and no verdict asks for repeats.
+
+Pure functions over plain values; numpy/scipy are imported lazily by ``significance``.
+The schema lives in ``gate_models``; callers import ``pytest_nodeval.gate``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from fractions import Fraction
 from statistics import NormalDist, StatisticsError, correlation, fmean, stdev
 from typing import Literal
 
+from ..modes import MODES
 from .gate_models import (
     CaseDiff,
     CaseSample,
@@ -25,7 +31,6 @@ from .gate_models import (
     GateName,
     GatePolicy,
     GateResult,
-    LatencyChange,
     Movement,
     Number,
     PassRateChange,
@@ -33,17 +38,17 @@ from .gate_models import (
     SuiteComparison,
     TokenChange,
     Verdict,
-    worst_verdict,
 )
+from .latency_gate import latency_change, latency_gate, slowdown_tests
 from .significance import (
-    benjamini_hochberg,
     boschloo_regression_p,
-    mann_whitney_slower_p_values,
+    collapse_repeats_needed,
+    holm,
     mean_ratio_lower_bound,
     newcombe_interval,
     sign_flip_p_value,
 )
-from .special import harrell_davis_quantile, t_cdf, t_ppf
+from .special import t_cdf, t_ppf
 from .wording import id_list, limit_pp, percent, pp
 
 __all__ = ["compare", "plan"]
@@ -57,40 +62,69 @@ _SIGN_FLIP_MAX_SCENARIOS = 30
 _MDE_POWER = 0.80
 # stats.md's planning assumption E[p(1-p)] when the baseline shows no within-case noise.
 _DEFAULT_WITHIN_VARIANCE = 0.10
+_DETERMINISTIC = "deterministic"
+Pair = tuple[CaseSample, CaseSample]
 
 
 def compare(
-    baseline: Sequence[CaseSample], current: Sequence[CaseSample], policy: GatePolicy
+    baseline: Sequence[CaseSample],
+    current: Sequence[CaseSample],
+    policy: GatePolicy,
+    *,
+    baseline_mode: str = "live",
+    current_mode: str = "live",
 ) -> Diff:
-    """Diff two runs case by case and evaluate every enabled gate."""
+    """Diff two runs case by case and evaluate every enabled gate.
+
+    The modes are those of ``pytest_nodeval.modes``; only two deterministic replays are
+    compared without statistics.
+    """
+    for mode in (baseline_mode, current_mode):
+        if mode not in MODES:
+            raise ValueError(f"unknown run mode {mode!r}; expected one of {', '.join(MODES)}")
+    replay = baseline_mode == current_mode == _DETERMINISTIC
     base, cur = _by_id(baseline, "baseline"), _by_id(current, "current")
     pairs = [(base[case_id], cur[case_id]) for case_id in sorted(base.keys() & cur.keys())]
-    regression_tests = _regression_tests(pairs, policy)
-    slowdown_tests = _slowdown_tests(pairs, policy)
+    regression_tests = {} if replay else _regression_tests(pairs, policy)
+    slowdowns = slowdown_tests(pairs, policy, replay)
     cases = [
         CaseDiff(
             case_id=b.case_id,
-            pass_rate=_pass_rate_change(b, c, regression_tests.get(b.case_id), policy),
-            latency=_latency_change(b, c, slowdown_tests.get(b.case_id), policy),
+            pass_rate=_pass_rate_change(b, c, regression_tests.get(b.case_id), policy, replay),
+            latency=latency_change(b, c, slowdowns.get(b.case_id), policy, replay),
             tokens=_token_change(b, c),
         )
         for b, c in pairs
     ]
     suite = _suite_comparison(pairs, policy)
     gates = [
-        _suite_gate(suite, cases, policy),
-        _scenario_gate(cases, len(regression_tests), policy),
-        _latency_gate(cases, pairs, len(slowdown_tests), policy),
-        _tokens_gate(pairs, policy),
+        _suite_gate(suite, cases, policy, replay),
+        _scenario_gate(cases, pairs, policy, replay),
+        latency_gate(cases, pairs, policy, replay),
+        _tokens_gate(pairs, policy, replay),
     ]
     return Diff(
         policy=asdict(policy),
+        baseline_mode=baseline_mode,
+        current_mode=current_mode,
+        deterministic=replay,
+        notes=_mode_notes(baseline_mode, current_mode),
         cases=cases,
         new_cases=sorted(cur.keys() - base.keys()),
         missing_cases=sorted(base.keys() - cur.keys()),
         suite=suite,
         gates=[gate for gate in gates if gate is not None],
     )
+
+
+def _mode_notes(baseline_mode: str, current_mode: str) -> list[str]:
+    if baseline_mode == current_mode:
+        return []
+    note = (
+        f"modes differ: baseline {baseline_mode}, current {current_mode}; compared as live "
+        "runs with the statistical gates, and part of any change may be the mode's"
+    )
+    return [note]
 
 
 def _by_id(samples: Sequence[CaseSample], run: str) -> dict[str, CaseSample]:
@@ -106,35 +140,32 @@ def _rate(sample: CaseSample) -> float:
     return sample.passed / sample.attempts
 
 
-def _single_attempt(b: CaseSample, c: CaseSample) -> bool:
-    """Deterministic replay mode: one attempt per run, so a flip is a real change."""
-    return b.attempts == c.attempts == 1
-
-
 # --- per-case pass rate (G2) -----------------------------------------------------------
 
 
 def _regression_tests(
-    pairs: Sequence[tuple[CaseSample, CaseSample]], policy: GatePolicy
+    pairs: Sequence[Pair], policy: GatePolicy
 ) -> dict[str, tuple[float, float]]:
-    """Boschloo p and BH-adjusted p for every case the per-case gate tests."""
+    """Boschloo p and Holm-adjusted p for every case graded in both runs."""
     if not policy.fail_on_scenario_drop:
         return {}
-    tested = [
-        (b, c) for b, c in pairs if b.attempts and c.attempts and not _single_attempt(b, c)
-    ]
+    tested = [(b, c) for b, c in pairs if b.attempts and c.attempts]
     raw = [boschloo_regression_p(b.passed, b.attempts, c.passed, c.attempts) for b, c in tested]
-    adjusted = benjamini_hochberg(raw)
-    return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, adjusted)}
+    return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, holm(raw))}
 
 
 def _pass_rate_change(
-    b: CaseSample, c: CaseSample, test: tuple[float, float] | None, policy: GatePolicy
+    b: CaseSample,
+    c: CaseSample,
+    test: tuple[float, float] | None,
+    policy: GatePolicy,
+    replay: bool,
 ) -> PassRateChange | None:
     if not (b.attempts and c.attempts):
         return None
     delta = _rate(c) - _rate(b)
     ci_low, ci_high = newcombe_interval(c.passed, c.attempts, b.passed, b.attempts)
+    verdict = _replay_case_verdict(delta, policy) if replay else _case_verdict(delta, test, policy)
     return PassRateChange(
         baseline_passed=b.passed,
         baseline_attempts=b.attempts,
@@ -146,7 +177,7 @@ def _pass_rate_change(
         movement=_movement(delta),
         p_value=test[0] if test else None,
         p_value_adjusted=test[1] if test else None,
-        verdict=_scenario_verdict(delta, test, _single_attempt(b, c), policy),
+        verdict=verdict,
     )
 
 
@@ -156,25 +187,24 @@ def _movement(delta: float) -> Movement:
     return Movement.DOWN if delta < 0 else Movement.UP
 
 
-def _scenario_verdict(
-    delta: float, test: tuple[float, float] | None, single_attempt: bool, policy: GatePolicy
-) -> Verdict:
+def _replay_case_verdict(delta: float, policy: GatePolicy) -> Verdict:
+    """Replay is deterministic: any drop is a real change, whatever the repeats."""
+    return Verdict.FAIL if policy.fail_on_scenario_drop and delta < -_EPS else Verdict.OK
+
+
+def _case_verdict(delta: float, test: tuple[float, float] | None, policy: GatePolicy) -> Verdict:
     threshold = policy.fail_on_scenario_drop
     if not threshold or -delta < threshold - _EPS:
         return Verdict.OK
-    if single_attempt:
-        return Verdict.FAIL
-    assert test is not None, "every multi-attempt case is tested while the gate is on"
-    # Raw one-sided p <= alpha AND BH p <= q: with a single case BH is the identity, and
-    # stats.md 3.1 calls 9/10 -> 6/10 (p = 0.0755) INCONCLUSIVE, not a FAIL at q = 0.10.
-    p_value, p_adjusted = test
-    if p_value <= policy.alpha and p_adjusted <= policy.fdr_level:
+    assert test is not None, "every case graded in both runs is tested while the gate is on"
+    # Holm, not BH: the FAIL decision must control the family-wise error (A1).
+    if test[1] <= policy.level(GateName.SCENARIO_REGRESSION):
         return Verdict.FAIL
     return Verdict.INCONCLUSIVE
 
 
 def _scenario_gate(
-    cases: Sequence[CaseDiff], tested: int, policy: GatePolicy
+    cases: Sequence[CaseDiff], pairs: Sequence[Pair], policy: GatePolicy, replay: bool
 ) -> GateResult | None:
     threshold = policy.fail_on_scenario_drop
     if not threshold:
@@ -185,22 +215,20 @@ def _scenario_gate(
     )
     failed = [case_id for case_id, change in changes if change.verdict is Verdict.FAIL]
     unsure = [case_id for case_id, change in changes if change.verdict is Verdict.INCONCLUSIVE]
-    flips = sum(1 for _, ch in changes if ch.p_value is None and ch.verdict is Verdict.FAIL)
-    size = f">= {limit_pp(threshold)}"
-    if failed:
-        verdict, reason = Verdict.FAIL, f"{len(failed)} case(s) regressed {size}: {id_list(failed)}"
-    elif unsure:
-        verdict = Verdict.INCONCLUSIVE
-        reason = f"{len(unsure)} case(s) dropped {size}, not significant: re-run with more repeats"
-    else:
-        verdict, reason = Verdict.OK, f"no case dropped {size}"
+    level = policy.level(GateName.SCENARIO_REGRESSION)
     numbers: dict[str, Number] = {
         "threshold": threshold,
-        "cases_tested": tested,
+        "level": None if replay else level,
+        "cases_tested": 0 if replay else len(changes),
         "failed": len(failed),
-        "single_attempt_flips": flips,
         "inconclusive": len(unsure),
     }
+    if replay:
+        verdict, reason = _replay_scenario_verdict(failed)
+    else:
+        floor = collapse_repeats_needed(level / max(1, len(changes)))
+        numbers["repeats_to_decide"] = floor
+        verdict, reason = _scenario_verdict(failed, unsure, pairs, threshold, floor)
     return GateResult(
         name=GateName.SCENARIO_REGRESSION,
         verdict=verdict,
@@ -210,12 +238,39 @@ def _scenario_gate(
     )
 
 
+def _replay_scenario_verdict(failed: Sequence[str]) -> tuple[Verdict, str]:
+    if failed:
+        return Verdict.FAIL, f"replay: {len(failed)} case(s) fail more often: {id_list(failed)}"
+    return Verdict.OK, "replay: no case fails more often than in the baseline"
+
+
+def _scenario_verdict(
+    failed: Sequence[str],
+    unsure: Sequence[str],
+    pairs: Sequence[Pair],
+    threshold: float,
+    floor: int,
+) -> tuple[Verdict, str]:
+    size = f">= {limit_pp(threshold)}"
+    if failed:
+        return Verdict.FAIL, f"{len(failed)} case(s) regressed {size}: {id_list(failed)}"
+    if not unsure:
+        return Verdict.OK, f"no case dropped {size}"
+    repeats = min((min(b.attempts, c.attempts) for b, c in pairs if b.case_id in unsure))
+    why = f"{len(unsure)} case(s) dropped {size}, not significant"
+    if repeats < floor:
+        # Below the floor no result of these cases could FAIL: say what would decide.
+        return Verdict.INCONCLUSIVE, (
+            f"{why}: with {repeats} attempt(s) per side no drop can be significant; re-run "
+            f"them with >= {floor} repeats per side"
+        )
+    return Verdict.INCONCLUSIVE, f"{why}: re-run them with more repeats"
+
+
 # --- suite pass rate (G1) --------------------------------------------------------------
 
 
-def _suite_comparison(
-    pairs: Sequence[tuple[CaseSample, CaseSample]], policy: GatePolicy
-) -> SuiteComparison:
+def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteComparison:
     graded = [(b, c) for b, c in pairs if b.attempts and c.attempts]
     if not graded:
         return SuiteComparison(
@@ -231,12 +286,13 @@ def _suite_comparison(
             correlation=None,
             minimum_detectable_drop=None,
         )
+    level = policy.level(GateName.SUITE_PASS_RATE)
     rates_b, rates_c = [_rate(b) for b, _ in graded], [_rate(c) for _, c in graded]
     exact = [Fraction(c.passed, c.attempts) - Fraction(b.passed, b.attempts) for b, c in graded]
     diffs = [float(d) for d in exact]
     n, delta = len(diffs), fmean(diffs)
     se = stdev(diffs) / math.sqrt(n) if n >= 2 else None
-    margin = t_ppf(1.0 - policy.alpha, n - 1) * se if se is not None else None
+    margin = t_ppf(1.0 - level, n - 1) * se if se is not None else None
     method: Literal["sign-flip", "t"] = "sign-flip" if n <= _SIGN_FLIP_MAX_SCENARIOS else "t"
     p_value = sign_flip_p_value(exact) if method == "sign-flip" else _t_p_value(delta, se, n)
     z = NormalDist().inv_cdf
@@ -251,7 +307,7 @@ def _suite_comparison(
         p_value=p_value,
         p_value_method=method,
         correlation=_correlation(rates_b, rates_c),
-        minimum_detectable_drop=(z(1 - policy.alpha) + z(_MDE_POWER)) * se if se else None,
+        minimum_detectable_drop=(z(1 - level) + z(_MDE_POWER)) * se if se else None,
     )
 
 
@@ -271,12 +327,16 @@ def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def _suite_gate(
-    suite: SuiteComparison, cases: Sequence[CaseDiff], policy: GatePolicy
+    suite: SuiteComparison, cases: Sequence[CaseDiff], policy: GatePolicy, replay: bool
 ) -> GateResult | None:
     threshold = policy.fail_on_score_drop
     if not threshold:
         return None
-    verdict, reason = _suite_verdict(suite, threshold, policy.alpha)
+    level = policy.level(GateName.SUITE_PASS_RATE)
+    if replay:
+        verdict, reason = _replay_suite_verdict(suite, threshold)
+    else:
+        verdict, reason = _suite_verdict(suite, threshold, level)
     down = sorted(
         (case.pass_rate.delta, case.case_id)
         for case in cases
@@ -284,6 +344,7 @@ def _suite_gate(
     )
     numbers: dict[str, Number] = {
         "threshold": threshold,
+        "level": None if replay else level,
         "scenarios": suite.scenarios,
         "baseline_pass_rate": suite.baseline_pass_rate,
         "current_pass_rate": suite.current_pass_rate,
@@ -303,16 +364,25 @@ def _suite_gate(
     )
 
 
-def _suite_verdict(suite: SuiteComparison, threshold: float, alpha: float) -> tuple[Verdict, str]:
+def _replay_suite_verdict(suite: SuiteComparison, threshold: float) -> tuple[Verdict, str]:
+    if suite.delta is None:
+        return Verdict.OK, "no case was graded in both runs"
+    rates = f"{percent(suite.baseline_pass_rate)} -> {percent(suite.current_pass_rate)}"
+    if suite.delta <= -threshold + _EPS:
+        return Verdict.FAIL, f"replay: suite pass rate fell {pp(-suite.delta)} ({rates})"
+    return Verdict.OK, f"replay: suite pass rate {rates}, under a {limit_pp(threshold)} drop"
+
+
+def _suite_verdict(suite: SuiteComparison, threshold: float, level: float) -> tuple[Verdict, str]:
     if suite.delta is None or suite.p_value is None:
         return Verdict.OK, "no case was graded in both runs"
     rates = f"{percent(suite.baseline_pass_rate)} -> {percent(suite.current_pass_rate)}"
     fell = f"suite pass rate fell {pp(-suite.delta)} ({rates})"
-    significant = suite.p_value <= alpha
+    significant = suite.p_value <= level
     if suite.delta <= -threshold + _EPS:
         if significant:
-            return Verdict.FAIL, f"{fell}, one-sided p={suite.p_value:.3f}"
-        not_significant = f"not significant (p={suite.p_value:.3f})"
+            return Verdict.FAIL, f"{fell}, one-sided p={suite.p_value:.4f} <= {level:g}"
+        not_significant = f"not significant (p={suite.p_value:.4f} > {level:g})"
         return Verdict.INCONCLUSIVE, f"{fell}, {not_significant}: add repeats or scenarios"
     if significant:
         return Verdict.OK, f"{fell}: significant but under the {limit_pp(threshold)} threshold"
@@ -322,135 +392,6 @@ def _suite_verdict(suite: SuiteComparison, threshold: float, alpha: float) -> tu
     mde = suite.minimum_detectable_drop
     detectable = f"; 80% power only for drops of {pp(mde)} or more" if mde else ""
     return Verdict.OK, f"no significant suite drop ({rates}){detectable}"
-
-
-# --- per-case p95 latency (G3) ---------------------------------------------------------
-
-
-def _slowdown_tests(
-    pairs: Sequence[tuple[CaseSample, CaseSample]], policy: GatePolicy
-) -> dict[str, tuple[float, float]]:
-    """Mann-Whitney p and BH-adjusted p for cases with 2+ latencies in both runs.
-
-    One latency against one can never be significant (p >= 0.5), so replay runs skip the
-    test, and with it the scipy import.
-    """
-    if not policy.fail_on_latency_p95_increase:
-        return {}
-    tested = [(b, c) for b, c in pairs if min(len(b.latencies_ms), len(c.latencies_ms)) >= 2]
-    raw = mann_whitney_slower_p_values([(b.latencies_ms, c.latencies_ms) for b, c in tested])
-    adjusted = benjamini_hochberg(raw)
-    return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, adjusted)}
-
-
-def _latency_change(
-    b: CaseSample, c: CaseSample, test: tuple[float, float] | None, policy: GatePolicy
-) -> LatencyChange | None:
-    if not (b.latencies_ms and c.latencies_ms):
-        return None
-    p50_b, p50_c = (harrell_davis_quantile(s.latencies_ms, 0.50) for s in (b, c))
-    p95_b, p95_c = (harrell_davis_quantile(s.latencies_ms, 0.95) for s in (b, c))
-    ratio = p95_c / p95_b if p95_b > 0 else None
-    return LatencyChange(
-        baseline_p50_ms=p50_b,
-        current_p50_ms=p50_c,
-        baseline_p95_ms=p95_b,
-        current_p95_ms=p95_c,
-        p50_delta_ms=p50_c - p50_b,
-        p95_delta_ms=p95_c - p95_b,
-        p95_ratio=ratio,
-        p_value=test[0] if test else None,
-        p_value_adjusted=test[1] if test else None,
-        verdict=_latency_verdict(
-            ratio, p95_c - p95_b, test, min(len(b.latencies_ms), len(c.latencies_ms)), policy
-        ),
-    )
-
-
-def _latency_verdict(
-    ratio: float | None,
-    increase_ms: float,
-    test: tuple[float, float] | None,
-    attempts: int,
-    policy: GatePolicy,
-) -> Verdict:
-    threshold = policy.fail_on_latency_p95_increase
-    if not threshold or ratio is None:
-        return Verdict.OK
-    if ratio < 1.0 + threshold - _EPS or increase_ms < policy.latency_min_increase_ms:
-        return Verdict.OK
-    if test is None:
-        return Verdict.WARN  # one latency per run: nothing to test, too few to decide
-    # BH at alpha, not fdr_level: under no change BH controls the family-wise error at its
-    # level, so the per-case family keeps G3's single-test alpha.
-    if test[1] > policy.alpha:
-        return Verdict.INCONCLUSIVE
-    # A p95 from fewer latencies is too rough to block a merge (stats.md G3: n >= 100).
-    return Verdict.FAIL if attempts >= policy.latency_min_attempts else Verdict.WARN
-
-
-def _latency_gate(
-    cases: Sequence[CaseDiff],
-    pairs: Sequence[tuple[CaseSample, CaseSample]],
-    tested: int,
-    policy: GatePolicy,
-) -> GateResult | None:
-    threshold = policy.fail_on_latency_p95_increase
-    if not threshold:
-        return None
-    changes = [(case.case_id, case.latency) for case in cases if case.latency]
-    flagged = sorted(
-        ((case_id, change) for case_id, change in changes if change.verdict.severity),
-        key=lambda item: (-item[1].verdict.severity, -(item[1].p95_ratio or 0.0)),
-    )
-    verdict = worst_verdict(change.verdict for _, change in flagged)
-    reason = _latency_reason(verdict, [case_id for case_id, _ in flagged], len(changes), policy)
-    return GateResult(
-        name=GateName.LATENCY_P95,
-        verdict=verdict,
-        reason=reason,
-        numbers=_latency_numbers(pairs, tested, flagged, policy),
-        case_ids=[case_id for case_id, _ in flagged],
-    )
-
-
-def _latency_reason(
-    verdict: Verdict, case_ids: Sequence[str], compared: int, policy: GatePolicy
-) -> str:
-    size = f"p95 up >= {policy.fail_on_latency_p95_increase * 100:g}%"
-    size += f" and >= {policy.latency_min_increase_ms:g} ms"
-    if not compared:
-        return "no case has latencies in both runs"
-    if verdict is Verdict.OK:
-        return f"no case with {size}"
-    why = {
-        Verdict.FAIL: "significantly",
-        Verdict.INCONCLUSIVE: "not significant",
-        Verdict.WARN: f"too few latencies to fail on (need {policy.latency_min_attempts}/run)",
-    }[verdict]
-    return f"{len(case_ids)} case(s) {size}, {why}: {id_list(case_ids)}"
-
-
-def _latency_numbers(
-    pairs: Sequence[tuple[CaseSample, CaseSample]],
-    tested: int,
-    flagged: Sequence[tuple[str, LatencyChange]],
-    policy: GatePolicy,
-) -> dict[str, Number]:
-    timed = [(b, c) for b, c in pairs if b.latencies_ms and c.latencies_ms]
-    pooled_b = [ms for b, _ in timed for ms in b.latencies_ms]
-    pooled_c = [ms for _, c in timed for ms in c.latencies_ms]
-    return {
-        "threshold": policy.fail_on_latency_p95_increase,
-        "min_increase_ms": policy.latency_min_increase_ms,
-        "min_attempts": policy.latency_min_attempts,
-        "cases_compared": len(timed),
-        "cases_tested": tested,
-        "cases_flagged": len(flagged),
-        # Context only: a pooled p95 is dominated by the slowest cases (stats.md G3).
-        "pooled_baseline_p95_ms": harrell_davis_quantile(pooled_b, 0.95) if pooled_b else None,
-        "pooled_current_p95_ms": harrell_davis_quantile(pooled_c, 0.95) if pooled_c else None,
-    }
 
 
 # --- tokens (G4) -----------------------------------------------------------------------
@@ -468,9 +409,7 @@ def _token_change(b: CaseSample, c: CaseSample) -> TokenChange | None:
     )
 
 
-def _tokens_gate(
-    pairs: Sequence[tuple[CaseSample, CaseSample]], policy: GatePolicy
-) -> GateResult | None:
+def _tokens_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> GateResult | None:
     threshold = policy.fail_on_token_increase
     if not threshold:
         return None
@@ -485,17 +424,20 @@ def _tokens_gate(
         )
     # Cost is linear in the mean, so the estimand is the ratio of summed per-case means.
     ratio = total_c / total_b
-    lower = mean_ratio_lower_bound(
-        [b.tokens for b, _ in counted],
-        [c.tokens for _, c in counted],
-        policy.alpha,
-        policy.bootstrap_iterations,
-        policy.bootstrap_seed,
-    )
-    verdict, reason = _tokens_verdict(ratio, lower, threshold)
-    grown = _cases_by_token_growth(counted, threshold)
+    level = policy.level(GateName.TOKENS)
+    lower = None
+    if not replay and ratio >= 1.0 + threshold - _EPS:  # the bound only matters for a FAIL
+        lower = mean_ratio_lower_bound(
+            [b.tokens for b, _ in counted],
+            [c.tokens for _, c in counted],
+            level,
+            policy.bootstrap_iterations,
+            policy.bootstrap_seed,
+        )
+    verdict, reason = _tokens_verdict(ratio, lower, threshold, replay)
     numbers: dict[str, Number] = {
         "threshold": threshold,
+        "level": None if replay else level,
         "cases_compared": len(counted),
         "ratio": ratio,
         "lower_bound": lower,
@@ -503,28 +445,34 @@ def _tokens_gate(
         "baseline_tokens_per_attempt": total_b / len(counted),
         "current_tokens_per_attempt": total_c / len(counted),
     }
+    grown = _cases_by_token_growth(counted, threshold)
     return GateResult(
         name=GateName.TOKENS, verdict=verdict, reason=reason, numbers=numbers, case_ids=grown
     )
 
 
-def _tokens_verdict(ratio: float, lower: float, threshold: float) -> tuple[Verdict, str]:
-    change = f"tokens per attempt x{ratio:.3f} over the suite (lower bound x{lower:.3f})"
+def _tokens_verdict(
+    ratio: float, lower: float | None, threshold: float, replay: bool
+) -> tuple[Verdict, str]:
+    change = f"tokens per attempt x{ratio:.3f} over the suite"
+    limit = f"x{1.0 + threshold:g}"
     if ratio < 1.0 + threshold - _EPS:
-        return Verdict.OK, change
+        return Verdict.OK, f"{change}, under {limit}"
+    if replay:
+        return Verdict.FAIL, f"replay: {change}, at or above {limit}"
+    assert lower is not None, "the bound is computed for every ratio at the threshold"
+    bounded = f"{change} (lower bound x{lower:.3f}), at or above {limit}"
     if lower > 1.0:
-        return Verdict.FAIL, f"{change}, at or above x{1.0 + threshold:g}"
-    return Verdict.INCONCLUSIVE, f"{change}, at or above x{1.0 + threshold:g}, not significant"
+        return Verdict.FAIL, bounded
+    return Verdict.INCONCLUSIVE, f"{bounded}, not significant: add repeats"
 
 
-def _cases_by_token_growth(
-    counted: Sequence[tuple[CaseSample, CaseSample]], threshold: float
-) -> list[str]:
+def _cases_by_token_growth(counted: Sequence[Pair], threshold: float) -> list[str]:
     growth = [(fmean(c.tokens) / fmean(b.tokens), b.case_id) for b, c in counted if fmean(b.tokens)]
     return [case_id for ratio, case_id in sorted(growth, reverse=True) if ratio >= 1 + threshold]
 
 
-def _geometric_mean_ratio(counted: Sequence[tuple[CaseSample, CaseSample]]) -> float | None:
+def _geometric_mean_ratio(counted: Sequence[Pair]) -> float | None:
     """Robust companion of the total ratio: not driven by a few huge cases (stats.md G4)."""
     logs = [
         math.log(fmean(c.tokens) / fmean(b.tokens))
@@ -540,18 +488,25 @@ def plan(
     scenarios: int,
     target_drop: float,
     *,
-    alpha: float = 0.05,
+    alpha: float | None = None,
     power: float = 0.80,
     change_sd: float = 0.0,
+    mode: str = "live",
 ) -> Plan:
     """Power analysis of the paired suite gate (Miller's variance decomposition).
 
     Var(d_j) = tau^2 + 2 E[sigma^2] / R, and MDE = (z_{1-alpha} + z_{power}) sqrt(Var / S).
     Repeats only shrink the within-scenario term: when S target^2 / (z+z)^2 <= tau^2 no
-    number of repeats suffices, and ``repeats_needed`` is None.
+    number of repeats suffices, and ``repeats_needed`` is None. ``alpha`` defaults to the
+    suite gate's level under the default GatePolicy. A deterministic baseline (``mode``)
+    needs no power: replay sees every drop, and repeats add nothing.
     """
     if repeats < 1 or scenarios < 1 or not 0.0 < target_drop <= 1.0:
         raise ValueError("plan needs repeats >= 1, scenarios >= 1 and 0 < target_drop <= 1")
+    if alpha is None:
+        alpha = GatePolicy().level(GateName.SUITE_PASS_RATE)
+    if mode == _DETERMINISTIC:
+        return _replay_plan(repeats, scenarios, target_drop, alpha, power)
     variance, source = _within_scenario_variance(baseline)
     z_sum = NormalDist().inv_cdf(1.0 - alpha) + NormalDist().inv_cdf(power)
     var_d = change_sd**2 + 2.0 * variance / repeats
@@ -568,6 +523,26 @@ def plan(
         target_drop=target_drop,
         repeats_needed=math.ceil(2.0 * variance / room - _EPS) if room > 0 else None,
         scenarios_needed=math.ceil(z_sum**2 * var_d / target_drop**2 - _EPS),
+    )
+
+
+def _replay_plan(
+    repeats: int, scenarios: int, target_drop: float, alpha: float, power: float
+) -> Plan:
+    """Replay has no noise: one attempt of one case is the smallest drop, and it is seen."""
+    return Plan(
+        scenarios=scenarios,
+        repeats=repeats,
+        alpha=alpha,
+        power=power,
+        within_scenario_variance=0.0,
+        variance_source="baseline",
+        change_sd=0.0,
+        minimum_detectable_drop=1.0 / (scenarios * repeats),
+        target_drop=target_drop,
+        repeats_needed=None,
+        scenarios_needed=scenarios,
+        deterministic=True,
     )
 
 

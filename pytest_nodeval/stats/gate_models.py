@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, computed_field
 
 __all__ = [
+    "ALPHA_SHARES",
     "CaseDiff",
     "CaseSample",
     "Diff",
@@ -52,36 +53,39 @@ class CaseSample:
 
 @dataclass(frozen=True, slots=True)
 class GatePolicy:
-    """Gate thresholds and test settings. Defaults are stats.md's (sections 2.3 and 2.5).
+    """Gate thresholds and test settings (stats.md 2.3 and 2.5, with stats-amendments.md).
 
-    Each ``fail_on_*`` is a practical threshold; 0 disables that gate.
+    Each ``fail_on_*`` is a practical threshold; 0 disables that gate. Between two live
+    (or full, or record) runs a gate FAILs only on a change that is both that large and
+    significant; between two deterministic replays the thresholds are plain thresholds.
     """
 
     fail_on_score_drop: float = 0.05
-    """Suite gate: absolute drop in the paired suite pass rate (5 pp: at 50 scenarios x 10
-    repeats that is the 80%-power MDE, stats.md 2.5)."""
+    """Suite gate: absolute drop in the paired suite pass rate (5 pp)."""
     fail_on_scenario_drop: float = 0.20
-    """Per-case gate: absolute drop in one case's pass rate (20 pp; at R = 10 only larger
-    collapses are provable per case, stats.md G2)."""
+    """Per-case gate: absolute drop in one case's pass rate that a significant drop must
+    reach to FAIL (20 pp). Replay: any drop of a case FAILs while this gate is on."""
     fail_on_latency_p95_increase: float = 0.25
-    """Per-case latency gate: relative rise of the case's p95 (0.25 = p95 x 1.25)."""
+    """Latency gate: relative rise of the p95 (0.25 = p95 x 1.25): of the pooled p95 between
+    live runs, of each case's p95 between deterministic replays."""
     latency_min_increase_ms: float = 500.0
-    """Per-case latency gate: the p95 must also rise by this many ms (stats.md: 0.5 s)."""
+    """Latency gate between live runs: the pooled p95 must also rise by this many ms."""
     latency_min_attempts: int = 100
-    """Per-case latency gate: latencies needed in each run to FAIL; with fewer, a significant
-    slowdown only WARNs (stats.md G3: n >= 100 per run). Lower it only with a fresh,
-    co-scheduled baseline: a stored one mixes in provider drift."""
+    """Latency gate between live runs: latencies needed in each run (pooled over cases) to
+    FAIL; with fewer, a significant slowdown only WARNs (stats.md G3: n >= 100 per run)."""
     fail_on_token_increase: float = 0.15
     """Token gate: relative rise of total mean tokens per attempt over the suite."""
-    alpha: float = 0.05
-    """One-sided level of every test (halve it for a second look, stats.md 2.6). The latency
-    family uses it as its BH level, keeping that gate at G3's alpha under no change."""
+    alpha: float = 0.01
+    """The run's false-alarm budget: under no change, at most this share of runs FAIL, all
+    gates together (stats-amendments.md A1). Split across the gates by ``ALPHA_SHARES``;
+    halve it for a second look at the same change (stats.md 2.6)."""
     fdr_level: float = 0.10
-    """Benjamini-Hochberg FDR level q across cases for scenario_regression (stats.md G2)."""
-    bootstrap_iterations: int = 2000
-    """Resamples of the token bootstrap."""
+    """Benjamini-Hochberg level that names individually slower cases in the latency detail;
+    it decides no FAIL (the FAIL decisions control the family-wise error)."""
+    bootstrap_iterations: int = 4000
+    """Resamples of the latency and token bootstraps (enough for their 0.125% quantile)."""
     bootstrap_seed: int = 0
-    """Seed of the token bootstrap, so the same data always gives the same verdict."""
+    """Seed of the bootstraps, so the same data always gives the same verdict."""
 
     def __post_init__(self) -> None:
         for name in ("fail_on_score_drop", "fail_on_scenario_drop"):
@@ -98,6 +102,10 @@ class GatePolicy:
         value = getattr(self, name)
         if not valid(value):
             raise ValueError(f"GatePolicy.{name} must be {expected}, got {value!r}")
+
+    def level(self, gate: GateName) -> float:
+        """The one-sided level of ``gate``: its share of the run's false-alarm budget."""
+        return self.alpha * ALPHA_SHARES[gate]
 
 
 class Verdict(StrEnum):
@@ -124,6 +132,17 @@ class GateName(StrEnum):
     SCENARIO_REGRESSION = "scenario_regression"
     LATENCY_P95 = "latency_p95"
     TOKENS = "tokens"
+
+
+ALPHA_SHARES: dict[GateName, float] = {
+    GateName.SUITE_PASS_RATE: 0.50,
+    GateName.SCENARIO_REGRESSION: 0.25,
+    GateName.LATENCY_P95: 0.125,
+    GateName.TOKENS: 0.125,
+}
+"""Each gate's share of ``GatePolicy.alpha``. They sum to 1, so by the union bound the run
+FAILs under no change at most ``alpha`` of the time, whatever the true pass rates. The suite
+gate gets half: it carries the power for suite-wide drops (benchmarks/README.md)."""
 
 
 class Movement(StrEnum):
@@ -162,9 +181,9 @@ class PassRateChange(_ReportModel):
     movement: Movement
     """Whether the pass rate went down, up or stayed the same."""
     p_value: float | None
-    """One-sided Boschloo p for a drop; None when not tested (single-attempt replay, gate off)."""
+    """One-sided Boschloo p for a drop; None when not tested (deterministic replay, gate off)."""
     p_value_adjusted: float | None
-    """``p_value`` after Benjamini-Hochberg across the tested cases."""
+    """``p_value`` after Holm across the tested cases: FAIL needs it <= the gate's level."""
     verdict: Verdict
     """This case's verdict under the scenario_regression gate."""
 
@@ -187,11 +206,14 @@ class LatencyChange(_ReportModel):
     p95_ratio: float | None
     """Current p95 / baseline p95; None when the baseline p95 is 0."""
     p_value: float | None
-    """One-sided Mann-Whitney p that current is slower; None with too few attempts or gate off."""
+    """One-sided Mann-Whitney p that current is slower; None with fewer than 2 latencies a run,
+    in deterministic replay, or with the gate off."""
     p_value_adjusted: float | None
     """``p_value`` after Benjamini-Hochberg across the tested cases."""
     verdict: Verdict
-    """This case's verdict under the latency_p95 gate."""
+    """Live runs: WARN names a case materially and significantly slower (BH at fdr_level),
+    detail only; the gate FAILs on the pooled p95. Deterministic replay: FAIL when this
+    case's p95 rose by the threshold."""
 
 
 class TokenChange(_ReportModel):
@@ -234,9 +256,10 @@ class SuiteComparison(_ReportModel):
     standard_error: float | None
     """sd(differences) / sqrt(scenarios): the paired, scenario-clustered SE."""
     ci_low: float | None
-    """Lower end of the two-sided (1 - 2 alpha) t interval of ``delta`` (90% by default)."""
+    """Lower end of the two-sided (1 - 2 level) t interval of ``delta``, where level is the
+    suite gate's share of the budget (0.005 by default, so 99%)."""
     ci_high: float | None
-    """Upper end of that interval; also the one-sided (1 - alpha) upper bound the gate uses."""
+    """Upper end of that interval; also the one-sided (1 - level) upper bound."""
     p_value: float | None
     """One-sided p-value for a drop."""
     p_value_method: Literal["sign-flip", "t"] | None
@@ -244,7 +267,7 @@ class SuiteComparison(_ReportModel):
     correlation: float | None
     """Correlation of per-scenario pass rates between the runs: what pairing gains."""
     minimum_detectable_drop: float | None
-    """Drop detectable with 80% power at this noise level (stats.md 2.5)."""
+    """Drop detectable with 80% power at this noise level and the gate's level (stats.md 2.5)."""
 
 
 Number = float | int | None
@@ -276,6 +299,14 @@ class Diff(BaseModel):
     """Version of this schema."""
     policy: dict[str, Number]
     """The GatePolicy used, so a verdict can be reproduced."""
+    baseline_mode: str | None = None
+    """The baseline run's mode (deterministic, full, live, record); None in older reports."""
+    current_mode: str | None = None
+    """The current run's mode."""
+    deterministic: bool = False
+    """True when both runs are deterministic replays: thresholds are plain, no statistics."""
+    notes: list[str] = []
+    """Caveats a reader must see, such as runs of different modes; printed in the diff table."""
     cases: list[CaseDiff]
     """Cases present in both runs, sorted by id."""
     new_cases: list[str]
@@ -326,4 +357,7 @@ class Plan(_ReportModel):
     """Repeats per scenario (both runs) to detect ``target_drop``; None: add scenarios."""
     scenarios_needed: int
     """Scenarios needed to detect ``target_drop`` at the given repeats."""
+    deterministic: bool = False
+    """True for a deterministic replay baseline: every drop is seen exactly and repeats add
+    nothing, so ``repeats_needed`` is None and the MDE is the smallest possible drop."""
 

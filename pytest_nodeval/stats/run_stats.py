@@ -54,14 +54,18 @@ def wilson_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
         raise ValueError(f"conf must be in (0, 1), got {conf}")
     if n == 0:
         return (0.0, 1.0)
+    return _wilson_bounds(k / n, n, conf)
+
+
+def _wilson_bounds(rate: float, n: int, conf: float) -> tuple[float, float]:
+    """Wilson interval of an observed rate over n units (the rate need not be k/n)."""
     z = NormalDist().inv_cdf(0.5 + conf / 2.0)
-    rate = k / n
     shrink = 1.0 + z * z / n
     center = (rate + z * z / (2.0 * n)) / shrink
     half_width = z / shrink * math.sqrt(rate * (1.0 - rate) / n + z * z / (4.0 * n * n))
-    # At k == 0 and k == n the bound is exactly 0 or 1; pin it so rounding cannot leak out.
-    low = 0.0 if k == 0 else max(0.0, center - half_width)
-    high = 1.0 if k == n else min(1.0, center + half_width)
+    # At rate 0 and 1 the bound is exactly 0 or 1; pin it so rounding cannot leak out.
+    low = 0.0 if rate <= 0.0 else max(0.0, center - half_width)
+    high = 1.0 if rate >= 1.0 else min(1.0, center + half_width)
     return (low, high)
 
 
@@ -189,9 +193,29 @@ class SuiteStats(_ReportModel):
     standard_error: float | None
     """Scenario-clustered standard error, sd(per-scenario rates) / sqrt(scenarios); needs 2+."""
     ci_low: float | None
-    """Lower end of the 95% t interval (scenarios - 1 df), clipped to [0, 1]."""
+    """Lower end of the 95% interval: the hull of the clustered t interval (scenarios - 1 df)
+    and a Wilson interval over the scenarios (n = scenarios, successes = scenarios x rate),
+    so it never has zero width; None when no scenario was graded."""
     ci_high: float | None
-    """Upper end of the 95% t interval (scenarios - 1 df), clipped to [0, 1]."""
+    """Upper end of that 95% interval, within [0, 1]."""
+
+
+def _suite_interval(
+    mean: float | None, se: float | None, scenarios: int
+) -> tuple[float | None, float | None]:
+    """stats-amendments.md A3: hull of the clustered t interval and a scenario-level Wilson.
+
+    The t interval alone collapses to [1, 1] when every scenario passes every attempt (its
+    SE is 0: the Wald-at-10/10 flaw one level up); Wilson over the S scenarios does not.
+    With real spread between scenarios the t interval is the wider and wins.
+    """
+    if mean is None:
+        return None, None
+    low, high = _wilson_bounds(mean, scenarios, 0.95)
+    if se is not None:
+        half_width = t_ppf(0.975, scenarios - 1) * se
+        low, high = min(low, mean - half_width), max(high, mean + half_width)
+    return max(0.0, low), min(1.0, high)
 
 
 def suite_stats(cases: Sequence[CaseStats]) -> SuiteStats:
@@ -206,10 +230,7 @@ def suite_stats(cases: Sequence[CaseStats]) -> SuiteStats:
     infra = sum(case.infra_errors for case in cases)
     mean = fmean(rates) if rates else None
     se = stdev(rates) / math.sqrt(len(rates)) if len(rates) >= 2 else None
-    ci_low = ci_high = None
-    if mean is not None and se is not None:
-        half_width = t_ppf(0.975, len(rates) - 1) * se
-        ci_low, ci_high = max(0.0, mean - half_width), min(1.0, mean + half_width)
+    ci_low, ci_high = _suite_interval(mean, se, len(rates))
     return SuiteStats(
         scenarios=len(rates),
         unscored_scenarios=len(cases) - len(rates),

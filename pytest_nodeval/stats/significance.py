@@ -73,6 +73,35 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values, in input order; reject where adjusted <= level.
+
+    Controls the family-wise error at the level for any dependence between the tests:
+    what a FAIL decision over many cases needs (stats-amendments.md A1), where BH's false
+    discovery rate would let about q of unchanged runs FAIL when many cases are flaky.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running_max = 0.0
+    for rank, index in enumerate(order):
+        running_max = max(running_max, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running_max
+    return adjusted
+
+
+def collapse_repeats_needed(level: float) -> int:
+    """Fewest repeats R per side at which even a full collapse, R/R -> 0/R, reaches ``level``.
+
+    The one-sided Boschloo p of R/R against 0/R is exactly 0.25**R (the nuisance rate 1/2
+    maximizes P(all pass) * P(all fail)), so this is the detection floor of the per-case
+    test: with fewer repeats no drop of that case can FAIL.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    return max(1, math.ceil(math.log(level) / math.log(0.25) - 1e-9))
+
+
 def sign_flip_p_value(differences: Sequence[Fraction], seed: int = 0) -> float:
     """One-sided (mean < 0) paired sign-flip permutation p-value over scenarios.
 
@@ -194,3 +223,74 @@ def _resampled_mean_totals(
             picks = rng.integers(0, sample.size, size=(rows.size, sample.size))
             np.add.at(totals, rows, sample[picks].mean(axis=1))
     return totals
+
+
+def pooled_quantile_ratio_lower_bound(
+    baseline: Sequence[Sequence[float]],
+    current: Sequence[Sequence[float]],
+    q: float,
+    alpha: float,
+    iterations: int,
+    seed: int,
+) -> float:
+    """One-sided (1 - alpha) lower bound of HD_q(pooled current) / HD_q(pooled baseline).
+
+    stats.md G3: paired two-stage cluster bootstrap. Each iteration draws scenarios with
+    replacement (the same draw for both runs), resamples each drawn scenario's attempts
+    within each run, pools them and takes the Harrell-Davis quantile. Seeded.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(baseline), size=(iterations, len(baseline)))
+    quantiles_b = _resampled_pooled_quantiles(baseline, draws, q, rng)
+    quantiles_c = _resampled_pooled_quantiles(current, draws, q, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(quantiles_b > 0, quantiles_c / quantiles_b, np.inf)
+    return float(np.quantile(ratios, alpha))
+
+
+# Bootstrap rows are sorted in batches of at most this many values (memory, not speed).
+_BATCH_VALUES = 1 << 21
+
+
+def _resampled_pooled_quantiles(
+    groups: Sequence[Sequence[float]],
+    draws: NDArray[np.intp],
+    q: float,
+    rng: np.random.Generator,
+) -> NDArray[np.float64]:
+    """Per iteration, the HD q-quantile of the drawn scenarios' resampled attempts, pooled."""
+    import numpy as np
+
+    sizes = np.array([len(g) for g in groups])
+    width = int(sizes.max())
+    padded = np.full((len(groups), width), np.nan)
+    for j, values in enumerate(groups):
+        padded[j, : len(values)] = values
+    drawn_sizes = sizes[draws][:, :, None]  # (iterations, scenarios, 1)
+    out = np.empty(len(draws))
+    batch = max(1, _BATCH_VALUES // (draws.shape[1] * width))
+    for start in range(0, len(draws), batch):
+        rows = slice(start, start + batch)
+        # Attempt k of a drawn scenario of size n picks attempt floor(u * n); slots k >= n stay NaN.
+        picks = (rng.random((*draws[rows].shape, width)) * drawn_sizes[rows]).astype(np.intp)
+        pooled = padded[draws[rows][:, :, None], picks]
+        pooled[np.arange(width)[None, None, :] >= drawn_sizes[rows]] = np.nan
+        out[rows] = _harrell_davis_rows(np.sort(pooled.reshape(len(pooled), -1), axis=1), q)
+    return out
+
+
+def _harrell_davis_rows(ordered: NDArray[np.float64], q: float) -> NDArray[np.float64]:
+    """HD quantile of each row of sorted values; NaN padding sorts last and is left out."""
+    import numpy as np
+    from scipy.special import betainc  # type: ignore[import-untyped]
+
+    counts = (~np.isnan(ordered)).sum(axis=1)
+    out = np.empty(len(ordered))
+    for n in np.unique(counts):
+        rows = counts == n
+        a, b = q * (n + 1), (1.0 - q) * (n + 1)
+        weights = np.diff(betainc(a, b, np.arange(n + 1) / n))
+        out[rows] = ordered[rows, :n] @ weights
+    return out

@@ -147,14 +147,25 @@ def test_case_stats_round_trips_through_json_with_documented_fields() -> None:
     assert all(spec.get("description") for spec in properties.values())
 
 
+def wilson_like(rate: float, n: int) -> tuple[float, float]:
+    """Wilson 95% interval with a non-integer success count, from statsmodels."""
+    from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
+
+    low, high = proportion_confint(rate * n, n, alpha=0.05, method="wilson")
+    return float(low), float(high)
+
+
 def test_suite_stats_reproduces_the_clustered_standard_error_of_section_3_2() -> None:
     suite = suite_stats([case_stats(outcomes(c, 10)) for c in BASELINE_PASSES])
     assert suite.pass_rate == pytest.approx(0.9)
     assert suite.standard_error == pytest.approx(0.0389, abs=5e-5)
     rates = np.array(BASELINE_PASSES) / 10
     half_width = scipy.stats.t.ppf(0.975, 11) * rates.std(ddof=1) / math.sqrt(12)
-    assert suite.ci_low == pytest.approx(0.9 - half_width)
-    assert suite.ci_high == pytest.approx(min(1.0, 0.9 + half_width))
+    # The hull with Wilson over 12 scenarios (A3): Wilson is the wider here.
+    wilson_low, wilson_high = wilson_like(0.9, 12)
+    assert wilson_low < 0.9 - half_width
+    assert suite.ci_low == pytest.approx(wilson_low)
+    assert suite.ci_high == pytest.approx(max(wilson_high, min(1.0, 0.9 + half_width)))
     # Flaky: the six scenarios at 9, 9, 8, 7, 6 and 9 out of 10.
     assert (suite.scenarios, suite.attempts, suite.flaky_scenarios) == (12, 120, 6)
 
@@ -182,11 +193,14 @@ def test_suite_stats_weights_scenarios_equally_and_skips_unscored_ones() -> None
     assert suite.infra_error_rate == pytest.approx(5 / 15)
 
 
-def test_suite_stats_of_a_single_or_empty_suite_has_no_interval() -> None:
+def test_suite_stats_of_a_single_scenario_has_only_the_wilson_interval() -> None:
     one = suite_stats([case_stats(outcomes(4, 5))])
     assert one.pass_rate == pytest.approx(0.8)
-    assert one.standard_error is None and one.ci_low is None
+    assert one.standard_error is None
+    # No clustered SE from one scenario; the interval is Wilson's with n = 1 (A3).
+    assert (one.ci_low, one.ci_high) == pytest.approx(wilson_like(0.8, 1))
     empty = suite_stats([])
+    assert empty.ci_low is None and empty.ci_high is None
     assert empty.pass_rate is None and empty.infra_error_rate is None
 
 
