@@ -44,6 +44,15 @@ class Attempt:
         self.fakes: dict[str, Any] = {}
         """Running fakes by kind (llm, composio, mcp), filled by the nodeval_llm_server,
         nodeval_composio and nodeval_mcp fixtures: a live attempt uses them instead of its own."""
+        self.check_name = "check"
+        """The test's name: a second test of this attempt that must run it again (on another
+        xdist worker) journals under checks/<name>/ instead of over the first."""
+        self.shared: dict[tuple[str, int], list[Any]] = {}
+        """Reference-engine sessions run in this process that other tests of the same attempt
+        will check: [observed, checks still to come] (see keys.observed_key)."""
+        self.checks_here = 1
+        """Tests of this attempt collected in this process."""
+        self.journal_dir = self.dir / "journal"
 
     @property
     def attempt_settings(self) -> AttemptSettings:
@@ -68,17 +77,27 @@ class Attempt:
         fails the test here, for YAML cases and own agents alike (and the report stays
         failed even if the test swallows that failure: see `report_payload.attach`).
         """
+        key = (self.ref.directory, self.ref.repeat)
+        reusable = agent is None and self.world is None  # a test's own world must see its own run
+        if self.observed is None and reusable and key in self.shared:
+            entry = self.shared[key]
+            self.observed, entry[1] = entry[0], entry[1] - 1
+            if entry[1] <= 0:  # the last check: keep memory flat
+                del self.shared[key]
+            self.journal_dir = self.observed.journal_dir
         if self.observed is None:
             self._snapshot_config()
-            journal = self.dir / "journal"
+            self.journal_dir = self._claim_journal_dir()
             try:
                 if agent is None:
-                    self.observed = run_case(self.case, self.attempt_settings, journal, world=self.world,
+                    self.observed = run_case(self.case, self.attempt_settings, self.journal_dir, world=self.world,
                                              grade=self._grader(), fakes=self.fakes)
                 else:
-                    self.observed = run_agent_case(agent, self.case, self.attempt_settings, journal, inputs)
+                    self.observed = run_agent_case(agent, self.case, self.attempt_settings, self.journal_dir, inputs)
             except NodevalError as exc:
                 pytest.fail(str(exc), pytrace=False)
+            if reusable and self.checks_here > 1:
+                self.shared[key] = [self.observed, self.checks_here - 1]
         if self.observed.divergence:
             pytest.fail(self.observed.divergence, pytrace=False)
         return self.observed
@@ -86,6 +105,15 @@ class Attempt:
     @property
     def divergence(self) -> str | None:
         return self.observed.divergence if self.observed is not None else None
+
+    def _claim_journal_dir(self) -> Path:
+        journal = self.dir / "journal"
+        try:
+            journal.mkdir(parents=True)
+            return journal
+        except FileExistsError:
+            safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in self.check_name)
+            return self.dir / "checks" / safe / "journal"
 
     def _snapshot_config(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -121,7 +149,7 @@ class Attempt:
     def explain(self, problems: list[str]) -> str:
         header = f"case '{self.case.id}' (repeat {self.ref.repeat}, {self.settings.mode} mode): "
         header += f"{len(problems)} problem(s)"
-        journal = self.dir / "journal"
+        journal = self.journal_dir
         return header + "\n" + "\n".join(f"  x {p}" for p in problems) + f"\n  observed journal: {_rel(journal)}"
 
     def record(self, outcome: str, reason: str | None) -> AttemptRecord:
@@ -136,7 +164,7 @@ class Attempt:
             input_tokens=metrics.get("input_tokens", 0), output_tokens=metrics.get("output_tokens", 0),
             turns=metrics.get("turns", 0), llm_calls=metrics.get("llm_calls", 0),
             tool_calls=metrics.get("tool_calls", 0),
-            journal=str((self.dir / "journal").relative_to(self.run_dir)) if self.observed else None,
+            journal=str(self.journal_dir.relative_to(self.run_dir)) if self.observed else None,
             world_backend=self.observed.world_backend if self.observed else None,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),
             judged={c: str(v.get("verdict")) for c, v in (self.observed.judged if self.observed else {}).items()},

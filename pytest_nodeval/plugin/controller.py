@@ -2,7 +2,9 @@
 
 Registered only in the process that is not an xdist worker. Results arrive on TestReports
 through `pytest_runtest_logreport`, the same hook with and without `-n`. The denominator
-is what was collected: an attempt whose worker crashed, or that never ran, is an error.
+is what was collected: an attempt whose worker crashed is an infrastructure error, one the
+run stopped before (-x, --sw, an interrupt) is "not run". Reruns (pytest-rerunfailures) are
+tries of one attempt: the last try counts, and the record says how many came before it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from .keys import run_id_key, settings_key
 if TYPE_CHECKING:  # the models load only once a run has cases (a suite without any never pays)
     from ..report.models import AttemptRecord, CaseMeta, RunReport
 
-_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+_SEVERITY = {"not_run": 0, "passed": 0, "skipped": 1, "failed": 2, "error": 3}
 
 
 class Controller:
@@ -36,6 +38,7 @@ class Controller:
         self.records: dict[str, AttemptRecord] = {}
         self.metas: dict[str, CaseMeta] = {}
         self.failed_nodeids: set[str] = set()
+        self.reruns: dict[str, int] = {}
         self.report: RunReport | None = None
         self.report_path: Path | None = None
         self.html_path: Path | None = None
@@ -77,6 +80,9 @@ class Controller:
     # -- what arrives ----------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == "rerun":  # type: ignore[comparison-overlap]  # pytest-rerunfailures
+            self._start_over(report.nodeid)
+            return
         if report.failed:
             self.failed_nodeids.add(report.nodeid)
         if not hasattr(report, "nodeval") and report.nodeid not in self.expected:
@@ -96,7 +102,15 @@ class Controller:
         if record is not None:
             self._merge(record)
 
+    def _start_over(self, nodeid: str) -> None:
+        """A try that will be rerun: forget it; the next try's reports decide."""
+        self.reruns[nodeid] = self.reruns.get(nodeid, 0) + 1
+        self.records.pop(nodeid, None)
+        self.failed_nodeids.discard(nodeid)
+
     def _merge(self, record: AttemptRecord) -> None:
+        if record.nodeid in self.reruns:
+            record = record.model_copy(update={"reruns": self.reruns[record.nodeid]})
         current = self.records.get(record.nodeid)
         if current is None or _SEVERITY[record.outcome] >= _SEVERITY[current.outcome]:
             if current is not None and record.outcome == "error" and current.outcome != "error":
@@ -162,8 +176,8 @@ class Controller:
         for nodeid, (case_id, repeat) in self.expected.items():
             if nodeid not in self.records:
                 self.records[nodeid] = AttemptRecord(
-                    nodeid=nodeid, case_id=case_id, repeat=repeat, outcome="error", infra_error=True,
-                    reason="never reported: the run was interrupted or its worker died")
+                    nodeid=nodeid, case_id=case_id, repeat=repeat, outcome="not_run",
+                    reason="not run: the run stopped before this attempt (-x, --sw or an interrupt)")
 
     def _build(self, pytest_exit: int) -> RunReport:
         from ..report.aggregate import aggregate
@@ -179,8 +193,8 @@ class Controller:
         )
 
     def _all_failures_tolerated(self, report: RunReport) -> bool:
-        tolerated = {a.nodeid for c in report.cases if c.verdict == "tolerated"
-                     for a in c.attempts if a.outcome == "failed"}
+        tolerated = {nodeid for c in report.cases if c.verdict == "tolerated"
+                     for a in c.attempts if a.outcome == "failed" for nodeid in a.checks}
         return bool(self.failed_nodeids) and self.failed_nodeids <= tolerated
 
     def _write(self, report: RunReport) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from .keys import attempt_key, cases_key, fakes_key, run_id_key, settings_key
+from .keys import attempt_key, cases_key, checks_key, fakes_key, observed_key, run_id_key, settings_key
 
 if TYPE_CHECKING:
     from fakes.composio import ComposioFake
@@ -56,10 +56,27 @@ def nodeval_attempt(request: pytest.FixtureRequest, nodeval_case: Case, nodeval_
     ref = request.node.callspec.params["nodeval_case"]
     attempt = Attempt(nodeval_case, ref, nodeval_settings, nodeval_run_dir, request.config.rootpath)
     attempt.fakes = request.node.stash.setdefault(fakes_key, {})  # shared with the fake fixtures, in any order
+    attempt.shared = request.config.stash.setdefault(observed_key, {})
+    attempt.checks_here = _checks_here(request.session).get((ref.directory, ref.repeat), 1)
+    attempt.check_name = request.node.name
     request.node.stash[attempt_key] = attempt
     token = attempt.activate()
     yield attempt
     attempt.deactivate(token)
+
+
+def _checks_here(session: pytest.Session) -> dict[tuple[str, int], int]:
+    """Tests per (case directory, repeat) among the items this process collected."""
+    counts = session.config.stash.get(checks_key, None)
+    if counts is None:
+        counts = {}
+        for item in session.items:
+            ref = getattr(getattr(item, "callspec", None), "params", {}).get("nodeval_case")
+            if ref is not None and hasattr(ref, "directory"):
+                key = (ref.directory, ref.repeat)
+                counts[key] = counts.get(key, 0) + 1
+        session.config.stash[checks_key] = counts
+    return counts
 
 
 @pytest.fixture

@@ -29,6 +29,11 @@ case_index_key: pytest.StashKey[dict[str, Path]] = pytest.StashKey()
 """config.stash: case id -> directory under the case roots, for Python scenarios."""
 attempt_key: pytest.StashKey[Attempt] = pytest.StashKey()
 """item.stash: the test's attempt, read when its TestReport is made."""
+observed_key: pytest.StashKey[dict[tuple[str, int], list[Any]]] = pytest.StashKey()
+"""config.stash: reference-engine sessions by (case directory, repeat) that more tests of the
+same attempt will check, with how many: a process runs each attempt once."""
+checks_key: pytest.StashKey[dict[tuple[str, int], int]] = pytest.StashKey()
+"""config.stash: how many collected tests check each (case directory, repeat) here."""
 fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
 

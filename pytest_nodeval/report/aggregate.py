@@ -9,13 +9,47 @@ from ..stats.run_stats import SuiteStats, case_stats, suite_stats
 from .models import AttemptRecord, CaseMeta, CaseReport, JudgeAgreement, Totals
 
 
+# Which check decides an attempt's outcome: any error (it could not be judged), then any
+# failure, then a check that never ran (the attempt is incomplete), then a pass.
+_CHECK_PRIORITY = ("error", "failed", "not_run", "passed", "skipped")
+
+
+def merge_checks(checks: list[AttemptRecord]) -> AttemptRecord:
+    """One attempt from the records of every test bound to the same case and repeat."""
+    checks = sorted(checks, key=lambda r: r.nodeid)
+    if len(checks) == 1:
+        only = checks[0]
+        return only if only.checks else only.model_copy(update={"checks": [only.nodeid]})
+    decisive = min(checks, key=lambda r: _CHECK_PRIORITY.index(r.outcome))
+    measured = next((r for r in checks if r.journal is not None), decisive)
+    judged: dict[str, str] = {}
+    for record in checks:
+        judged.update(record.judged)
+    return measured.model_copy(update={
+        "nodeid": checks[0].nodeid, "checks": [r.nodeid for r in checks],
+        "outcome": decisive.outcome, "reason": decisive.reason,
+        "infra_error": any(r.infra_error for r in checks), "reruns": max(r.reruns for r in checks),
+        "assertions": [a for r in checks for a in r.assertions], "judged": judged,
+    })
+
+
+def attempts_of(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
+    """Per case and repeat, one attempt: the tests bound to it are its checks, not extra attempts."""
+    grouped: dict[tuple[str, int], list[AttemptRecord]] = defaultdict(list)
+    for record in records:
+        grouped[(record.case_id, record.repeat)].append(record)
+    return [merge_checks(checks) for _, checks in sorted(grouped.items())]
+
+
 def case_verdict(attempts: list[AttemptRecord], min_pass_rate: float | None) -> str:
     outcomes = [a.outcome for a in attempts]
     if all(o == "skipped" for o in outcomes):
         return "skipped"
     if "error" in outcomes or any(a.infra_error for a in attempts):
         return "error"
-    ran = [o for o in outcomes if o != "skipped"]
+    if all(o in ("skipped", "not_run") for o in outcomes):
+        return "not_run"
+    ran = [o for o in outcomes if o in ("passed", "failed")]
     failed = ran.count("failed")
     if failed == 0:
         return "passed"
@@ -53,10 +87,10 @@ def judge_agreement(attempts: list[AttemptRecord]) -> dict[str, JudgeAgreement]:
 
 def aggregate(attempts: Iterable[AttemptRecord], metas: dict[str, CaseMeta]) -> tuple[list[CaseReport], Totals, SuiteStats]:
     by_case: dict[str, list[AttemptRecord]] = defaultdict(list)
-    for attempt in attempts:
+    for attempt in attempts_of(attempts):
         by_case[attempt.case_id].append(attempt)
     cases = [build_case(metas.get(cid) or CaseMeta(id=cid), by_case[cid]) for cid in sorted(by_case)]
-    return cases, totals_of(cases), suite_stats([c.stats for c in cases if c.verdict != "skipped"])
+    return cases, totals_of(cases), suite_stats([c.stats for c in cases if c.verdict not in ("skipped", "not_run")])
 
 
 def totals_of(cases: list[CaseReport]) -> Totals:
@@ -72,6 +106,8 @@ def totals_of(cases: list[CaseReport]) -> Totals:
                 totals.failed += 1
             elif attempt.outcome == "error":
                 totals.errors += 1
+            elif attempt.outcome == "not_run":
+                totals.not_run += 1
             else:
                 totals.skipped += 1
         if case.verdict == "tolerated":

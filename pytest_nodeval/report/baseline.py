@@ -89,9 +89,10 @@ def gate_section(diff: Any, label: str) -> dict[str, Any]:
 def incomplete_reason(report: RunReport) -> str | None:
     if report.pytest_exit_status in _INCOMPLETE:
         return f"the run {_INCOMPLETE[report.pytest_exit_status]} (pytest exit status {report.pytest_exit_status})"
-    never = [a.nodeid for c in report.cases for a in c.attempts if a.reason and a.reason.startswith("never reported")]
+    never = [a.nodeid for c in report.cases for a in c.attempts
+             if a.outcome == "not_run" or (a.reason and a.reason.startswith("never reported"))]
     if never:
-        return f"{len(never)} attempt(s) never reported (the run was cut short), e.g. {never[0]}"
+        return f"{len(never)} attempt(s) not run (the run was cut short), e.g. {never[0]}"
     if report.totals.attempts == 0:
         return "the run has no attempts"
     return None

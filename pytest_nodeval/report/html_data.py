@@ -17,7 +17,7 @@ TEXT_LIMIT = 4_000
 """Characters kept of one-line texts (reasons, gate explanations, assertion messages)."""
 
 VERDICT_SEVERITY = {"OK": 0, "WARN": 1, "INCONCLUSIVE": 2, "FAIL": 3}
-CASE_SEVERITY = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "skipped": 4}
+CASE_SEVERITY = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "not_run": 4, "skipped": 5}
 _MOVEMENTS = {"down": "regressed", "up": "improved", "same": "unchanged"}
 
 
@@ -191,6 +191,7 @@ def overview(report: RunReport, gate: dict[str, Any] | None) -> dict[str, Any]:
         "suite": {"pass_rate": num(suite.pass_rate), "ci_low": num(suite.ci_low), "ci_high": num(suite.ci_high)},
         "cases": t.cases, "attempts": t.attempts, "passed": t.passed, "failed": t.failed, "errors": t.errors,
         "infra_errors": t.infra_errors, "tolerated_failures": t.tolerated_failures, "skipped": t.skipped,
+        "not_run": t.not_run,
         "baseline": gate["baseline"] if gate else None, "environment": {k: text(v, 200) for k, v in report.environment.items()},
     }
 
@@ -205,6 +206,7 @@ def case_row(index: int, case: CaseReport, change: dict[str, Any] | None, trend:
         "i": index, "id": text(case.id, 500), "name": text(case.name, 500), "tags": [text(t, 200) for t in case.tags],
         "verdict": case.verdict, "dir": text(case.directory, 1000), "min": num(case.min_pass_rate),
         "n": s.attempts, "passed": s.passed, "failed": s.failed, "infra": s.infra_errors,
+        "judge_skipped": case.judge_skipped, "reruns": case.reruns,
         "rate": num(s.pass_rate), "lo": num(s.wilson_low), "hi": num(s.wilson_high),
         "phk": _largest_k(s.pass_hat_k), "p50": num(s.latency_p50_ms), "p95": num(s.latency_p95_ms),
         "tokens": num(s.tokens_mean), "change": change, "trend": trend,

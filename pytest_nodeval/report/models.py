@@ -15,7 +15,10 @@ from ..journal.writer import write_atomic
 from ..stats.run_stats import CaseStats, SuiteStats
 
 REPORT_SCHEMA_VERSION = "1"
-Outcome = Literal["passed", "failed", "error", "skipped"]
+Outcome = Literal["passed", "failed", "error", "skipped", "not_run"]
+"""How an attempt ended. error: it could not be judged (infra_error says whether the harness,
+a provider, a key or an image is to blame); not_run: the run stopped before it (-x, --sw,
+an interrupt). Only passed and failed attempts count in pass rates."""
 
 
 class _Model(BaseModel):
@@ -55,6 +58,11 @@ class AttemptRecord(_Model):
     """Why it did not pass, in one line."""
     status: str | None = None
     """The session's own end status: ok, limit, error, divergence, incomplete."""
+    checks: list[str] = Field(default_factory=list)
+    """Every test bound to this case and repeat: each is a check of this one attempt, which
+    passes only if all of them pass."""
+    reruns: int = 0
+    """Tries before the one that counts (pytest-rerunfailures): non-zero means flaky."""
     assertions: list[AssertionRecord] = Field(default_factory=list)
     latency_ms: float | None = None
     """The agent's session duration (in replay: as recorded)."""
@@ -94,12 +102,23 @@ class CaseReport(_Model):
     tags: list[str] = Field(default_factory=list)
     directory: str = ""
     min_pass_rate: float | None = None
-    verdict: Literal["passed", "failed", "tolerated", "error", "skipped"]
-    """passed: every attempt passed; tolerated: some failed, within min_pass_rate."""
+    verdict: Literal["passed", "failed", "tolerated", "error", "skipped", "not_run"]
+    """passed: every attempt passed; tolerated: some failed, within min_pass_rate; error: an
+    attempt could not be judged; not_run: no attempt ran."""
     stats: CaseStats
     judge_agreement: dict[str, JudgeAgreement] = Field(default_factory=dict)
     """Per rubric criterion, how the judge's verdicts spread over the repeats."""
     attempts: list[AttemptRecord]
+
+    @property
+    def judge_skipped(self) -> bool:
+        """A judge rubric went ungraded (deterministic mode, or no judge): say so next to a pass."""
+        return any(a.kind == "judge" and a.status == "skipped" for at in self.attempts for a in at.assertions) or \
+            any(v == "skipped" for at in self.attempts for v in at.judged.values())
+
+    @property
+    def reruns(self) -> int:
+        return sum(a.reruns for a in self.attempts)
 
 
 class Totals(_Model):
@@ -109,7 +128,10 @@ class Totals(_Model):
     failed: int = 0
     errors: int = 0
     infra_errors: int = 0
+    """Errors that are the infrastructure's (no key, no image, provider down, harness timeout)."""
     skipped: int = 0
+    not_run: int = 0
+    """Attempts the run stopped before (-x, --sw, an interrupt); in no rate."""
     tolerated_failures: int = 0
 
 

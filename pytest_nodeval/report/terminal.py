@@ -14,7 +14,7 @@ from ..stats.gate_models import CaseDiff, Diff, Movement, Verdict
 if TYPE_CHECKING:
     from .models import CaseReport, RunReport
 
-__all__ = ["case_lines", "format_diff_table", "summary_lines", "totals_line"]
+__all__ = ["case_lines", "format_diff_table", "infra_lines", "summary_lines", "totals_line"]
 
 _TABLE_WIDTH = 88
 _CASE_WIDTH = 22
@@ -122,11 +122,15 @@ def _interval(case: CaseReport) -> str:
 
 
 def _verdict(case: CaseReport) -> str:
-    if case.verdict == "tolerated":
-        return f"tolerated (min {case.min_pass_rate:.2f})"
+    verdict = f"tolerated (min {case.min_pass_rate:.2f})" if case.verdict == "tolerated" else case.verdict
+    notes = []
     if case.stats.infra_errors:
-        return f"{case.verdict} ({case.stats.infra_errors} infra)"
-    return case.verdict
+        notes.append(f"{case.stats.infra_errors} infra")
+    if case.reruns:
+        notes.append(f"flaky: {case.reruns} rerun(s)")
+    if case.judge_skipped:
+        notes.append("judge skipped")
+    return verdict.replace("_", " ") + (f" ({', '.join(notes)})" if notes else "")
 
 
 def case_lines(report: RunReport, limit: int | None = None) -> list[str]:
@@ -134,7 +138,7 @@ def case_lines(report: RunReport, limit: int | None = None) -> list[str]:
     # passed/judged: infrastructure errors are not the agent's, so they stay out of the rate.
     lines = [f"{'case':<{width}}  {'passed':>9}  {'rate':>5}  {'95% CI':<14}  verdict"]
     # Problems first, so a long run shows what needs attention without scrolling.
-    order = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "skipped": 4}
+    order = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "not_run": 4, "skipped": 5}
     cases = sorted(report.cases, key=lambda c: (order[c.verdict], c.id))
     for case in cases[:limit]:
         passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}"
@@ -153,6 +157,8 @@ def totals_line(report: RunReport) -> str:
     parts = [f"{t.cases} case(s)", f"{t.attempts} attempt(s): {t.passed} passed, {t.failed} failed, {t.errors} error(s)"]
     if t.infra_errors:
         parts.append(f"{t.infra_errors} infrastructure error(s) counted apart")
+    if t.not_run:
+        parts.append(f"{t.not_run} not run")
     worlds = sorted({a.world_backend for c in report.cases for a in c.attempts if a.world_backend})
     where = f", world: {'/'.join(worlds)}" if worlds else ""
     return f"{report.mode} mode, repeat {report.repeat}{where}: " + ", ".join(parts) + rate
@@ -163,7 +169,21 @@ def summary_lines(report: RunReport, verbosity: int = 0) -> list[str]:
     if verbosity >= 0:
         lines += case_lines(report, limit=None if verbosity > 0 else 50)
     lines.append(totals_line(report))
+    lines += infra_lines(report)
     if report.totals.tolerated_failures:
         lines.append(f"{report.totals.tolerated_failures} attempt failure(s) tolerated by min_pass_rate: "
                      f"they do not fail the run (exit status {report.exit_status})")
+    return lines
+
+
+def infra_lines(report: RunReport, limit: int = 10) -> list[str]:
+    """Each infrastructure error with its cause: a missing key or image is not the agent's."""
+    errors = [(c.id, a) for c in report.cases for a in c.attempts if a.infra_error]
+    if not errors:
+        return []
+    lines = [f"infrastructure errors (not the agent's; in no pass rate; exit status {report.exit_status}):"]
+    for case_id, attempt in errors[:limit]:
+        lines.append(f"  {case_id} r{attempt.repeat}: {attempt.reason or 'no cause recorded'}")
+    if len(errors) > limit:
+        lines.append(f"  ... and {len(errors) - limit} more (report.json lists every one)")
     return lines

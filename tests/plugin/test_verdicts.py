@@ -76,3 +76,101 @@ def test_an_own_agent_that_diverges_fails_whatever_the_test_does_after_run(nodev
     assert "observed 0" not in result.stdout.str()
     attempts = _report(nodeval_project).case("orders").attempts
     assert {(a.outcome, a.status) for a in attempts} == {("failed", "divergence")}
+
+
+# -- a case has one attempt per repeat, whatever the tests bound to it ------------------------
+
+BOUND = """
+import pytest
+from pytest_nodeval import expect
+
+@pytest.mark.nodeval_case("hello")
+def test_greets(nodeval_run):
+    expect(nodeval_run).output_contains("Hello")
+
+@pytest.mark.nodeval_case("hello")
+def test_is_short(nodeval_run, request):
+    assert len(nodeval_run.output) < {limit}, "too long"
+"""
+
+
+@pytest.mark.parametrize(("limit", "passed"), [(100, 3), (5, 0)])
+def test_tests_bound_to_a_case_are_checks_of_one_attempt(nodeval_project: pytest.Pytester, limit: int,
+                                                          passed: int) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[{"kind": "output_contains", "text": "hello"}])
+    (root / "test_hello.py").write_text(BOUND.format(limit=limit))
+    result = nodeval_project.runpytest("--repeat", "3")
+    assert result.parseoutcomes()["passed"] == 6 + passed  # 3 tests x 3 repeats are 9 checks
+    report = _report(nodeval_project)
+    case = report.case("hello")
+    assert (case.stats.attempts, case.stats.passed) == (3, passed)
+    assert report.totals.attempts == 3
+    first = case.attempts[0]
+    assert len(first.checks) == 3 and first.journal == "_sessions/hello/r1/journal"
+    sessions = list((nodeval_project.path / "reports" / "latest" / "_sessions" / "hello" / "r1").rglob("events.jsonl"))
+    assert len(sessions) == 1, "the attempt ran once in this process, for all three checks"
+    if not passed:
+        assert first.outcome == "failed" and "too long" in (first.reason or "")
+
+
+# -- attempts the run never reached are "not run", in no rate ---------------------------------
+
+def test_attempts_after_x_are_not_run_not_infrastructure_errors(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "a-fails", script=ANSWER, inputs=["hi"], assertions=[{"kind": "output_contains", "text": "bye"}])
+    write_case(root, "b-never", script=ANSWER, inputs=["hi"], assertions=[])
+    result = nodeval_project.runpytest("-x", "--repeat", "2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["b-never * 0/0 * not run", "*3 not run*"])
+    assert "infrastructure error" not in result.stdout.str()
+    report = _report(nodeval_project)
+    assert (report.totals.not_run, report.totals.errors, report.totals.infra_errors) == (3, 0, 0)
+    assert {a.outcome for a in report.case("b-never").attempts} == {"not_run"}
+    assert report.case("b-never").verdict == "not_run"
+    assert report.suite.scenarios == 1, "a case that never ran is in no rate"
+
+
+# -- reruns are tries of one attempt -------------------------------------------------------
+
+PASSES_ON_RERUN = """
+import pytest
+from pathlib import Path
+
+@pytest.mark.nodeval_case("hello")
+def test_second_try_passes(nodeval_run, tmp_path_factory):
+    marker = Path({marker!r})
+    if not marker.exists():
+        marker.write_text("tried")
+        raise AssertionError("first try fails")
+"""
+
+
+def test_a_pass_on_rerun_counts_and_is_marked_flaky(nodeval_project: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    (root / "test_rerun.py").write_text(PASSES_ON_RERUN.format(marker=str(nodeval_project.path / "tried")))
+    result = nodeval_project.runpytest("scenarios/test_rerun.py", "--reruns", "2")
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["hello * 1/1 * passed (flaky: 1 rerun(s))"])
+    report = _report(nodeval_project)
+    attempt = report.case("hello").attempts[0]
+    assert (attempt.outcome, attempt.reruns, report.exit_status) == ("passed", 1, 0)
+    assert (report.totals.passed, report.totals.failed) == (1, 0)
+
+
+# -- a skipped judge is said wherever the verdict is -----------------------------------------
+
+def test_a_skipped_judge_is_shown_next_to_the_pass(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"],
+               assertions=[{"kind": "output_contains", "text": "hello"}, {"kind": "judge", "rubric": ["Greets the user"]}])
+    result = nodeval_project.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["hello * 1/1 * passed (judge skipped)"])
+    run_dir = nodeval_project.path / "reports" / "latest"
+    assert "passed (judge skipped)" in (run_dir / "summary.txt").read_text()
+    page = (run_dir / "report.html").read_text()
+    assert '"judge_skipped": true' in page or '"judge_skipped":true' in page

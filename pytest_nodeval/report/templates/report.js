@@ -6,7 +6,7 @@
   var DATA = JSON.parse(document.getElementById("nodeval-data").textContent);
   var CASES = DATA.cases;
   var SVGNS = "http://www.w3.org/2000/svg";
-  var SEVERITY = { error: 0, failed: 1, tolerated: 2, passed: 3, skipped: 4 };
+  var SEVERITY = { error: 0, failed: 1, tolerated: 2, passed: 3, not_run: 4, skipped: 5 };
   var GATE_SEVERITY = { FAIL: 3, INCONCLUSIVE: 2, WARN: 1, OK: 0 };
   var CHART_ROWS = 30;
   var LONG_TEXT = 600;
@@ -140,7 +140,9 @@
   function buildRow(r) {
     var tr = el("tr", { "class": "case-row", "data-case-id": r.id, tabindex: 0, "aria-expanded": "false" },
       caseCell(r),
-      el("td", {}, badge(r.verdict), r.infra ? el("small", { text: " " + r.infra + " infra" }) : null),
+      el("td", {}, badge(r.verdict), r.infra ? el("small", { text: " " + r.infra + " infra" }) : null,
+        r.reruns ? el("small", { text: " flaky: " + r.reruns + " rerun(s)" }) : null,
+        r.judge_skipped ? el("small", { "class": "judge-skipped", text: " judge skipped" }) : null),
       el("td", { "class": "num", text: r.passed + "/" + r.n }),
       el("td", {}, el("div", { "class": "rate-cell" }, intervalBar(r),
         el("span", { text: pct(r.rate) + (isNum(r.lo) ? " [" + pct(r.lo) + "–" + pct(r.hi) + "]" : "") }))),
@@ -209,7 +211,7 @@
     var text = filters.text.value.trim().toLowerCase(), status = filters.status.value, change = filters.change.value;
     if (text && r.id.toLowerCase().indexOf(text) < 0 && r.name.toLowerCase().indexOf(text) < 0) return false;
     if (filters.tag.value && r.tags.indexOf(filters.tag.value) < 0) return false;
-    if (status === "problem" && (r.verdict === "passed" || r.verdict === "skipped")) return false;
+    if (status === "problem" && (r.verdict === "passed" || r.verdict === "skipped" || r.verdict === "not_run")) return false;
     if (status && status !== "problem" && r.verdict !== status) return false;
     if (change === "flagged") return gateSeverity(r) > 0;
     if (change) return !!r.change && r.change.movement === change;
