@@ -16,6 +16,7 @@ from __future__ import annotations
 from .report.terminal import format_diff_table
 from .stats.gate import compare, plan
 from .stats.gate_models import (
+    ALPHA_SHARES,
     CaseDiff,
     CaseSample,
     Diff,
@@ -32,6 +33,7 @@ from .stats.gate_models import (
 )
 
 __all__ = [
+    "ALPHA_SHARES",
     "CaseDiff",
     "CaseSample",
     "Diff",
