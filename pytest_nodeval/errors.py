@@ -12,6 +12,10 @@ import pytest
 class NodevalError(Exception):
     """Base class for errors a user can act on (bad input, missing parts)."""
 
+    infrastructure = False
+    """True when the machine, a provider or a key is at fault, never the agent: an attempt that
+    stops on such an error is an infrastructure error, counted apart from every pass rate."""
+
 
 class CaseFormatError(NodevalError):
     """A case file (case.yaml, assertions.yaml, input/*.yaml) is malformed."""
@@ -30,11 +34,22 @@ class ReplayDivergence(NodevalError):
 
 
 class WorldError(NodevalError):
-    """An isolated world could not be started or used."""
+    """An isolated world could not be started or used (no engine, no image, a failed exec)."""
+
+    infrastructure = True
+
+
+class WorldConfigError(WorldError, ConfigError):
+    """A world setting has a bad value: the case's or the command line's mistake."""
+
+    infrastructure = False
 
 
 class ProviderError(NodevalError):
-    """Every provider in the chain failed, or a provider is misconfigured."""
+    """Every provider in the chain failed, a provider (or the judge) cannot be reached, or it
+    has no API key."""
+
+    infrastructure = True
 
 
 class NodevalWarning(pytest.PytestWarning):

@@ -34,7 +34,7 @@ import time
 from typing import Any, Callable, Iterator, Protocol, TypeVar
 
 from .. import __version__
-from ..errors import NodevalError
+from ..errors import NodevalError, ProviderError
 from ..journal.replay import ReplayStash, ReplayStopped
 from ..journal.writer import JournalWriter
 from .simulated_user import SimulatedUser
@@ -99,7 +99,7 @@ class AgentContext:
         if self.replaying:
             kwargs["api_key"] = "nodeval-replay-needs-no-key"
         elif "api_key" not in kwargs and not os.environ.get(key_env):
-            raise NodevalError(f"{cls.__name__}: no API key; set {key_env} or pass api_key=, "
+            raise ProviderError(f"{cls.__name__}: no API key; set {key_env} or pass api_key=, "
                                "or replay the journal in deterministic mode, which needs no key")
         kwargs["http_client"] = self.http_client(name, api=api, asynchronous=asynchronous)
         return cls(**kwargs)
@@ -248,7 +248,7 @@ def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: 
                                    "version": __version__, "session_id": journal.header.session_id, "mode": mode})
     start = time.perf_counter()
     token = _CURRENT.set(ctx)
-    status, reason, divergence = "ok", None, None
+    status, reason, divergence, infra = "ok", None, None, False
     try:
         result = agent(ctx)
         if inspect.isawaitable(result):
@@ -261,11 +261,27 @@ def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: 
         status, divergence = "error", str(stop.divergence)
     except Exception as exc:  # the agent failed: that is an observation, not a harness crash
         status, reason = "error", f"{type(exc).__name__}: {exc}"
+        infra = infrastructure_failure(exc)
     finally:
         _CURRENT.reset(token)
         ctx.close()
-    _end_session(journal, stash, status, reason, divergence, start)
+    _end_session(journal, stash, status, reason, divergence, start, infra)
     return divergence, reason
+
+
+# What the SDKs raise when the provider, not the agent, failed: no or a bad key, the network,
+# a timeout, overload or a 5xx after the SDK's own retries.
+_SDK_INFRA_ERRORS = frozenset({"APIConnectionError", "APITimeoutError", "AuthenticationError",
+                               "InternalServerError", "RateLimitError", "OverloadedError", "ServiceUnavailableError"})
+
+
+def infrastructure_failure(exc: BaseException) -> bool:
+    """Whether an exception out of an agent is the infrastructure's fault, not the agent's."""
+    if getattr(exc, "infrastructure", False):
+        return True
+    module = type(exc).__module__.split(".")[0]
+    return module in ("anthropic", "openai", "google") and any(
+        cls.__name__ in _SDK_INFRA_ERRORS for cls in type(exc).__mro__)
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -286,7 +302,7 @@ def _run_coroutine(awaitable: Any) -> Any:
 
 
 def _end_session(journal: JournalWriter, stash: ReplayStash | None, status: str, reason: str | None,
-                 divergence: str | None, start: float) -> None:
+                 divergence: str | None, start: float, infra: bool = False) -> None:
     usage = {"input_tokens": 0, "output_tokens": 0}
     for event in journal.events:
         if event.type == "llm.response" and event.payload.usage is not None:
@@ -296,7 +312,8 @@ def _end_session(journal: JournalWriter, stash: ReplayStash | None, status: str,
     duration = recorded.payload.duration_ms if recorded else (time.perf_counter() - start) * 1000
     journal.emit("session.end", {
         "status": status, "reason": divergence or reason,
-        "error_kind": "divergence" if divergence else ("agent" if reason else None),
+        "error_kind": "divergence" if divergence else ("provider" if infra else ("agent" if reason else None)),
+        "infra": infra,
         "duration_ms": round(duration, 3), "usage": usage,
         "turns": sum(1 for e in journal.events if e.type == "io.input")})
 

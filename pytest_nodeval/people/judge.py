@@ -8,6 +8,8 @@ live, record   graded live
 Every grading is journaled as `judge.request` / `judge.response` with a digest of the
 transcript it saw. A judge answer that cannot be parsed is retried a bounded number of
 times and then reported as "inconclusive" with the raw answer, never as the agent failing.
+A judge that never answers (no key, unreachable, down) raises ProviderError: the attempt is
+an infrastructure error, not a pass with its rubric "skipped".
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Sequence
 from ..agent.config import ProviderSpec
 from ..agent.fake_urls import FAKE_KEY, is_fake, resolve
 from ..agent.providers import PROVIDERS, ModelRequest, ToolDef, side_wiring
+from ..errors import ProviderError
 
 RETRIES = 2
 VERDICT_TOOL = ToolDef(
@@ -103,6 +106,7 @@ class Judge:
         if reference:
             prompt += f"\n\nA reference answer to compare with:\n{reference}"
         raws = []
+        answered = False
         for _ in range(1 + RETRIES):
             try:
                 reply = self._provider.complete(ModelRequest(SYSTEM, [{"role": "user", "text": prompt}],
@@ -110,11 +114,16 @@ class Judge:
             except self._provider.errors as exc:
                 raws.append(f"{type(exc).__name__}: {exc}")
                 continue
+            answered = True
             call = next((c.args for c in reply.tool_calls if c.name == VERDICT_TOOL.name), None)
             raws.append(reply.text if call is None else json.dumps(call))
             verdict = parse_verdict(reply.text, call)
             if verdict is not None:
                 return {**verdict, "raw": raws[-1], "attempts": len(raws)}
+        if not answered:
+            # Not one reply: the judge is down or unreachable. That is the infrastructure's
+            # problem, never a verdict (and never "skipped", which would let the run pass).
+            raise ProviderError(f"judge {self.name} could not be reached ({len(raws)} tries): {raws[-1]}")
         return {"verdict": "inconclusive", "reason": f"no parsable verdict after {len(raws)} tries",
                 "raw": raws[-1] if raws else "", "attempts": len(raws)}
 

@@ -53,6 +53,9 @@ class Attempt:
         self.checks_here = 1
         """Tests of this attempt collected in this process."""
         self.journal_dir = self.dir / "journal"
+        self.infra_cause: str | None = None
+        """Set when a key, an image, a provider or the judge was missing or down: the attempt is
+        an infrastructure error, not the agent's failure."""
 
     @property
     def attempt_settings(self) -> AttemptSettings:
@@ -95,11 +98,17 @@ class Attempt:
                 else:
                     self.observed = run_agent_case(agent, self.case, self.attempt_settings, self.journal_dir, inputs)
             except NodevalError as exc:
+                if exc.infrastructure:
+                    self.infra_cause = str(exc)
                 pytest.fail(str(exc), pytrace=False)
             if reusable and self.checks_here > 1:
                 self.shared[key] = [self.observed, self.checks_here - 1]
         if self.observed.divergence:
             pytest.fail(self.observed.divergence, pytrace=False)
+        end = self.observed.end
+        if end is not None and end.infra:  # a provider or key failed: nothing to judge
+            self.infra_cause = str(end.reason)
+            pytest.fail(f"infrastructure error, not the agent's: {self.infra_cause}", pytrace=False)
         return self.observed
 
     @property
@@ -152,12 +161,15 @@ class Attempt:
         journal = self.journal_dir
         return header + "\n" + "\n".join(f"  x {p}" for p in problems) + f"\n  observed journal: {_rel(journal)}"
 
-    def record(self, outcome: str, reason: str | None) -> AttemptRecord:
+    def record(self, outcome: str, reason: str | None, infra_cause: str | None = None) -> AttemptRecord:
         metrics = self.observed.metrics() if self.observed else {}
-        infra = bool(metrics.get("infra"))
+        infra_cause = infra_cause or self.infra_cause
+        infra = bool(metrics.get("infra")) or infra_cause is not None
+        if infra_cause is not None:
+            reason = infra_cause.splitlines()[0][:300]
         return AttemptRecord(
             nodeid="", case_id=self.case.id, repeat=self.ref.repeat,
-            outcome="error" if infra and outcome == "failed" else outcome,  # type: ignore[arg-type]
+            outcome=outcome,  # type: ignore[arg-type]  # report_payload makes an infra failure an error
             infra_error=infra, reason=reason, status=metrics.get("status"),
             assertions=[AssertionRecord(**r.to_json()) for r in self.results],
             latency_ms=metrics.get("latency_ms"), wall_ms=metrics.get("wall_ms"),

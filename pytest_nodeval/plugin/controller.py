@@ -126,8 +126,7 @@ class Controller:
             return  # nothing ran: no report (and no attempt counted as lost)
         self._fill_missing()
         report = self._build(int(session.exitstatus))
-        if session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._all_failures_tolerated(report):
-            session.exitstatus = pytest.ExitCode.OK
+        self._decide_exit_status(report, session)
         if self.settings.baseline is not None:
             self._gate(report, session)
         report.exit_status = int(session.exitstatus)
@@ -192,10 +191,17 @@ class Controller:
             totals=totals, suite=suite, cases=cases, environment=_environment(self.config),
         )
 
-    def _all_failures_tolerated(self, report: RunReport) -> bool:
+    def _decide_exit_status(self, report: RunReport, session: pytest.Session) -> None:
+        """Failures a case tolerates do not fail the run; infrastructure errors get their own status."""
+        from ..report.models import EXIT_INFRA_ERROR
+
         tolerated = {nodeid for c in report.cases if c.verdict == "tolerated"
                      for a in c.attempts if a.outcome == "failed" for nodeid in a.checks}
-        return bool(self.failed_nodeids) and self.failed_nodeids <= tolerated
+        infra = {nodeid for c in report.cases for a in c.attempts if a.infra_error for nodeid in a.checks}
+        if session.exitstatus == pytest.ExitCode.TESTS_FAILED and self.failed_nodeids <= tolerated | infra:
+            session.exitstatus = EXIT_INFRA_ERROR if self.failed_nodeids & infra else pytest.ExitCode.OK
+        elif session.exitstatus == pytest.ExitCode.OK and infra:
+            session.exitstatus = EXIT_INFRA_ERROR
 
     def _write(self, report: RunReport) -> None:
         from ..journal.writer import write_atomic

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from .keys import attempt_key, cases_key, checks_key, fakes_key, observed_key, run_id_key, settings_key
+from .keys import attempt_key, cases_key, checks_key, fakes_key, infra_key, observed_key, run_id_key, settings_key
 
 if TYPE_CHECKING:
     from fakes.composio import ComposioFake
@@ -108,7 +108,7 @@ def nodeval_world(request: pytest.FixtureRequest, nodeval_settings: Settings, no
                            seed_dir=case.directory / "input" / "world" if case is not None else None,
                            lock_dir=nodeval_run_dir / "_work")
     except NodevalError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        _fail(request, exc)
     attempt = request.node.stash.get(attempt_key, None)
     if attempt is not None:
         attempt.world = world
@@ -163,7 +163,7 @@ def _serve_fake(request: pytest.FixtureRequest, kind: str) -> Iterator[Any]:
     try:
         fake = make_fake(kind, case, seed=getattr(ref, "repeat", None), required=False)
     except NodevalError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        _fail(request, exc)
     running = request.node.stash.setdefault(fakes_key, {})
     with fake:
         running[kind] = fake
@@ -171,3 +171,10 @@ def _serve_fake(request: pytest.FixtureRequest, kind: str) -> Iterator[Any]:
             yield fake
         finally:
             running.pop(kind, None)
+
+
+def _fail(request: pytest.FixtureRequest, exc: Exception) -> None:
+    """Fail the test on a NodevalError, marking it an infrastructure error when the machine is at fault."""
+    if getattr(exc, "infrastructure", False):
+        request.node.stash[infra_key] = str(exc)
+    pytest.fail(str(exc), pytrace=False)

@@ -34,6 +34,8 @@ observed_key: pytest.StashKey[dict[tuple[str, int], list[Any]]] = pytest.StashKe
 same attempt will check, with how many: a process runs each attempt once."""
 checks_key: pytest.StashKey[dict[tuple[str, int], int]] = pytest.StashKey()
 """config.stash: how many collected tests check each (case directory, repeat) here."""
+infra_key: pytest.StashKey[str] = pytest.StashKey()
+"""item.stash: why a fixture (a world, a fake) could not start, when the machine is to blame."""
 fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
 

@@ -26,7 +26,7 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
         _keep_divergence_failed(report, attempt)
     meta = attempt.meta if attempt else (case_meta(case, item.config.rootpath) if case else CaseMeta(id=ref.case_id))
     payload: dict[str, Any] = {"meta": meta.model_dump(mode="json"), "repeat": ref.repeat}
-    record = _record(report, attempt, ref)
+    record = _record(report, item, attempt, ref)
     if record is not None:
         payload["attempt"] = record.model_dump(mode="json")
     setattr(report, ATTRIBUTE, payload)
@@ -39,7 +39,7 @@ def _keep_divergence_failed(report: pytest.TestReport, attempt: Any) -> None:
         report.longrepr = attempt.divergence
 
 
-def _record(report: pytest.TestReport, attempt: Any, ref: CaseRef) -> AttemptRecord | None:
+def _record(report: pytest.TestReport, item: pytest.Item, attempt: Any, ref: CaseRef) -> AttemptRecord | None:
     if report.when == "call":
         outcome = report.outcome
     elif report.failed:
@@ -49,11 +49,33 @@ def _record(report: pytest.TestReport, attempt: Any, ref: CaseRef) -> AttemptRec
     else:
         return None
     reason = None if report.passed else (attempt and attempt.first_problem()) or first_line(report)
+    infra = None if report.passed else infra_cause(report, item)
     if attempt is not None:
-        record = attempt.record(outcome, reason)
+        record = attempt.record(outcome, reason, infra)
     else:
-        record = AttemptRecord(nodeid="", case_id=ref.case_id, repeat=ref.repeat, outcome=outcome, reason=reason)
+        record = AttemptRecord(nodeid="", case_id=ref.case_id, repeat=ref.repeat, outcome=outcome,
+                               reason=infra or reason, infra_error=infra is not None)
+    if record.infra_error and record.outcome in ("failed", "passed"):  # nothing was judged
+        record = record.model_copy(update={"outcome": "error"})
     return record.model_copy(update={"nodeid": report.nodeid})
+
+
+def infra_cause(report: pytest.TestReport, item: pytest.Item) -> str | None:
+    """Why this test could not judge the agent, when the harness is to blame; else None.
+
+    A fixture that could not start a world or a fake says so in the item's stash; a
+    pytest-timeout firing inside the harness is recognised by its message.
+    """
+    from .keys import infra_key
+
+    cause = item.stash.get(infra_key, None)
+    if cause is not None:
+        return cause
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    message = getattr(crash, "message", "") or ""
+    if "from pytest-timeout" in message:
+        return f"harness timeout: {message.removeprefix('Failed: ')}"
+    return None
 
 
 def first_line(report: pytest.TestReport, limit: int = 300) -> str:

@@ -15,6 +15,10 @@ from ..journal.writer import write_atomic
 from ..stats.run_stats import CaseStats, SuiteStats
 
 REPORT_SCHEMA_VERSION = "1"
+EXIT_INFRA_ERROR = 7
+"""Exit status of a run whose only problems are infrastructure errors (no key, no image, a
+provider or judge down, a harness timeout): the agent was not judged, so this is neither 0
+nor the agent-failure status 1."""
 Outcome = Literal["passed", "failed", "error", "skipped", "not_run"]
 """How an attempt ended. error: it could not be judged (infra_error says whether the harness,
 a provider, a key or an image is to blame); not_run: the run stopped before it (-x, --sw,

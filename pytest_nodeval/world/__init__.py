@@ -12,7 +12,7 @@ import base64
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from ..errors import WorldError
+from ..errors import WorldConfigError
 
 KILLED_EXIT_CODE = 137
 """The exit code a sandboxed backend reports for a command it killed (128 + SIGKILL)."""
@@ -46,7 +46,7 @@ class WorldLimits:
         for name in ("cpus", "memory_mb", "pids", "exec_timeout_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise WorldError(f"world limit {name} must be a positive number, got {value!r}")
+                raise WorldConfigError(f"world limit {name} must be a positive number, got {value!r}")
 
     def timeout_for(self, requested_s: float) -> float:
         """The wall time an exec gets: what the caller asked, capped by exec_timeout_s."""

@@ -12,7 +12,7 @@ import functools
 import warnings
 from pathlib import Path
 
-from ..errors import NodevalWarning, WorldError
+from ..errors import NodevalWarning, WorldConfigError, WorldError
 from . import World, WorldLimits
 
 BACKENDS = ("docker", "bwrap", "local")
@@ -68,7 +68,7 @@ def choose_backend(requested: str | None) -> str:
         return next(name for name in BACKENDS if backend_problem(name) is None)
     if requested not in BACKENDS:
         valid = ", ".join((AUTO, *BACKENDS))
-        raise WorldError(f"unknown world backend {requested!r}; valid names: {valid}")
+        raise WorldConfigError(f"unknown world backend {requested!r}; valid names: {valid}")
     problem = backend_problem(requested)
     if problem is not None:
         raise WorldError(

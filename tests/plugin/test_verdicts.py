@@ -3,7 +3,7 @@ or skipped (issue 14). Each test here failed on the main of 2026-12-01."""
 
 from __future__ import annotations
 
-import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -174,3 +174,87 @@ def test_a_skipped_judge_is_shown_next_to_the_pass(nodeval_project: pytest.Pytes
     assert "passed (judge skipped)" in (run_dir / "summary.txt").read_text()
     page = (run_dir / "report.html").read_text()
     assert '"judge_skipped": true' in page or '"judge_skipped":true' in page
+
+
+# -- setup problems are infrastructure errors, never agent failures ------------------------------
+
+def _infra_attempt(project: pytest.Pytester, result: pytest.RunResult, case_id: str = "hello") -> str:
+    assert result.ret == 7, result.stdout.str()
+    report = _report(project)
+    attempt = report.case(case_id).attempts[0]
+    assert (attempt.outcome, attempt.infra_error) == ("error", True)
+    assert (report.totals.failed, report.totals.infra_errors, report.exit_status) == (0, 1, 7)
+    assert report.suite.scenarios == 0, "an infrastructure error is in no pass rate"
+    result.stdout.fnmatch_lines(["infrastructure errors (not the agent's; in no pass rate; exit status 7):",
+                                 f"  {case_id} r1: *"])
+    summary = (project.path / "reports" / "latest" / "summary.txt").read_text()
+    assert "infrastructure errors" in summary
+    return attempt.reason or ""
+
+
+def test_no_api_key_is_an_infrastructure_error(nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    write_case(nodeval_project.path / "scenarios", "hello", script=ANSWER, inputs=["hi"], assertions=[],
+               providers=[{"name": "anthropic", "model": "claude-test"}], record=False)
+    result = nodeval_project.runpytest("--nodeval-mode", "live", "--nodeval-world", "local")
+    assert "no API key" in _infra_attempt(nodeval_project, result)
+
+
+def test_an_own_agent_without_a_key_is_an_infrastructure_error(nodeval_project: pytest.Pytester,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    case_dir = nodeval_project.path / "scenarios" / "hello"
+    (case_dir / "input").mkdir(parents=True)
+    (case_dir / "case.yaml").write_text("id: hello\n")
+    (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["hi"]}}))
+    (nodeval_project.path / "scenarios" / "test_own.py").write_text("""
+import pytest
+
+def agent(ctx):
+    client = ctx.anthropic()
+    for text in ctx.inputs():
+        ctx.output(client.messages.create(model="m", max_tokens=10, messages=[]).content[0].text)
+
+@pytest.mark.nodeval_case("hello")
+def test_own(nodeval_attempt):
+    nodeval_attempt.run(agent)
+""")
+    result = nodeval_project.runpytest("scenarios/test_own.py", "--nodeval-mode", "live")
+    assert "no API key" in _infra_attempt(nodeval_project, result)
+
+
+def test_a_missing_world_image_is_an_infrastructure_error(nodeval_project: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODEVAL_BASE_IMAGE", "nodeval-no-such-image:never")
+    write_case(nodeval_project.path / "scenarios", "hello", script=[{"tool_calls": [{"name": "shell", "args": {"command": "ls"}}]}, *ANSWER],
+               inputs=["hi"], assertions=[], record=False)
+    result = nodeval_project.runpytest("--nodeval-mode", "live", "--nodeval-world", "docker")
+    _infra_attempt(nodeval_project, result)
+
+
+def test_an_unreachable_judge_is_an_infrastructure_error_not_a_skip(nodeval_project: pytest.Pytester,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    judge = {"name": "anthropic", "model": "judge-1", "base_url": f"http://127.0.0.1:{port}", "max_retries": 0}
+    write_case(nodeval_project.path / "scenarios", "hello", script=ANSWER, inputs=["hi"],
+               assertions=[{"kind": "judge", "rubric": ["Greets the user"], "judge": judge}])
+    result = nodeval_project.runpytest("--nodeval-mode", "full")
+    assert "could not be reached" in _infra_attempt(nodeval_project, result)
+
+
+def test_a_harness_timeout_is_an_infrastructure_error(nodeval_project: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_timeout")
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    (root / "test_slow.py").write_text("""
+import time, pytest
+
+@pytest.mark.nodeval_case("hello")
+def test_slow(nodeval_run):
+    time.sleep(5)
+""")
+    result = nodeval_project.runpytest("scenarios/test_slow.py", "--timeout", "0.5", "--timeout-method", "signal")
+    assert "harness timeout" in _infra_attempt(nodeval_project, result)
