@@ -3,7 +3,9 @@
     nodeval baseline --against reports/baseline.json [--current reports/<run>]   # the gate
     nodeval baseline --save reports/<run> [--to reports/baseline.json]           # bless
 
-Exit status: 0 when no gate FAILED, 6 when one did (as in pytest), 2 for bad input.
+The gate thresholds are the ones the current run was configured with (its ini keys, which
+report.json records), so the command and the run agree. Exit status: 0 when no gate FAILED,
+6 when one did (as in pytest), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -45,7 +47,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"baseline written: {target} (review and commit it)")
         return 0
     current_path = resolve(args.current)
-    diff = compare(load(args.against), load(current_path), policy_from({}))
+    current = load(current_path)
+    # The policy the run was configured with (its ini keys, recorded in report.json): the
+    # command and the run's own gate reach the same verdict on the same two runs.
+    try:
+        policy = policy_from(current.gate_policy)
+    except (TypeError, ValueError) as exc:
+        raise NodevalError(f"{current_path}: gate_policy: {exc}") from None
+    diff = compare(load(args.against), current, policy)
     out = args.json or current_path.parent / "diff.json"
     try:
         write_atomic(out, json.dumps(gate_section(diff, str(args.against)), indent=2) + "\n")

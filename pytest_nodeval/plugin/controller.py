@@ -189,6 +189,7 @@ class Controller:
             repeat=self.settings.repeat, profile=self.settings.profile, match=self.settings.match,
             world=self.settings.world, exit_status=pytest_exit, pytest_exit_status=pytest_exit,
             totals=totals, suite=suite, cases=cases, environment=_environment(self.config),
+            gate_policy=dict(self.settings.gate_policy),
         )
 
     def _decide_exit_status(self, report: RunReport, session: pytest.Session) -> None:

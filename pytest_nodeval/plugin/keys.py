@@ -39,6 +39,9 @@ infra_key: pytest.StashKey[str] = pytest.StashKey()
 fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
 
+GATE_INI_ALIASES = {"fail_on_latency_p95_drop": "fail_on_latency_p95_increase"}
+"""Other names a gate ini key is known by -> the GatePolicy field it sets."""
+
 WORKER_RUN_ID = "nodeval_run_id"
 """The key of the run id in an xdist worker's `workerinput`."""
 
@@ -47,6 +50,7 @@ GATE_INI_KEYS = {
     "fail_on_score_drop": "Suite pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
     "fail_on_scenario_drop": "Per-case pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
     "fail_on_latency_p95_increase": "Relative p95 latency increase per case that fails the gate; 0 disables.",
+    "fail_on_latency_p95_drop": "The seed's name of nodeval_fail_on_latency_p95_increase (an alias).",
     "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
     "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
     "fail_on_token_increase": "Relative increase in tokens per attempt that fails the gate; 0 disables.",

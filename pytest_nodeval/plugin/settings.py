@@ -150,7 +150,11 @@ def _judge(text: str, where: str) -> Any:
 
 
 def _gate_policy(config: pytest.Config, where: str) -> dict[str, float]:
-    from .keys import GATE_INI_KEYS
+    """The gate thresholds set in the ini file, by GatePolicy field (aliases resolved).
+
+    The run records them in report.json, so `nodeval baseline` gates with the same policy.
+    """
+    from .keys import GATE_INI_ALIASES, GATE_INI_KEYS
 
     values: dict[str, float] = {}
     for name in GATE_INI_KEYS:
@@ -163,5 +167,10 @@ def _gate_policy(config: pytest.Config, where: str) -> dict[str, float]:
             raise pytest.UsageError(f"nodeval_{name} ({where}) must be a number, got {raw!r}") from None
         if number < 0:
             raise pytest.UsageError(f"nodeval_{name} ({where}) must not be negative, got {raw!r}")
-        values[name] = int(number) if name in ("latency_min_attempts", "bootstrap_iterations", "bootstrap_seed") else number
+        field_name = GATE_INI_ALIASES.get(name, name)
+        if field_name in values and values[field_name] != number:
+            raise pytest.UsageError(f"nodeval_{name} ({where}) = {raw} contradicts nodeval_{field_name} = "
+                                    f"{values[field_name]:g}: they are one setting; keep one of them")
+        integral = field_name in ("latency_min_attempts", "bootstrap_iterations", "bootstrap_seed")
+        values[field_name] = int(number) if integral else number
     return values

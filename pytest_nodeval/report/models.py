@@ -156,6 +156,9 @@ class RunReport(_Model):
     totals: Totals
     suite: SuiteStats
     cases: list[CaseReport]
+    gate_policy: dict[str, float] = Field(default_factory=dict)
+    """The gate thresholds set in this run's ini file (the rest are GatePolicy's defaults):
+    `nodeval baseline` gates with the same policy as the run did."""
     gate: dict[str, Any] | None = None
     """The diff against the baseline and the gates' verdicts, when a baseline was given."""
     environment: dict[str, str] = Field(default_factory=dict)

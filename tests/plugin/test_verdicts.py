@@ -3,7 +3,10 @@ or skipped (issue 14). Each test here failed on the main of 2026-12-01."""
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -258,3 +261,51 @@ def test_slow(nodeval_run):
 """)
     result = nodeval_project.runpytest("scenarios/test_slow.py", "--timeout", "0.5", "--timeout-method", "signal")
     assert "harness timeout" in _infra_attempt(nodeval_project, result)
+
+
+# -- one gate policy, read the same way by the run and by `nodeval baseline` -------------------
+
+REFUNDS = """
+import json, pathlib, pytest
+
+FAILING = json.loads((pathlib.Path(__file__).parent / "failing.json").read_text())
+
+@pytest.mark.nodeval_case("refunds")
+def test_refunds(nodeval_run, request):
+    assert request.node.callspec.params["nodeval_case"].repeat not in FAILING, "wrong refund"
+"""
+
+
+def test_nodeval_baseline_gates_with_the_runs_ini_policy(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "refunds", script=[{"text": "Refunded."}], inputs=["refund"], assertions=[],
+               case={"min_pass_rate": 0.4})
+    (root / "test_refunds.py").write_text(REFUNDS)
+    (root / "failing.json").write_text("[]")
+    ini = nodeval_project.path / "tox.ini"
+    ini.write_text(ini.read_text() + "\nnodeval_fail_on_scenario_drop = 0\nnodeval_fail_on_score_drop = 0.9\n")
+    args = ("scenarios/test_refunds.py", "--repeat", "10")
+    nodeval_project.runpytest(*args, "--nodeval-update-baseline").assert_outcomes(passed=10)
+    (root / "failing.json").write_text("[1, 2, 3, 4, 5, 6]")  # 4/10: tolerated, a 60 pp drop
+    result = nodeval_project.runpytest(*args, "--nodeval-baseline=reports/baseline.json")
+    report = _report(nodeval_project)
+    assert report.gate_policy == {"fail_on_scenario_drop": 0.0, "fail_on_score_drop": 0.9}
+    assert report.gate is not None and report.gate["breached"] == [] and result.ret == 0
+    command = subprocess.run([sys.executable, "-m", "pytest_nodeval.cli", "baseline", "--against",
+                              "reports/baseline.json", "--json", "diff.json"],
+                             cwd=nodeval_project.path, capture_output=True, text=True)
+    assert command.returncode == 0, command.stdout + command.stderr
+    diff = json.loads((nodeval_project.path / "diff.json").read_text())
+    assert diff["policy"] == report.gate["policy"] and diff["breached"] == report.gate["breached"] == []
+
+
+def test_the_seeds_latency_key_is_an_alias(nodeval_project: pytest.Pytester) -> None:
+    write_case(nodeval_project.path / "scenarios", "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    ini = nodeval_project.path / "tox.ini"
+    ini.write_text(ini.read_text() + "\nnodeval_fail_on_latency_p95_drop = 0.5\n")
+    result = nodeval_project.runpytest("--strict-config")
+    result.assert_outcomes(passed=1)
+    assert _report(nodeval_project).gate_policy == {"fail_on_latency_p95_increase": 0.5}
+    ini.write_text(ini.read_text() + "\nnodeval_fail_on_latency_p95_increase = 0.25\n")
+    result = nodeval_project.runpytest()
+    result.stderr.fnmatch_lines(["*nodeval_fail_on_latency_p95_drop * contradicts nodeval_fail_on_latency_p95_increase*"])
