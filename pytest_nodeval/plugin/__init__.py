@@ -43,6 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="In full mode, reuse a journaled judge verdict for an identical transcript.")
     group.addoption("--nodeval-update-baseline", action="store_true", default=False,
                     help="After a complete run, write its report to the baseline path.")
+    group.addoption("--nodeval-record-force", action="store_true", default=False,
+                    help="In record mode, replace a case's journal even when the attempt failed its checks "
+                         "(by default only a passing recording replaces the golden journal).")
     parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")

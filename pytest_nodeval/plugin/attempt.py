@@ -62,7 +62,7 @@ class Attempt:
         world = self.case.spec.world.backend or (None if self.settings.world == "auto" else self.settings.world)
         return AttemptSettings(mode=self.settings.mode, match=self.settings.match, world_backend=world,
                                run_id=self.run_dir.name, seed=self.ref.repeat, judge=self.settings.judge,
-                               work_dir=self.run_dir / "_work")
+                               work_dir=self.run_dir / "_work", install=False)  # the controller installs passes
 
     def _grader(self) -> Any:
         rubrics = [a for a in self.case.assertions if a.kind == "judge"]

@@ -126,6 +126,8 @@ class Controller:
             return  # nothing ran: no report (and no attempt counted as lost)
         self._fill_missing()
         report = self._build(int(session.exitstatus))
+        if self.settings.mode == "record":
+            self._install_recordings(report)
         self._decide_exit_status(report, session)
         if self.settings.baseline is not None:
             self._gate(report, session)
@@ -191,6 +193,26 @@ class Controller:
             totals=totals, suite=suite, cases=cases, environment=_environment(self.config),
             gate_policy=dict(self.settings.gate_policy),
         )
+
+    def _install_recordings(self, report: RunReport) -> None:
+        """A recording replaces a case's golden journal only when its attempt passed every check."""
+        from ..runner.session import install_journal
+
+        for case in report.cases:
+            for attempt in case.attempts:
+                if attempt.journal is None or not case.directory:
+                    continue
+                target = self.config.rootpath / case.directory / "journal"
+                if attempt.outcome != "passed" and not self.settings.record_force:
+                    kept = "kept" if target.exists() else "not written"
+                    self.notes.append(f"{kept}: {_relative(target)} (the recording {attempt.outcome}; "
+                                      f"--nodeval-record-force installs it anyway)")
+                    continue
+                try:
+                    install_journal(self.run_dir / attempt.journal, target)
+                    self.notes.append(f"recorded: {_relative(target)} ({attempt.outcome}, from {attempt.journal})")
+                except OSError as exc:
+                    self.problem = f"could not install the recording of {case.id} into {target}: {exc}"
 
     def _decide_exit_status(self, report: RunReport, session: pytest.Session) -> None:
         """Failures a case tolerates do not fail the run; infrastructure errors get their own status."""

@@ -43,6 +43,8 @@ class Settings:
     """The default judge model (ProviderSpec) from nodeval_judge."""
     judge_reuse: bool = False
     baseline_from_cli: bool = False
+    record_force: bool = False
+    """Record mode: install recordings that failed their checks too (--nodeval-record-force)."""
     gate_policy: dict[str, float] = field(default_factory=dict)
     """Gate thresholds set in ini/pyproject (the rest keep GatePolicy's defaults)."""
     sources: dict[str, str] = field(default_factory=dict)
@@ -134,6 +136,7 @@ def from_config(config: pytest.Config) -> Settings:
         history=rootpath / config.getini("nodeval_history") if config.getini("nodeval_history") else None,
         judge=_judge(config.getini("nodeval_judge"), where), judge_reuse=bool(config.getoption("nodeval_judge_reuse")),
         baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
+        record_force=bool(config.getoption("nodeval_record_force")),
     )
 
 

@@ -45,6 +45,10 @@ class AttemptSettings:
     session_id: str | None = None
     """The observed journal's session id (default: a new random one); set by callers that
     must correlate the journal with their own records, such as `nodeval inspect-mode`."""
+    install: bool = True
+    """Record mode: replace the case's journal as soon as the session ends ok. Callers that
+    judge the attempt first (the plugin, `nodeval record`) pass False and install only a
+    recording that passed its checks (see `install_journal`)."""
 
     @property
     def replay(self) -> bool:
@@ -155,7 +159,7 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
             world.close()
     observed.wall_ms = (time.perf_counter() - start) * 1000
     observed.golden = _golden(case, settings)
-    if settings.mode == "record" and observed.status == "ok":
+    if settings.mode == "record" and settings.install and observed.status == "ok":
         install_journal(journal_dir, case.journal_dir)
     return observed
 
@@ -242,7 +246,7 @@ def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_di
         writer.close()
     observed = Observed(case.id, settings.mode, writer.events, journal_dir, divergence=divergence,
                         wall_ms=(time.perf_counter() - start) * 1000, golden=_golden(case, settings))
-    if settings.mode == "record" and observed.status == "ok":
+    if settings.mode == "record" and settings.install and observed.status == "ok":
         install_journal(journal_dir, case.journal_dir)
     return observed
 

@@ -309,3 +309,43 @@ def test_the_seeds_latency_key_is_an_alias(nodeval_project: pytest.Pytester) -> 
     ini.write_text(ini.read_text() + "\nnodeval_fail_on_latency_p95_increase = 0.25\n")
     result = nodeval_project.runpytest()
     result.stderr.fnmatch_lines(["*nodeval_fail_on_latency_p95_drop * contradicts nodeval_fail_on_latency_p95_increase*"])
+
+
+# -- record mode keeps the golden journal unless the recording passes -------------------------
+
+def test_record_mode_keeps_the_golden_journal_when_the_attempt_fails(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    case_dir = write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[{"kind": "output_contains", "text": "Hello"}])
+    golden = (case_dir / "journal" / "events.jsonl").read_bytes()
+    config = case_dir / "input" / "config.yaml"
+    config.write_text(config.read_text().replace("Hello there.", "Goodbye."))
+    result = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["nodeval: kept: scenarios/hello/journal (the recording failed; --nodeval-record-force*"])
+    assert (case_dir / "journal" / "events.jsonl").read_bytes() == golden
+    result = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local", "--nodeval-record-force")
+    result.stdout.fnmatch_lines(["nodeval: recorded: scenarios/hello/journal (failed, from _sessions/hello/r1/journal)"])
+    assert b"Goodbye." in (case_dir / "journal" / "events.jsonl").read_bytes()
+
+
+def test_record_mode_prints_each_journal_it_writes(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    case_dir = write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[], record=False)
+    result = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["nodeval: recorded: scenarios/hello/journal (passed, from _sessions/hello/r1/journal)"])
+    assert (case_dir / "journal" / "events.jsonl").is_file()
+
+
+def test_nodeval_record_keeps_the_journal_when_the_recording_fails_its_assertions(tmp_path: Path) -> None:
+    case_dir = write_case(tmp_path, "hello", script=ANSWER, inputs=["hi"], assertions=[{"kind": "output_contains", "text": "Hello"}])
+    golden = (case_dir / "journal" / "events.jsonl").read_bytes()
+    config = case_dir / "input" / "config.yaml"
+    config.write_text(config.read_text().replace("Hello there.", "Goodbye."))
+    command = [sys.executable, "-m", "pytest_nodeval.cli", "record", str(case_dir), "--world", "local"]
+    refused = subprocess.run(command, capture_output=True, text=True)
+    assert refused.returncode == 1 and "failed 1 assertion(s)" in refused.stderr
+    assert (case_dir / "journal" / "events.jsonl").read_bytes() == golden
+    forced = subprocess.run([*command, "--force"], capture_output=True, text=True)
+    assert forced.returncode == 0 and "forced:" in forced.stdout
+    assert b"Goodbye." in (case_dir / "journal" / "events.jsonl").read_bytes()
