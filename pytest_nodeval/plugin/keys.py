@@ -49,13 +49,14 @@ WORKER_RUN_ID = "nodeval_run_id"
 GATE_INI_KEYS = {
     "fail_on_score_drop": "Suite pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
     "fail_on_scenario_drop": "Per-case pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
-    "fail_on_latency_p95_increase": "Relative p95 latency increase per case that fails the gate; 0 disables.",
+    "fail_on_latency_p95_increase": "Relative p95 latency increase that fails the gate: pooled p95 between live runs, "
+                                    "each case's p95 between replays; 0 disables.",
     "fail_on_latency_p95_drop": "The seed's name of nodeval_fail_on_latency_p95_increase (an alias).",
     "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
     "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
     "fail_on_token_increase": "Relative increase in tokens per attempt that fails the gate; 0 disables.",
-    "alpha": "Significance level of the gates' one-sided tests.",
-    "fdr_level": "Benjamini-Hochberg false-discovery level across cases.",
+    "alpha": "False-alarm budget of a run, all gates together (split across the gates).",
+    "fdr_level": "Benjamini-Hochberg level that names slower cases in the latency detail; decides no FAIL.",
     "bootstrap_iterations": "Bootstrap resamples for the latency and token gates.",
     "bootstrap_seed": "Seed of those resamples, so verdicts reproduce.",
 }

@@ -21,6 +21,7 @@ def test_every_gate_threshold_is_an_ini_key() -> None:
     from dataclasses import fields
 
     from pytest_nodeval.gate import GatePolicy
-    from pytest_nodeval.plugin.keys import GATE_INI_KEYS
+    from pytest_nodeval.plugin.keys import GATE_INI_ALIASES, GATE_INI_KEYS
 
-    assert set(GATE_INI_KEYS) == {f.name for f in fields(GatePolicy)}
+    assert set(GATE_INI_KEYS) - set(GATE_INI_ALIASES) == {f.name for f in fields(GatePolicy)}
+    assert set(GATE_INI_ALIASES.values()) <= set(GATE_INI_KEYS), "an alias names a real key"
