@@ -57,6 +57,8 @@ def nodeval_attempt(request: pytest.FixtureRequest, nodeval_case: Case, nodeval_
     attempt = Attempt(nodeval_case, ref, nodeval_settings, nodeval_run_dir, request.config.rootpath)
     attempt.fakes = request.node.stash.setdefault(fakes_key, {})  # shared with the fake fixtures, in any order
     attempt.shared = request.config.stash.setdefault(observed_key, {})
+    if getattr(request.node, "execution_count", 1) > 1:  # a rerun (pytest-rerunfailures) is a new try
+        attempt.shared.pop((ref.directory, ref.repeat), None)
     attempt.checks_here = _checks_here(request.session).get((ref.directory, ref.repeat), 1)
     attempt.check_name = request.node.name
     request.node.stash[attempt_key] = attempt

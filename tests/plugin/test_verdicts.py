@@ -164,6 +164,22 @@ def test_a_pass_on_rerun_counts_and_is_marked_flaky(nodeval_project: pytest.Pyte
     assert (report.totals.passed, report.totals.failed) == (1, 0)
 
 
+def test_a_rerun_runs_the_attempt_again_even_when_other_checks_share_it(nodeval_project: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    (root / "test_rerun.py").write_text(PASSES_ON_RERUN.format(marker=str(nodeval_project.path / "tried"))
+                                        + "\n\n@pytest.mark.nodeval_case('hello')\ndef test_other(nodeval_run):\n    pass\n")
+    result = nodeval_project.runpytest("scenarios/test_rerun.py", "--reruns", "1", "-p", "no:randomly")
+    assert result.parseoutcomes() == {"passed": 2, "rerun": 1}
+    sessions = nodeval_project.path / "reports" / "latest" / "_sessions" / "hello" / "r1"
+    journals = sorted(str(p.parent.relative_to(sessions)) for p in sessions.rglob("events.jsonl"))
+    assert journals == ["checks/test_second_try_passes_hello_/journal", "journal"], \
+        "the first try's session, then the rerun's own (a new try), which the other check reuses"
+    attempt = _report(nodeval_project).case("hello").attempts[0]
+    assert (attempt.outcome, attempt.reruns, len(attempt.checks)) == ("passed", 1, 2)
+
+
 # -- a skipped judge is said wherever the verdict is -----------------------------------------
 
 def test_a_skipped_judge_is_shown_next_to_the_pass(nodeval_project: pytest.Pytester) -> None:
