@@ -44,6 +44,17 @@ def test_a_real_run_loads_clean(nodeval_project: pytest.Pytester, report_page: R
     report_page.assert_clean()
 
 
+def test_a_skipped_judge_is_said_beside_the_verdict(nodeval_project: pytest.Pytester,
+                                                    report_page: ReportPage) -> None:
+    write_case(nodeval_project.path / "scenarios", "judged", script=[{"text": "Hello there."}], inputs=["hi"],
+               assertions=[{"kind": "judge", "rubric": ["Greets the user"]}])
+    nodeval_project.runpytest().assert_outcomes(passed=1)  # deterministic: the rubric is not graded
+    report_page.open(nodeval_project.path / "reports" / "latest" / "report.html")
+    row = report_page.page.locator('#scenario-rows tr.case-row[data-case-id="judged"]')
+    assert "judge skipped" in row.inner_text()
+    report_page.assert_clean()
+
+
 def test_clicking_a_header_sorts(small_html: Path, small_run: SyntheticRun, report_page: ReportPage) -> None:
     report_page.open(small_html)
     p95 = {c.id: c.stats.latency_p95_ms or 0.0 for c in small_run.report.cases}
@@ -140,7 +151,7 @@ def test_injected_markup_would_have_run_without_the_escaping(tmp_path: Path, rep
 
 
 def test_a_failing_gate_shows_what_regressed_in_the_first_screen(small_html: Path, small_run: SyntheticRun,
-                                                                 report_page: ReportPage) -> None:
+                                                    report_page: ReportPage) -> None:
     report_page.open(small_html)
     page = report_page.page
     assert page.locator("#verdict").inner_text() == "Gate failed: scenario_regression"
