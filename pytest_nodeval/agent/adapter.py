@@ -146,8 +146,7 @@ class AgentContext:
 
     def _replayed(self, name: str, call_id: str, args: dict[str, Any]) -> Any:
         assert self.stash is not None
-        recorded = self.stash.tool_result(name, call_id, args)
-        self.journal.emit("tool.result", recorded)
+        recorded = self.journal.emit_recorded(self.stash.tool_result_event(name, call_id, args)).payload_dict()
         if not recorded["ok"]:
             raise ToolFailed(recorded.get("error") or f"tool '{name}' failed when recorded")
         return recorded.get("result")

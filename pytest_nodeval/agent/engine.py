@@ -179,19 +179,19 @@ class Engine:
     def _call_tool(self, call: ToolCallRequest) -> ToolOutcome:
         self.journal.emit("tool.call", {"tool": call.name, "call_id": call.id, "args": call.args})
         tool = self.tools.get(call.name)
-        recorded = self.stash.tool_result(call.name, call.id, call.args) if self.stash is not None else None
-        start = time.perf_counter()
+        recorded = self.stash.tool_result_event(call.name, call.id, call.args) if self.stash is not None else None
         if recorded is not None and (tool is None or tool.side_effects):
-            # Replay: the world is not touched; the recorded result stands in.
-            extra = {k: v for k, v in recorded.items() if k not in _RESULT_FIELDS}
-            outcome = ToolOutcome(recorded["ok"], recorded.get("result"), recorded.get("error"), extra or None)
-            latency_ms = recorded.get("latency_ms", 0.0)
-        else:
-            outcome = self._run_tool(tool, call)
-            latency_ms = round((time.perf_counter() - start) * 1000, 3)
+            # Replay: the world is not touched; the recorded result (same tool and call id,
+            # the stash checked) is served verbatim.
+            served = self.journal.emit_recorded(recorded).payload_dict()
+            extra = {k: v for k, v in served.items() if k not in _RESULT_FIELDS}
+            return ToolOutcome(served["ok"], served.get("result"), served.get("error"), extra or None)
+        start = time.perf_counter()
+        outcome = self._run_tool(tool, call)
         self.journal.emit("tool.result", {
             **(outcome.extra or {}), "tool": call.name, "call_id": call.id, "ok": outcome.ok,
-            "result": outcome.result, "error": outcome.error, "latency_ms": latency_ms})
+            "result": outcome.result, "error": outcome.error,
+            "latency_ms": round((time.perf_counter() - start) * 1000, 3)})
         return outcome
 
     def _run_tool(self, tool: Tool | None, call: ToolCallRequest) -> ToolOutcome:

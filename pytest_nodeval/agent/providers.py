@@ -115,11 +115,11 @@ class MockProvider:
         journal.emit("llm.request", payload)
         start = time.perf_counter()
         if self._wiring.stash is not None:
-            response = self._wiring.stash.next_llm(self.key, payload)
+            response = journal.emit_recorded(self._wiring.stash.next_llm_event(self.key, payload)).payload_dict()
         else:
             response = self._scripted(request, body)
             response["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
-        journal.emit("llm.response", response)
+            journal.emit("llm.response", response)
         if response.get("status", 200) >= 400:
             raise MockProviderError(f"mock provider '{self.key}': {response['body']['error']}")
         return _reply_from_mock(response)

@@ -55,13 +55,17 @@ def scrub(value: Any, patterns: list[re.Pattern[str]], literals: Iterable[str] =
     return value
 
 
-def might_hold_secrets(payload: Any, patterns: list[re.Pattern[str]], literals: Iterable[str]) -> bool:
+def might_hold_secrets(payload: Any, patterns: list[re.Pattern[str]], literals: Iterable[str],
+                       text: str | None = None) -> bool:
     """A fast, conservative check on the payload's JSON text (false alarms only cost a scrub).
 
     An agent resends its whole conversation on every model call, so walking every string of
     every request would cost more than the SDK call itself; most payloads hold nothing.
+    `text`: the payload already serialised by the caller (an HTTP body as sent), which
+    spares a JSON dump of it; it must hold every string of the payload that could be secret.
     """
-    text = json.dumps(payload, ensure_ascii=False, default=str)
+    if text is None:
+        text = json.dumps(payload, ensure_ascii=False, default=str)
     lowered = text.lower()
     # The credential patterns all contain one of these; a substring test is far cheaper
     # than running the patterns over a 40 KB request body.
@@ -93,11 +97,12 @@ def secrets_redactor() -> Redactor:
     """Credentials only (what every journal writer applies); secret env values read once."""
     literals = secret_env_values()
 
-    def secrets(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
-        if not might_hold_secrets(payload, _SECRET_PATTERNS, literals):
+    def secrets(event_type: str, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+        if not might_hold_secrets(payload, _SECRET_PATTERNS, literals, text):
             return payload
         return scrub(payload, _SECRET_PATTERNS, literals)
 
+    secrets.scans_text = True  # type: ignore[attr-defined]  # the writer may hand it the serialised text
     return secrets
 
 

@@ -41,7 +41,12 @@ class ReplayStopped(BaseException):
 class _Exchange:
     seq: int
     request: dict[str, Any]
-    response: dict[str, Any]
+    response_event: Any
+    """The recorded llm.response event (its payload is served verbatim)."""
+
+    @property
+    def response(self) -> dict[str, Any]:
+        return self.response_event.payload_dict()  # type: ignore[no-any-return]
 
 
 class ReplayStash:
@@ -71,7 +76,7 @@ class ReplayStash:
                 request = pending_llm.pop(payload["provider"], None)
                 if request is not None:
                     queue = self._llm.setdefault(payload["provider"], deque())
-                    queue.append(_Exchange(request.seq, request.payload_dict(), payload))
+                    queue.append(_Exchange(request.seq, request.payload_dict(), event))
             elif event.type == "tool.call":
                 calls[payload["call_id"]] = event
             elif event.type == "tool.result" and payload["call_id"] in calls:
@@ -82,7 +87,11 @@ class ReplayStash:
     # -- what the agent asks for -------------------------------------------------------
 
     def next_llm(self, provider: str, request: dict[str, Any]) -> dict[str, Any]:
-        """The recorded response for this request, or a stop naming the difference."""
+        """The recorded response payload for this request, or a stop naming the difference."""
+        return self.next_llm_event(provider, request).payload_dict()  # type: ignore[no-any-return]
+
+    def next_llm_event(self, provider: str, request: dict[str, Any]) -> Any:
+        """The recorded llm.response event for this request, or a stop naming the difference."""
         self._raise_if_stopped()
         queue = self._llm.get(provider)
         if not queue:
@@ -94,12 +103,17 @@ class ReplayStash:
             for exchange in list(queue)[1:]:
                 if exchange.request.get("body") == request.get("body"):
                     queue.remove(exchange)
-                    return exchange.response
+                    return exchange.response_event
             self._stop(self._request_diff(head, request))
         queue.popleft()
-        return head.response
+        return head.response_event
 
     def tool_result(self, tool: str, call_id: str, args: Any) -> dict[str, Any]:
+        """The recorded tool.result payload for this call, or a stop naming the difference."""
+        return self.tool_result_event(tool, call_id, args).payload_dict()  # type: ignore[no-any-return]
+
+    def tool_result_event(self, tool: str, call_id: str, args: Any) -> Any:
+        """The recorded tool.result event for this call (its payload is served verbatim)."""
         self._raise_if_stopped()
         recorded = self._tools.pop(call_id, None)
         if recorded is None:
@@ -111,7 +125,7 @@ class ReplayStash:
         actual = {"tool": tool, "args": args}
         if expected != actual:
             self._stop(f"at seq {call.seq} (tool.call {call_id}):\n" + _json_diff(expected, actual))
-        return result.payload_dict()
+        return result
 
     def ask_response(self, call_id: str, question: str) -> dict[str, Any]:
         self._raise_if_stopped()

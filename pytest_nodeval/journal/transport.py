@@ -173,9 +173,11 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def _serve(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
         payload = request_payload(request, self._provider, self._api, body)
-        self._journal.emit("llm.request", payload, owned=True)  # freshly parsed; the stash only reads it
-        recorded = self._stash.next_llm(self._provider, payload)
-        self._journal.emit("llm.response", recorded)
+        # Freshly parsed (owned: the stash only reads it); the secret scan reads the body as sent.
+        self._journal.emit("llm.request", payload, owned=True,
+                           text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}")
+        served = self._journal.emit_recorded(self._stash.next_llm_event(self._provider, payload))
+        recorded = served.payload_dict()
         if recorded.get("error"):
             raise _transport_error(recorded["error"], request)
         return replayed_response(recorded, request)

@@ -1,7 +1,9 @@
 """Writing journals: events appended one flushed line at a time, files replaced atomically.
 
 The writer appends and flushes each event and fsyncs at turn ends, so a killed process
-leaves a valid prefix that the reader can use. Every payload goes through a redactor first.
+leaves a valid prefix that the reader can use (a replayed journal, which can always be
+replayed again, is flushed at turn ends only). Every payload goes through a redactor first,
+except one served verbatim from a golden journal, which was redacted when it was recorded.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from .events import EVENT_ADAPTER, EVENTS_FILE, HEADER_FILE, PAYLOADS, JournalHeader, now_iso
+from .events import EVENT_ADAPTER, EVENT_MODELS, EVENTS_FILE, HEADER_FILE, PAYLOADS, JournalHeader, now_iso
 from .redact import Redactor, secrets_redactor
 
 # Event types after which the writer fsyncs: a turn's work is durable once it has ended.
 _DURABLE_AFTER = frozenset({"agent.turn.end", "session.end"})
+# Events that describe this session itself, never a recorded one's.
+_NOT_SERVABLE = frozenset({"session.start", "session.end"})
 
 
 class JournalWriter:
@@ -53,20 +57,26 @@ class JournalWriter:
         self._turn = turn
 
     def emit(self, type_name: str, payload: dict[str, Any], *, turn: int | None = None,
-             owned: bool = False) -> Any:
+             owned: bool = False, text: str | None = None) -> Any:
         """Validate, redact, append and return one event.
 
         `owned=True`: the caller hands the payload over and never touches it again (say, a
         request body it just parsed), so it need not be copied through a JSON round trip.
+        `text`: the payload's strings as the caller already has them serialised (an HTTP
+        request body): the secret scan reads it instead of serialising the payload again.
         """
         if type_name not in PAYLOADS:
             raise ValueError(f"unknown event type {type_name!r}; known: {', '.join(PAYLOADS)}")
+        if text is not None and getattr(self._redactor, "scans_text", False):
+            redacted = self._redactor(type_name, payload, text)  # type: ignore[call-arg]
+        else:
+            redacted = self._redactor(type_name, payload)
         raw = {
             "seq": len(self.events) + 1,
             "ts": now_iso(),
             "type": type_name,
             "turn": self._turn if turn is None else turn,
-            "payload": self._redactor(type_name, payload),
+            "payload": redacted,
         }
         # Serialise first, then validate the very line that is written: the event kept in
         # memory is what a reader will parse, and it shares no objects with the caller (an
@@ -75,17 +85,37 @@ class JournalWriter:
             event = EVENT_ADAPTER.validate_python(raw)
         else:
             event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
-        line = event.model_dump_json()  # canonical: every field, defaults included
+        return self._keep(event)
+
+    def emit_recorded(self, recorded: Any, *, turn: int | None = None) -> Any:
+        """Append an event whose payload is served verbatim from a golden journal.
+
+        That payload was redacted and validated when it was recorded, and it is frozen
+        (shared, never copied): only the new seq, time and turn are added. Nothing is scanned
+        or parsed again, which is most of the cost of a replayed event.
+        """
+        model = EVENT_MODELS.get(recorded.type)
+        if model is None or recorded.type in _NOT_SERVABLE:
+            raise ValueError(f"event type {recorded.type!r} cannot be served verbatim from a journal")
+        event = model.model_construct(seq=len(self.events) + 1, ts=now_iso(), type=recorded.type,
+                                      turn=self._turn if turn is None else turn, payload=recorded.payload)
+        return self._keep(event)
+
+    def _keep(self, event: Any) -> Any:
         if self._file is not None:
-            self._append(line, durable=self._durable and type_name in _DURABLE_AFTER)
+            line = event.model_dump_json()  # canonical: every field, defaults included
+            self._append(line, event.type in _DURABLE_AFTER)
         self.events.append(event)
         return event
 
-    def _append(self, line: str, *, durable: bool) -> None:
+    def _append(self, line: str, turn_ended: bool) -> None:
         assert self._file is not None
         self._file.write(line + "\n")
-        self._file.flush()
-        if durable:
+        # A durable journal flushes every event and fsyncs at turn ends; a replayed one can
+        # always be replayed again, so its buffer goes out at turn ends (and at close).
+        if self._durable or turn_ended:
+            self._file.flush()
+        if self._durable and turn_ended:
             os.fsync(self._file.fileno())
 
     def close(self) -> None:

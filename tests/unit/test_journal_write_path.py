@@ -1,0 +1,76 @@
+"""The replay write path (issue 15): a payload served from a golden journal is written as it
+is, never scanned or validated again; a request body is scanned once, as sent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_nodeval.journal import redact
+from pytest_nodeval.journal.reader import read_journal
+from pytest_nodeval.journal.writer import JournalWriter
+from pytest_nodeval.runner.session import journal_header
+
+
+class CountingRedactor:
+    """The default secrets redactor, counting what it is asked to look at."""
+
+    scans_text = True
+
+    def __init__(self) -> None:
+        self.inner = redact.secrets_redactor()
+        self.seen: list[tuple[str, bool]] = []
+
+    def __call__(self, event_type: str, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+        self.seen.append((event_type, text is not None))
+        return self.inner(event_type, payload, text)
+
+
+def _golden(tmp_path: Path) -> Any:
+    with JournalWriter(tmp_path / "golden", journal_header("record", None)) as writer:
+        writer.emit("llm.response", {"provider": "p", "status": 200, "headers": {}, "body": {"text": "hi " * 50},
+                                     "latency_ms": 12.5})
+        writer.emit("tool.result", {"tool": "shell", "call_id": "c1", "ok": True, "result": {"out": "3M"},
+                                    "latency_ms": 4.0})
+    return read_journal(tmp_path / "golden")
+
+
+def test_a_served_payload_is_written_verbatim_without_a_second_scan(tmp_path: Path) -> None:
+    golden = _golden(tmp_path)
+    redactor = CountingRedactor()
+    with JournalWriter(tmp_path / "observed", journal_header("replay", None), redactor, durable=False) as writer:
+        writer.set_turn(3)
+        served = [writer.emit_recorded(event) for event in golden.events]
+    assert redactor.seen == [], "served payloads were redacted when recorded"
+    assert [e.payload for e in served] == [e.payload for e in golden.events]
+    assert all(s.payload is g.payload for s, g in zip(served, golden.events)), "shared, not copied"
+    observed = read_journal(tmp_path / "observed").events
+    assert [(e.seq, e.turn, e.payload_dict()) for e in observed] == \
+        [(1, 3, golden.events[0].payload_dict()), (2, 3, golden.events[1].payload_dict())]
+
+
+def test_session_events_are_never_served_from_a_journal(tmp_path: Path) -> None:
+    with JournalWriter(tmp_path / "golden", journal_header("record", None)) as writer:
+        start = writer.emit("session.start", {"engine": "e", "version": "1", "session_id": "s", "mode": "record"})
+    with JournalWriter(None, journal_header("replay", None)) as writer, pytest.raises(ValueError, match="session.start"):
+        writer.emit_recorded(start)
+
+
+def test_a_request_is_scanned_once_on_its_text_as_sent_and_secrets_still_go(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "my key is sk-ant-abcdefghijklmnop"}]}
+    sent = json.dumps(body)
+    redactor = CountingRedactor()
+    dumps = []
+    real_dumps = json.dumps
+    monkeypatch.setattr(redact.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k))
+    with JournalWriter(tmp_path / "observed", journal_header("replay", None), redactor, durable=False) as writer:
+        writer.emit("llm.request", {"provider": "p", "api": "a", "method": "POST", "path": "/v1/messages",
+                                    "stream": False, "body": json.loads(sent)}, owned=True, text=sent)
+    assert redactor.seen == [("llm.request", True)]
+    assert dumps == [], "the scan read the text it was given instead of serialising the payload"
+    line = (tmp_path / "observed" / "events.jsonl").read_text()
+    assert "sk-ant-" not in line and redact.REDACTED in line
