@@ -30,6 +30,10 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
     if record is not None:
         payload["attempt"] = record.model_dump(mode="json")
     setattr(report, ATTRIBUTE, payload)
+    if report.when == "teardown" and attempt is not None:
+        # The small record above is all the run needs from here on; the attempt holds the
+        # observed events (about 1 MB for a 20-call session), and items live until the end.
+        del item.stash[attempt_key]
 
 
 def _keep_divergence_failed(report: pytest.TestReport, attempt: Any) -> None:

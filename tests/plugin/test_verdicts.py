@@ -365,3 +365,26 @@ def test_nodeval_record_keeps_the_journal_when_the_recording_fails_its_assertion
     forced = subprocess.run([*command, "--force"], capture_output=True, text=True)
     assert forced.returncode == 0 and "forced:" in forced.stdout
     assert b"Goodbye." in (case_dir / "journal" / "events.jsonl").read_bytes()
+
+
+# -- memory: nothing of an attempt outlives its report but the record ---------------------------
+
+COUNT_OBSERVED = """
+import gc
+from pathlib import Path
+
+def pytest_sessionfinish(session):
+    from pytest_nodeval.runner.session import Observed
+    gc.collect()
+    alive = sum(1 for o in gc.get_objects() if isinstance(o, Observed))
+    Path("observed_alive.txt").write_text(str(alive))
+"""
+
+
+def test_no_attempt_keeps_its_observed_events_after_its_report(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    for index in range(4):
+        write_case(root, f"case-{index}", script=ANSWER, inputs=["hi"], assertions=[])
+    nodeval_project.makeconftest(COUNT_OBSERVED)
+    nodeval_project.runpytest("--repeat", "2").assert_outcomes(passed=8)
+    assert (nodeval_project.path / "observed_alive.txt").read_text() == "0"
