@@ -5,7 +5,6 @@ Used by the fixtures; the result becomes the `AttemptRecord` that rides on the T
 
 from __future__ import annotations
 
-import json
 import os
 from contextvars import Token
 from pathlib import Path
@@ -127,7 +126,7 @@ class Attempt:
     def _snapshot_config(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.case.config is not None:
-            (self.dir / "config.json").write_text(json.dumps(self.case.config.model_dump(mode="json"), indent=2))
+            (self.dir / "config.json").write_text(self.case.config.model_dump_json(indent=2))
 
     def check(self) -> None:
         """Run, evaluate the case's assertions.yaml, and fail with an explanation if anything is off."""
