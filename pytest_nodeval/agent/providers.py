@@ -112,11 +112,11 @@ class MockProvider:
         }
         payload = {"provider": self.key, "api": "mock", "method": "POST", "path": "/mock", "stream": False, "body": body}
         journal = self._wiring.journal
-        journal.emit("llm.request", payload)
         start = time.perf_counter()
         if self._wiring.stash is not None:
-            response = journal.emit_recorded(self._wiring.stash.next_llm_event(self.key, payload)).payload_dict()
+            response = self._wiring.stash.serve_llm(journal, self.key, payload)
         else:
+            journal.emit("llm.request", payload)
             response = self._scripted(request, body)
             response["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
             journal.emit("llm.response", response)

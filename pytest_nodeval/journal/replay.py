@@ -39,10 +39,17 @@ class ReplayStopped(BaseException):
 
 @dataclass(slots=True)
 class _Exchange:
-    seq: int
-    request: dict[str, Any]
+    request_event: Any
     response_event: Any
     """The recorded llm.response event (its payload is served verbatim)."""
+
+    @property
+    def seq(self) -> int:
+        return self.request_event.seq  # type: ignore[no-any-return]
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return self.request_event.payload_dict()  # type: ignore[no-any-return]
 
     @property
     def response(self) -> dict[str, Any]:
@@ -76,7 +83,7 @@ class ReplayStash:
                 request = pending_llm.pop(payload["provider"], None)
                 if request is not None:
                     queue = self._llm.setdefault(payload["provider"], deque())
-                    queue.append(_Exchange(request.seq, request.payload_dict(), event))
+                    queue.append(_Exchange(request, event))
             elif event.type == "tool.call":
                 calls[payload["call_id"]] = event
             elif event.type == "tool.result" and payload["call_id"] in calls:
@@ -90,8 +97,30 @@ class ReplayStash:
         """The recorded response payload for this request, or a stop naming the difference."""
         return self.next_llm_event(provider, request).payload_dict()  # type: ignore[no-any-return]
 
+    def serve_llm(self, journal: Any, provider: str, request: dict[str, Any], *, owned: bool = False,
+                  text: str | None = None) -> dict[str, Any]:
+        """Journal this request and the recorded response to it; return the response payload.
+
+        A request equal to the recorded one is journaled as the recorded event (no copy, no
+        second scan); one that differs (as the default match level allows) as it was sent,
+        and one that diverges is journaled before the replay stops.
+        """
+        try:
+            exchange = self._next_exchange(provider, request)
+        except ReplayStopped:
+            journal.emit("llm.request", request, owned=owned, text=text)
+            raise
+        if exchange.request == request:
+            journal.emit_recorded(exchange.request_event)
+        else:
+            journal.emit("llm.request", request, owned=owned, text=text)
+        return journal.emit_recorded(exchange.response_event).payload_dict()  # type: ignore[no-any-return]
+
     def next_llm_event(self, provider: str, request: dict[str, Any]) -> Any:
         """The recorded llm.response event for this request, or a stop naming the difference."""
+        return self._next_exchange(provider, request).response_event
+
+    def _next_exchange(self, provider: str, request: dict[str, Any]) -> _Exchange:
         self._raise_if_stopped()
         queue = self._llm.get(provider)
         if not queue:
@@ -103,10 +132,10 @@ class ReplayStash:
             for exchange in list(queue)[1:]:
                 if exchange.request.get("body") == request.get("body"):
                     queue.remove(exchange)
-                    return exchange.response_event
+                    return exchange
             self._stop(self._request_diff(head, request))
         queue.popleft()
-        return head.response_event
+        return head
 
     def tool_result(self, tool: str, call_id: str, args: Any) -> dict[str, Any]:
         """The recorded tool.result payload for this call, or a stop naming the difference."""

@@ -173,11 +173,9 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def _serve(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
         payload = request_payload(request, self._provider, self._api, body)
-        # Freshly parsed (owned: the stash only reads it); the secret scan reads the body as sent.
-        self._journal.emit("llm.request", payload, owned=True,
-                           text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}")
-        served = self._journal.emit_recorded(self._stash.next_llm_event(self._provider, payload))
-        recorded = served.payload_dict()
+        # Freshly parsed (owned: the stash only reads it); a scan reads the body as sent.
+        recorded = self._stash.serve_llm(self._journal, self._provider, payload, owned=True,
+                                         text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}")
         if recorded.get("error"):
             raise _transport_error(recorded["error"], request)
         return replayed_response(recorded, request)

@@ -74,3 +74,38 @@ def test_a_request_is_scanned_once_on_its_text_as_sent_and_secrets_still_go(
     assert dumps == [], "the scan read the text it was given instead of serialising the payload"
     line = (tmp_path / "observed" / "events.jsonl").read_text()
     assert "sk-ant-" not in line and redact.REDACTED in line
+
+
+def _exchange_journal(tmp_path: Path) -> Any:
+    with JournalWriter(tmp_path / "golden", journal_header("record", None)) as writer:
+        writer.emit("llm.request", {"provider": "p", "api": "mock", "method": "POST", "path": "/mock",
+                                    "stream": False, "body": {"messages": [{"role": "user", "text": "hi"}]}})
+        writer.emit("llm.response", {"provider": "p", "status": 200, "headers": {}, "body": {"text": "hello"},
+                                     "latency_ms": 3.0})
+    return read_journal(tmp_path / "golden")
+
+
+def test_a_request_equal_to_the_recording_is_journaled_as_the_recorded_event(tmp_path: Path) -> None:
+    from pytest_nodeval.journal.replay import ReplayStash
+
+    golden = _exchange_journal(tmp_path)
+    redactor = CountingRedactor()
+    stash = ReplayStash(golden, case="c")
+    with JournalWriter(tmp_path / "observed", journal_header("replay", None), redactor, durable=False) as writer:
+        response = stash.serve_llm(writer, "p", golden.events[0].payload_dict())
+    assert response["body"] == {"text": "hello"}
+    assert redactor.seen == [], "an equal request and the served response need no scan"
+    assert writer.events[0].payload is golden.events[0].payload
+
+
+def test_a_diverging_request_is_journaled_as_sent_before_the_replay_stops(tmp_path: Path) -> None:
+    from pytest_nodeval.journal.replay import ReplayStash, ReplayStopped
+
+    golden = _exchange_journal(tmp_path)
+    stash = ReplayStash(golden, case="c")
+    sent = {**golden.events[0].payload_dict(), "body": {"messages": [{"role": "user", "text": "bye"}]}}
+    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+        with pytest.raises(ReplayStopped):
+            stash.serve_llm(writer, "p", sent)
+    assert [e.type for e in writer.events] == ["llm.request"]
+    assert writer.events[0].payload_dict()["body"] == sent["body"]
