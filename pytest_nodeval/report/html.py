@@ -7,21 +7,28 @@ its own style and script (by hash) and data: images. Everything that comes from 
 element, and the page's script puts it on screen as text only. The jinja2 template is
 autoescaped for the few values it renders itself.
 
-Attempt timelines are embedded one per script element and parsed only when opened, so a
-large run loads fast; above `EMBED_ALL_LIMIT` attempts only the failed ones and the first
-attempt of each scenario are embedded (the page says so).
+The page is built and written one scenario at a time (`render_chunks`): a scenario's
+journals are read, reduced to event views, written out and dropped before the next
+scenario's are read, so the memory it takes does not grow with the number of attempts.
+Each scenario's timelines are one script element holding gzip-compressed JSON (base64),
+inflated by the page only when one of its attempts is opened, so a large run loads fast.
+Inside it, an event view shared by several attempts (a replay equal to its golden
+journal, or to another repeat) is stored once, and each LLM request holds only what
+changed since the previous request of its attempt. Above `EMBED_ALL_LIMIT` attempts only
+the failed ones and the first attempt of each scenario are embedded (the page says so).
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import gzip
 import hashlib
 import json
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
-from ..journal.writer import write_atomic
 from . import html_data as data
 from .models import AttemptRecord, CaseReport, RunReport
 from .timeline import GoldenJournal, event_views, load_events
@@ -39,24 +46,42 @@ REGRESSIONS_SHOWN = 12
 
 
 def render(report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None) -> str:
-    """The page for one run. `rootdir` locates golden journals (cases' directories are
-    relative to it); `history` maps case ids to past runs ({run_id, finished_at, pass_rate})."""
+    """The page for one run as one string (`write_html` streams it to disk instead)."""
+    return "".join(render_chunks(report, run_dir, rootdir=rootdir, history=history))
+
+
+def render_chunks(report: RunReport, run_dir: Path, *, rootdir: Path | None,
+                  history: dict[str, Any] | None = None) -> Iterator[str]:
+    """The page for one run, piece by piece; a scenario's journals are read only when its
+    timelines are about to be written. `rootdir` locates golden journals (cases' directories
+    are relative to it); `history` maps case ids to past runs ({run_id, finished_at, pass_rate})."""
     gate = data.gate_view(report.gate)
-    timelines, policy = _timelines(report, run_dir, rootdir)
-    page = _page_data(report, gate, data.history_view(history, report.run_id), timelines, policy)
+    slots, policy = _slots(report)
+    page = _page_data(report, gate, data.history_view(history, report.run_id), slots, policy)
     regressions = data.regressions(gate, {c.id: c.name for c in report.cases})
-    html = _template().render(
+    chunks = _template().generate(
         **_assets(), run=page["run"], banner=page["banner"], gate=gate,
         regressions=regressions[:REGRESSIONS_SHOWN], more_regressions=max(0, len(regressions) - REGRESSIONS_SHOWN),
-        page_json=embed_json(page), timelines=[(key, embed_json(value)) for key, value in timelines.items()],
+        page_json=embed_json(page), timelines=_scenario_blocks(report, run_dir, rootdir, slots),
     )
-    # A lone surrogate (from a tool's undecodable bytes) cannot be written as UTF-8.
-    return html.encode("utf-8", "replace").decode("utf-8")
+    for chunk in chunks:
+        # A lone surrogate (from a tool's undecodable bytes) cannot be written as UTF-8.
+        yield chunk.encode("utf-8", "replace").decode("utf-8")
 
 
 def write_html(report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None) -> Path:
+    """Stream the page to `run_dir/report.html`; readers see the old file or the new one, never a torn one."""
     path = run_dir / HTML_FILE
-    write_atomic(path, render(report, run_dir, rootdir=rootdir, history=history))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.writelines(render_chunks(report, run_dir, rootdir=rootdir, history=history))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -130,12 +155,15 @@ def _signed(value: float | None, unit: str = "") -> str:
 
 # -- what the page embeds -----------------------------------------------------------------
 
+Slots = list[list[int | None]]
+"""Per case, per attempt: its position in the case's embedded timelines, or None."""
+
 
 def _page_data(report: RunReport, gate: dict[str, Any] | None, trends: dict[str, list[list[Any]]],
-               timelines: dict[str, Any], policy: str) -> dict[str, Any]:
-    ids = _timeline_ids(timelines)
+               slots: Slots, policy: str) -> dict[str, Any]:
     changes = gate["cases"] if gate else {}
-    rows = [data.case_row(i, c, changes.get(c.id), trends.get(c.id, []), ids) for i, c in enumerate(report.cases)]
+    rows = [data.case_row(i, c, changes.get(c.id), trends.get(c.id, []), _block_id(i), slots[i])
+            for i, c in enumerate(report.cases)]
     # Each row carries its own change; the gate's per-case list is not embedded twice.
     gate_summary = {k: v for k, v in gate.items() if k != "cases"} if gate else None
     return {
@@ -144,35 +172,86 @@ def _page_data(report: RunReport, gate: dict[str, Any] | None, trends: dict[str,
     }
 
 
-def _timeline_ids(timelines: dict[str, Any]) -> dict[str, str]:
-    """nodeid -> the id of the element holding its timeline."""
-    return {value["nodeid"]: key for key, value in timelines.items()}
+def _block_id(case_index: int) -> str:
+    return f"nodeval-c{case_index}"
 
 
-def _timelines(report: RunReport, run_dir: Path, rootdir: Path | None) -> tuple[dict[str, Any], str]:
+def _slots(report: RunReport) -> tuple[Slots, str]:
+    """Which attempts get a timeline; decided from report.json alone, before any journal is read."""
     embed_all = report.totals.attempts <= EMBED_ALL_LIMIT
     policy = ("every attempt's timeline is embedded" if embed_all else
               f"this run has {report.totals.attempts} attempts: timelines are embedded for failed attempts "
               "and the first attempt of each scenario; the others are in their journal directories")
-    timelines: dict[str, Any] = {}
+    slots: Slots = []
     for case in report.cases:
-        golden = _Golden(case, rootdir)
-        for position, attempt in enumerate(case.attempts):
-            if embed_all or position == 0 or attempt.outcome in ("failed", "error"):
-                timelines[f"nodeval-t{len(timelines)}"] = _timeline(attempt, run_dir, golden)
-    return timelines, policy
+        chosen = [embed_all or position == 0 or a.outcome in ("failed", "error") for position, a in enumerate(case.attempts)]
+        numbers = iter(range(len(chosen)))
+        slots.append([next(numbers) if keep else None for keep in chosen])
+    return slots, policy
 
 
-def _timeline(attempt: AttemptRecord, run_dir: Path, golden: _Golden) -> dict[str, Any]:
-    events, note = (load_events(run_dir / attempt.journal) if attempt.journal
-                    else ([], "this attempt wrote no journal (it did not start, or its worker died)"))
-    journal, golden_note = golden.load()
-    return {
-        "nodeid": data.text(attempt.nodeid, 2000), "events": event_views(events), "note": note,
-        "assertions": data.assertion_rows(attempt),
-        "diff": journal.diff(events) if journal is not None and events else None,
-        "golden_note": golden_note,
-    }
+def _scenario_blocks(report: RunReport, run_dir: Path, rootdir: Path | None,
+                     slots: Slots) -> Iterator[tuple[str, Markup]]:
+    """(element id, content) per case with embedded timelines, one case in memory at a time."""
+    for index, case in enumerate(report.cases):
+        embedded = [a for a, slot in zip(case.attempts, slots[index]) if slot is not None]
+        if not embedded:
+            continue
+        block, golden = _Block(), _Golden(case, rootdir)
+        for attempt in embedded:
+            block.add(attempt, run_dir, golden)
+        yield _block_id(index), block.encoded()
+
+
+class _Block:
+    """One case's embedded timelines: the distinct event views, and per attempt the indices
+    of its own. Replays equal to their golden journal (or to each other) share their views."""
+
+    def __init__(self) -> None:
+        self.views: list[str] = []  # each view as JSON, in the order first seen
+        self._index: dict[str, int] = {}
+        self.attempts: list[dict[str, Any]] = []
+
+    def add(self, attempt: AttemptRecord, run_dir: Path, golden: _Golden) -> None:
+        events, note = (load_events(run_dir / attempt.journal) if attempt.journal
+                        else ([], "this attempt wrote no journal (it did not start, or its worker died)"))
+        journal, golden_note = golden.load()
+        diff = journal.diff(events) if journal is not None and events else None
+        if diff is not None:
+            diff["golden"] = {g: self.intern(view) for g, view in diff["golden"].items()}
+        self.attempts.append({
+            "nodeid": data.text(attempt.nodeid, 2000), "events": [self.intern(v) for v in event_views(events)],
+            "note": note, "assertions": data.assertion_rows(attempt), "diff": diff, "golden_note": golden_note,
+        })
+
+    def intern(self, view: dict[str, Any]) -> int:
+        try:
+            key = _json(view)
+        except ValueError:  # NaN in a request body: show the request without its patch
+            key = _json({**view, "req": None})
+        found = self._index.get(key)
+        if found is None:
+            found = self._index[key] = len(self.views)
+            self.views.append(key)
+        return found
+
+    def encoded(self) -> Markup:
+        """The block as a JSON string of base64 gzip: inert inside <script>, whatever the data."""
+        from markupsafe import Markup
+
+        text = '{"views":[' + ",".join(self.views) + '],"attempts":' + _json(self.attempts) + "}"
+        packed = base64.b64encode(gzip.compress(text.encode("ascii"), compresslevel=6, mtime=0)).decode("ascii")
+        return Markup(f'"{packed}"')
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def decode_block(text: str) -> dict[str, Any]:
+    """The JSON of one case's timelines element, as the page's script reads it."""
+    decoded: dict[str, Any] = json.loads(gzip.decompress(base64.b64decode(json.loads(text))))
+    return decoded
 
 
 class _Golden:

@@ -200,7 +200,9 @@ def overview(report: RunReport, gate: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def case_row(index: int, case: CaseReport, change: dict[str, Any] | None, trend: list[list[Any]],
-             timelines: dict[str, str]) -> dict[str, Any]:
+             block: str, slots: list[int | None]) -> dict[str, Any]:
+    """`block` is the id of the element holding the case's timelines; `slots` gives each
+    attempt's position in it (None: not embedded)."""
     s = case.stats
     return {
         "i": index, "id": text(case.id, 500), "name": text(case.name, 500), "tags": [text(t, 200) for t in case.tags],
@@ -210,7 +212,7 @@ def case_row(index: int, case: CaseReport, change: dict[str, Any] | None, trend:
         "rate": num(s.pass_rate), "lo": num(s.wilson_low), "hi": num(s.wilson_high),
         "phk": _largest_k(s.pass_hat_k), "p50": num(s.latency_p50_ms), "p95": num(s.latency_p95_ms),
         "tokens": num(s.tokens_mean), "change": change, "trend": trend,
-        "attempts": [attempt_row(a, timelines.get(a.nodeid)) for a in case.attempts],
+        "attempts": [attempt_row(a, None if slot is None else block, slot) for a, slot in zip(case.attempts, slots)],
     }
 
 
@@ -221,13 +223,13 @@ def _largest_k(values: dict[Any, Any]) -> list[float] | None:
     return list(max(known)) if known else None
 
 
-def attempt_row(attempt: AttemptRecord, timeline_id: str | None) -> dict[str, Any]:
+def attempt_row(attempt: AttemptRecord, timeline_id: str | None, slot: int | None = None) -> dict[str, Any]:
     return {
         "repeat": attempt.repeat, "outcome": attempt.outcome, "infra": attempt.infra_error,
         "reason": text(attempt.reason), "status": text(attempt.status, 100), "latency": num(attempt.latency_ms),
         "tokens": attempt.tokens, "turns": attempt.turns, "llm": attempt.llm_calls, "tools": attempt.tool_calls,
         "failed": sum(1 for a in attempt.assertions if a.status == "failed"),
-        "journal": text(attempt.journal or "", 1000), "tl": timeline_id,
+        "journal": text(attempt.journal or "", 1000), "tl": timeline_id, "tn": slot,
     }
 
 

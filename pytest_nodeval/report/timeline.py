@@ -2,9 +2,11 @@
 
 Everything here turns journal events into small plain dicts of *strings* for the page:
 a title, a few labelled fields, a flag when something went wrong. Long values are cut
-(`clip`), request bodies are reduced to what a reader needs (model, message count, the
-last message), and responses to their text and tool calls, whatever the provider's API.
-The page renders these strings as text only; nothing here produces markup.
+(`clip`), and responses are reduced to their text and tool calls, whatever the provider's
+API. A request is shown as what changed since the previous request of the same attempt
+(`request_patch`: the messages appended, the keys set or removed), and carries that patch
+as JSON so the page can rebuild any request's whole body from the first one and the
+patches after it. The page renders all of it as text only; nothing here produces markup.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ SPREAD_KEYS = 8
 ONE_LINE = 100
 INDENT_LIMIT = 2_000
 """JSON values longer than ONE_LINE and up to this size are shown indented."""
+REQUEST_LIMIT = 1_000_000
+"""Characters of request patches kept per attempt (JSON); the requests after that point
+cannot be rebuilt on the page (their journal has them)."""
 
 # What legitimately differs between a recording and its replay, ignored by the golden diff.
 _VOLATILE = frozenset({"ts", "latency_ms", "session_id", "duration_ms", "mode", "headers"})
@@ -105,12 +110,14 @@ def _parse_line(line: str) -> dict[str, Any] | None:
 
 
 def event_views(events: list[dict[str, Any]]) -> list[EventView]:
-    views, model = [], None
+    views: list[EventView] = []
+    requests = _Requests()
     for event in events[:EVENT_LIMIT]:
         payload = mapping(event.get("payload"))
         if event.get("type") == "llm.request":
-            model = _dig(payload, "body", "model") or model
-        views.append(event_view(event, payload, model))
+            views.append(requests.view(event, payload))
+        else:
+            views.append(event_view(event, payload, requests.model))
     if len(events) > EVENT_LIMIT:
         views.append({"seq": None, "turn": None, "type": "note", "title": "journal cut",
                       "fields": [["", f"{len(events) - EVENT_LIMIT} more events are not shown"]], "bad": False})
@@ -123,6 +130,86 @@ def event_view(event: dict[str, Any], payload: dict[str, Any], model: str | None
     title, fields, bad = describe(payload, model) if kind.startswith("llm.") else describe(payload)
     return {"seq": _int_or_none(event.get("seq")), "turn": _int_or_none(event.get("turn")), "type": clip(kind, 200),
             "title": clip(title, 500), "fields": [[label, text] for label, text in fields if text != ""], "bad": bad}
+
+
+class _Requests:
+    """The LLM requests of one attempt, each described by what changed since the one before."""
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.previous: Any = None
+        self.count = 0
+        self.spent = 0  # characters of patches embedded so far
+
+    def view(self, event: dict[str, Any], payload: dict[str, Any]) -> EventView:
+        body = payload.get("body")
+        self.model = _dig(payload, "body", "model") or self.model
+        patch = request_patch(self.previous if self.count else None, body)
+        view = event_view(event, payload, self.model)
+        view["fields"] = [[label, text] for label, text in _patch_fields(self.model, body, patch, self.count == 0)
+                          if text != ""]
+        view["req"] = self._kept(patch)
+        if view["req"] is None:
+            view["fields"].append(["full request", f"not embedded: this attempt's requests changed by more than "
+                                                   f"{REQUEST_LIMIT:,} characters; its journal has them"])
+            if "whole" in patch:
+                view["fields"].append(["body", show(body)])
+        self.previous, self.count = body, self.count + 1
+        return view
+
+    def _kept(self, patch: dict[str, Any]) -> dict[str, Any] | None:
+        if self.spent > REQUEST_LIMIT:
+            return None
+        try:
+            self.spent += len(json.dumps(patch, allow_nan=False))
+        except (TypeError, ValueError):  # NaN or a non-JSON value: this body cannot be rebuilt
+            self.spent = REQUEST_LIMIT + 1
+        return patch if self.spent <= REQUEST_LIMIT else None
+
+
+_ABSENT = object()
+
+
+def request_patch(previous: Any, body: Any) -> dict[str, Any]:
+    """How `body` differs from the `previous` request's body (None for the first request).
+
+    `append`: lists (the conversation) that only grew, as the items added at their end;
+    `set`: keys that are new or hold another value; `del`: keys removed; `keys`: the key
+    order, only when applying the rest would give another one; `whole`: a body that is not a
+    JSON object. An empty patch is a body equal to the previous one.
+    """
+    if not isinstance(body, dict) or not isinstance(previous, (dict, type(None))):
+        return {"whole": body}
+    previous = previous or {}
+    patch: dict[str, Any] = {}
+    for key, value in body.items():
+        old = previous.get(key, _ABSENT)
+        if isinstance(old, list) and isinstance(value, list) and len(old) <= len(value) and value[:len(old)] == old:
+            if len(old) < len(value):
+                patch.setdefault("append", {})[key] = value[len(old):]
+        elif old is _ABSENT or old != value:
+            patch.setdefault("set", {})[key] = value
+    removed = [key for key in previous if key not in body]
+    if removed:
+        patch["del"] = removed
+    if [k for k in previous if k in body] + [k for k in body if k not in previous] != list(body):
+        patch["keys"] = list(body)
+    return patch
+
+
+def _patch_fields(model: str | None, body: Any, patch: dict[str, Any], first: bool) -> list[tuple[str, str]]:
+    """The counts; the changes themselves are in the patch, which the page shows as fields
+    (so no text is embedded twice)."""
+    messages = _messages_of(body)
+    appended = next((v for k, v in patch.get("append", {}).items() if k in _MESSAGE_KEYS), [])
+    rewritten = any(k in _MESSAGE_KEYS for k in patch.get("set", {}))
+    count = f"{len(messages)}" + ("" if first else f" (+{len(appended)})" if appended else
+                                  " (all replaced)" if rewritten else " (none new)")
+    changed = [str(k) for k in patch.get("set", {}) if k not in _MESSAGE_KEYS and not (first and k == "model")]
+    fields = [("model", show(model or "?")), ("messages", count), ("changed" if not first else "keys", ", ".join(changed))]
+    if not patch:
+        fields.append(("changes", "none: the same body as the previous request"))
+    return fields
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -149,13 +236,8 @@ def _describe_ask_response(p: dict[str, Any]) -> Described:
 
 
 def _describe_llm_request(p: dict[str, Any], model: str | None) -> Described:
-    body = p.get("body")
-    messages = _messages_of(body)
-    fields = [("model", show(model or "?")), ("messages", str(len(messages)))]
-    if messages:
-        fields.append(("last message", show(_message_text(messages[-1]))))
-    title = f"LLM request to {p.get('provider', '?')}" + (" (streaming)" if p.get("stream") else "")
-    return title, fields, False
+    """The title only: the fields are what changed since the previous request (`_Requests`)."""
+    return f"LLM request to {p.get('provider', '?')}" + (" (streaming)" if p.get("stream") else ""), [], False
 
 
 def _describe_llm_response(p: dict[str, Any], model: str | None) -> Described:
@@ -271,9 +353,12 @@ def _dig(data: Any, *keys: str) -> Any:
 # -- what an LLM was sent ---------------------------------------------------------------
 
 
+_MESSAGE_KEYS = ("messages", "input")
+
+
 def _messages_of(body: Any) -> list[Any]:
     # Anthropic and OpenAI chat (and the mock) send "messages"; OpenAI Responses sends "input".
-    for key in ("messages", "input"):
+    for key in _MESSAGE_KEYS:
         value = _dig(body, key)
         if isinstance(value, list):
             return value

@@ -1,8 +1,12 @@
 """Synthetic runs for the HTML report: a RunReport with journals on disk, a gate diff and
 a history, at any size, with hostile strings where the report shows run data.
 
-Also used by benchmarks/html_report.py, so it builds realistic sizes (requests that grow
-with the conversation, ~20 events per attempt) quickly and without the plugin running.
+Also used by benchmarks/html_report.py, so it builds realistic sizes quickly and without
+the plugin running: by default 17 events per attempt (two LLM calls, one tool call); with
+`real_size=True` the session of benchmarks/replay_bench.py at full size (10 user turns, 20
+Anthropic-shaped calls whose requests grow to ~40 KB, 10 tool calls: ~400 KB per journal),
+with text drawn from a made-up vocabulary so that it compresses like prose, not like a
+repeated sentence.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ class SyntheticRun:
 
 
 def build_run(root: Path, *, cases: int, repeats: int, seed: int = 7, hostile: bool = False,
-              gate: bool = True, fail_rate: float = 0.08, regressed: int = 3) -> SyntheticRun:
+              gate: bool = True, fail_rate: float = 0.08, regressed: int = 3, real_size: bool = False,
+              text: Literal["prose", "bench"] = "prose") -> SyntheticRun:
     """A run of `cases` x `repeats` attempts written under `root` (rootdir/scenarios, rootdir/reports)."""
     rng = random.Random(seed)
     rootdir, run_dir = root / "project", root / "project" / "reports" / RUN_ID
@@ -60,7 +65,10 @@ def build_run(root: Path, *, cases: int, repeats: int, seed: int = 7, hostile: b
         case_id = _case_id(index, hostile)
         # The first `regressed` cases fail often: they are the regressions the gate catches.
         rate_now = 0.4 if index < regressed else (1.0 - fail_rate)
-        reports.append(_case(rng, index, case_id, repeats, rate_now, rootdir, run_dir, hostile))
+        if real_size:
+            reports.append(_real_size_case(rng, index, case_id, repeats, rate_now, rootdir, run_dir, text))
+        else:
+            reports.append(_case(rng, index, case_id, repeats, rate_now, rootdir, run_dir, hostile))
     report = _report(reports, repeats)
     if gate:
         report.gate = gate_diff(report, regressed)
@@ -218,3 +226,116 @@ def _write_journal(directory: Path, text: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "header.json").write_text('{"schema_version": 1}\n')
     (directory / "events.jsonl").write_text(text, encoding="utf-8")
+
+
+# -- real-size sessions ---------------------------------------------------------------------
+
+REAL_TURNS = 10
+SYSTEM_PROMPT_WORDS = 600
+"""~4 KB of system prompt, the same in every scenario (one agent under test)."""
+
+
+def _vocabulary(rng: random.Random, size: int = 4000) -> list[str]:
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sta", "tor", "ve", "qui", "dan", "pel", "gro", "fin", "ash", "ern",
+                 "ox", "ly", "tion", "ing", "al", "be", "co", "de", "ex", "im", "pro", "re", "sub", "un", "wa"]
+    return ["".join(rng.choice(syllables) for _ in range(rng.choice((1, 2, 2, 3, 3, 4)))) for _ in range(size)]
+
+
+_WORDS = _vocabulary(random.Random(1))
+_SYSTEM = " ".join(random.Random(2).choices(_WORDS, k=SYSTEM_PROMPT_WORDS))
+_TOOLS = [{"name": name, "description": " ".join(random.Random(3 + i).choices(_WORDS, k=60)),
+           "input_schema": {"type": "object", "properties": {"command": {"type": "string", "description": "The command line."},
+                                                             "path": {"type": "string", "description": "A file path."}},
+                            "required": ["command"]}}
+          for i, name in enumerate(("shell", "file", "ask_user"))]
+
+
+_SENTENCE = "The quick brown fox jumps over the lazy dog."
+
+
+def _prose(rng: random.Random, words: int) -> str:
+    if rng is _BENCH_TEXT:  # replay_bench's padding: one sentence again and again
+        return " ".join([_SENTENCE] * (words // 9))
+    picked = rng.choices(_WORDS, k=words)
+    return " ".join(w + ("." if i % 14 == 13 else "") for i, w in enumerate(picked))
+
+
+class _Bench(random.Random):
+    """Marks replay_bench's text (a repeated sentence) instead of drawn words."""
+
+
+_BENCH_TEXT = _Bench(0)
+
+
+def real_size_events(case_id: str, seed: int, *, passed: bool, text: str = "prose") -> list[dict[str, Any]]:
+    """The replay bench's session at full size: per user turn, a tool call then a ~1.4 KB answer.
+    A failed attempt goes another way from turn 8 on (other tool output and answers)."""
+    rng = _BENCH_TEXT if text == "bench" else random.Random(seed)
+    events: list[tuple[str, int, dict[str, Any]]] = [
+        ("session.start", 0, {"engine": "pytest-nodeval", "version": "0.1.0", "session_id": "s", "mode": "record"}),
+        *[("tool.register", 0, {"tool": t["name"], "description": t["description"], "parameters": t["input_schema"]})
+          for t in _TOOLS]]
+    messages: list[dict[str, Any]] = []
+
+    def request(turn: int) -> None:
+        events.append(("llm.request", turn, {"provider": "anthropic", "api": "anthropic.messages", "method": "POST",
+                                             "path": "/v1/messages", "stream": False, "body": {
+                                                 "max_tokens": 1024, "messages": list(messages), "model": "claude-sonnet-4-6",
+                                                 "system": _SYSTEM, "tools": _TOOLS}}))
+
+    for turn in range(1, REAL_TURNS + 1):
+        if not passed and turn == 8 and text != "bench":
+            rng = random.Random(seed + 1_000_003)
+        question = f"Step {turn} of {case_id}: " + _prose(rng, 30)
+        messages.append({"role": "user", "content": question})
+        events += [("io.input", turn, {"text": question, "source": "scripted"}), ("agent.turn.start", turn, {})]
+        request(turn)
+        call_id, args = f"toolu_{turn:02d}", {"command": f"du -sh ./part{turn} && ls -la ./part{turn}"}
+        tool_use = [{"type": "text", "text": "Let me check."}, {"type": "tool_use", "id": call_id, "name": "shell", "input": args}]
+        output = {"stdout": "\n".join(_prose(rng, 8) for _ in range(12)), "stderr": "", "exit_code": 0}
+        events += [("llm.response", turn, {"provider": "anthropic", "status": 200, "latency_ms": 800.0,
+                                           "usage": {"input_tokens": 900, "output_tokens": 40},
+                                           "body": {"id": f"msg_{turn}a", "type": "message", "role": "assistant",
+                                                    "content": tool_use, "stop_reason": "tool_use"}}),
+                   ("tool.call", turn, {"tool": "shell", "call_id": call_id, "args": args}),
+                   ("tool.result", turn, {"tool": "shell", "call_id": call_id, "ok": True, "result": output, "latency_ms": 14.0}),
+                   ("agent.turn.end", turn, {"stop_reason": "tool_use"}), ("agent.turn.start", turn, {})]
+        messages += [{"role": "assistant", "content": tool_use},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": json.dumps(output)}]}]
+        request(turn)
+        answer = f"Step {turn} done: the workspace uses {turn * 3} MB. " + _prose(rng, 200)
+        if not passed and turn == REAL_TURNS:
+            answer = "I could not find out. " + _prose(rng, 200)
+        reply = [{"type": "text", "text": answer}]
+        events += [("llm.response", turn, {"provider": "anthropic", "status": 200, "latency_ms": 900.0,
+                                           "usage": {"input_tokens": 1900, "output_tokens": 320},
+                                           "body": {"id": f"msg_{turn}b", "type": "message", "role": "assistant",
+                                                    "content": reply, "stop_reason": "end_turn"}}),
+                   ("agent.turn.end", turn, {"stop_reason": "end_turn"}), ("io.output", turn, {"text": answer})]
+        messages.append({"role": "assistant", "content": reply})
+    events.append(("session.end", REAL_TURNS, {"status": "ok", "duration_ms": 18000.0, "turns": REAL_TURNS,
+                                               "usage": {"input_tokens": 28000, "output_tokens": 3600}}))
+    return [{"seq": seq, "ts": f"2026-11-30T12:00:{seq % 60:02d}.000000Z", "type": kind, "turn": turn, "payload": payload}
+            for seq, (kind, turn, payload) in enumerate(events, start=1)]
+
+
+REAL_OUTPUT_SEQ = 4 + REAL_TURNS * 12
+"""The seq of the last io.output of a real-size journal."""
+
+
+def _real_size_case(rng: random.Random, index: int, case_id: str, repeats: int, rate: float, rootdir: Path,
+                    run_dir: Path, text: str) -> CaseReport:
+    directory = f"scenarios/c{index:04d}"
+    golden = _jsonl(real_size_events(case_id, index, passed=True, text=text))
+    _write_journal(rootdir / directory / "journal", golden)
+    attempts = []
+    for repeat in range(1, repeats + 1):
+        passed = rng.random() < rate
+        journal = f"_sessions/c{index:04d}/r{repeat}/journal"
+        _write_journal(run_dir / journal, golden if passed else _jsonl(real_size_events(case_id, index, passed=False, text=text)))
+        attempt = _attempt(rng, case_id, repeat, passed, journal, False)
+        attempt.assertions[1].seqs = [] if passed else [REAL_OUTPUT_SEQ]
+        attempt.turns, attempt.llm_calls, attempt.tool_calls = REAL_TURNS, 2 * REAL_TURNS, REAL_TURNS
+        attempts.append(attempt)
+    return CaseReport(id=case_id, name=f"Scenario number {index}", tags=["pr"] if index % 3 == 0 else ["release"],
+                      directory=directory, verdict=_verdict(attempts), stats=_stats(attempts), attempts=attempts)

@@ -3,6 +3,7 @@ keeps hostile run data inert, and shows a failing gate's regressions in the firs
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,7 @@ def test_an_attempt_opens_as_a_timeline_with_its_failures_beside_the_events(
     page = report_page.page
     page.locator("tr.case-row", has_text=case.id).click()
     page.locator(f'button.open-attempt[data-repeat="{attempt.repeat}"]').click()
+    shown(page, "timeline")
     assert page.locator("#attempt-view").is_visible() and not page.locator("main").is_visible()
     assert page.locator("#attempt-title").inner_text().startswith(f"{case.id} · attempt {attempt.repeat}")
     assert page.locator("#attempt-body .ev").count() == 17
@@ -107,12 +109,34 @@ def test_an_attempt_opens_as_a_timeline_with_its_failures_beside_the_events(
     report_page.screenshot("attempt-timeline", full_page=True)
 
     page.locator("#tab-diff").click()
+    shown(page, "diff")
     assert "of 17 events match the golden journal" in page.locator("#attempt-body").inner_text()
     assert page.locator("table.diff tr.changed").count() >= 1
     report_page.screenshot("attempt-diff", full_page=True)
 
     page.locator("#attempt-close").click()
     assert page.locator("main").is_visible() and not page.locator("#attempt-view").is_visible()
+    report_page.assert_clean()
+
+
+def test_the_full_request_of_a_later_call_is_rebuilt_from_the_compact_timeline(
+        tmp_path: Path, report_page: ReportPage) -> None:
+    run = build_run(tmp_path, cases=2, repeats=2, real_size=True, fail_rate=0.0, regressed=0)
+    case, attempt = run.report.cases[1], run.report.cases[1].attempts[1]
+    journal = [json.loads(line) for line in (run.run_dir / str(attempt.journal) / "events.jsonl").read_text().splitlines()]
+    requests = [e for e in journal if e["type"] == "llm.request"]
+    report_page.open(_write(run))
+    page = report_page.page
+    page.locator("tr.case-row", has_text=case.id).click()
+    page.locator(f'button.open-attempt[data-repeat="{attempt.repeat}"]').click()
+    shown(page, "timeline")
+    last = page.locator(f'.ev[data-seq="{requests[-1]["seq"]}"]')
+    assert "messages 39 (+2)" in " ".join(last.inner_text().split())  # the card shows what changed
+    last.locator("button.show-request").click()
+    rebuilt = json.loads(last.locator("pre.full-request").inner_text())
+    assert rebuilt == requests[-1]["payload"]["body"]
+    assert len(json.dumps(rebuilt)) > 30_000
+    report_page.screenshot("full-request")
     report_page.assert_clean()
 
 
@@ -125,8 +149,11 @@ def test_hostile_run_data_stays_inert_text(tmp_path: Path, report_page: ReportPa
         row.click()  # open every scenario's attempts
     for index in range(page.locator("button.open-attempt").count()):
         page.locator("button.open-attempt").nth(index).click()
+        shown(page, "timeline")
         _click_all(page.locator("#attempt-body button", has_text="show all"))
+        _click_all(page.locator("#attempt-body button.show-request"))
         page.locator("#tab-diff").click()
+        shown(page, "diff")
         _click_all(page.locator("#attempt-body button", has_text="identical events"))
         page.locator("#attempt-close").click()
     report_page.screenshot("hostile", full_page=True)
@@ -134,6 +161,11 @@ def test_hostile_run_data_stays_inert_text(tmp_path: Path, report_page: ReportPa
     assert page.evaluate("document.querySelectorAll('img, iframe, base, a, meta[http-equiv=refresh]').length") == 0
     assert page.evaluate("document.querySelectorAll('script').length") == len(parse(_write(run).read_text()).scripts())
     report_page.assert_clean()
+
+
+def shown(page: Any, tab: str) -> None:
+    """Wait until the open attempt's tab is on screen (its timelines are inflated asynchronously)."""
+    page.wait_for_selector(f'#attempt-body[data-shown="{tab}"]', state="attached")
 
 
 def _click_all(buttons: Any) -> None:
@@ -187,6 +219,7 @@ def test_a_thousand_scenarios_by_five_repeats_load_and_stay_usable(large_html: P
     page.select_option("#f-status", "failed")
     page.locator("tr.case-row").first.click()
     page.locator("button.open-attempt").first.click()
+    shown(page, "timeline")
     assert page.locator("#attempt-body .ev").count() == 17
     report_page.screenshot("large-run-attempt")
     report_page.assert_clean()

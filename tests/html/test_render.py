@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +224,41 @@ def test_an_attempt_without_a_journal_says_why(small_run: SyntheticRun) -> None:
     report: RunReport = small_run.report.model_copy(deep=True)
     report.cases[0].attempts[0].journal = None
     page = parse(render(report, small_run.run_dir, rootdir=small_run.rootdir))
-    timeline = page.timelines()["nodeval-t0"]
+    timeline = page.timelines()["nodeval-c0/0"]
     assert timeline["events"] == [] and timeline["diff"] is None
     assert timeline["note"] == "this attempt wrote no journal (it did not start, or its worker died)"
+
+
+# -- compact timelines, written as they are read ------------------------------------------
+
+
+def test_the_page_is_written_one_scenario_at_a_time(small_run: SyntheticRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scenario's journals (its golden one and its 5 attempts') are read only once the
+    scenarios before it are written out: the builder never holds every journal's views."""
+    loaded: list[Path] = []
+    real = html_module.load_events
+    monkeypatch.setattr(html_module, "load_events", lambda directory: (loaded.append(directory), real(directory))[1])
+    written, most_read_ahead = "", 0
+    for chunk in html_module.render_chunks(small_run.report, small_run.run_dir, rootdir=small_run.rootdir):
+        written += chunk
+        blocks = written.count('type="application/json" id="nodeval-c')
+        most_read_ahead = max(most_read_ahead, len(loaded) - 6 * blocks)
+    assert len(loaded) == 6 * 12 and most_read_ahead <= 6
+
+
+def test_replays_equal_to_their_golden_share_one_copy_of_each_event(small_run: SyntheticRun) -> None:
+    page = _page(small_run)
+    for case, (key, block) in zip(small_run.report.cases, page.blocks().items()):
+        events = [len(a["events"]) for a in block["attempts"]]
+        assert events == [17] * 5
+        if case.verdict == "passed":  # five identical replays: 17 views in all, not 85
+            assert len(block["views"]) == 17 and len({tuple(a["events"]) for a in block["attempts"]}) == 1
+        else:
+            assert 17 < len(block["views"]) < 85
+
+
+def test_a_case_block_is_inert_base64_whatever_the_data(hostile_page: Page) -> None:
+    blocks = [e for e in hostile_page.scripts() if e.attrs.get("id", "").startswith("nodeval-c")]
+    assert blocks
+    for element in blocks:
+        assert re.fullmatch(r'"[A-Za-z0-9+/=]*"', element.text)

@@ -24,13 +24,73 @@ def test_clip_says_how_much_was_cut() -> None:
     assert cut.startswith("x" * FIELD_LIMIT) and cut.endswith("[... 1234 more characters]")
 
 
-def test_a_request_shows_model_message_count_and_last_message_not_the_body() -> None:
-    body = {"model": "claude-sonnet-4-6", "system": "S" * 50_000,
-            "messages": [{"role": "user", "content": "first"}, {"role": "user", "content": "second"}]}
-    view = event_views([_event(1, "llm.request", {"provider": "anthropic", "body": body})])[0]
-    fields = _fields(view)
-    assert fields == {"model": "claude-sonnet-4-6", "messages": "2", "last message": "user: second"}
-    assert "SSSS" not in json.dumps(view)
+def apply_patch(previous: Any, patch: dict[str, Any]) -> Any:
+    """What report.js does with a request's patch."""
+    if "whole" in patch:
+        return patch["whole"]
+    base = previous if isinstance(previous, dict) else {}
+    body = {k: v for k, v in base.items() if k not in patch.get("del", [])}
+    body.update(patch.get("set", {}))
+    body.update({k: base[k] + items for k, items in patch.get("append", {}).items()})
+    return {k: body[k] for k in patch["keys"]} if "keys" in patch else body
+
+
+def _growing_requests(calls: int) -> list[dict[str, Any]]:
+    system, messages, events = "S" * 50_000, [], []
+    for call in range(calls):
+        messages = messages + [{"role": "user", "content": f"question {call} " + "q" * 2_000},
+                               {"role": "assistant", "content": [{"type": "text", "text": f"answer {call}"}]}]
+        body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "system": system, "messages": messages[:-1]}
+        events.append(_event(len(events) + 1, "llm.request", {"provider": "anthropic", "body": body}))
+    return events
+
+
+def test_a_request_holds_only_what_changed_since_the_previous_one() -> None:
+    events = _growing_requests(6)
+    views = event_views(events)
+    first, later = views[0], views[1:]
+    assert first["req"] == {"set": events[0]["payload"]["body"]}  # the base: the whole first body
+    assert _fields(first) == {"model": "claude-sonnet-4-6", "messages": "1", "keys": "max_tokens, system"}
+    for index, view in enumerate(later, start=1):
+        # Only the two messages appended since the previous call: not the system prompt, not the history.
+        assert set(view["req"]) == {"append"} and [len(v) for v in view["req"]["append"].values()] == [2]
+        assert _fields(view)["messages"] == f"{2 * index + 1} (+2)"
+        assert len(json.dumps(view)) < 5_000 < len(json.dumps(events[index]["payload"]["body"])) // 10
+    assert "SSSS" not in json.dumps(later)
+    body = None
+    for event, view in zip(events, views):
+        body = apply_patch(body, view["req"])
+        assert json.dumps(body) == json.dumps(event["payload"]["body"])  # same values, same key order
+
+
+def test_request_patches_say_what_was_set_removed_replaced_or_reordered() -> None:
+    first = {"model": "m", "tools": [1], "messages": [{"role": "user", "content": "a"}], "temperature": 0}
+    cases = [
+        ({**first, "tools": [1, 2]}, {"append": {"tools": [2]}}),
+        ({**first, "messages": [{"role": "user", "content": "b"}]}, {"set": {"messages": [{"role": "user", "content": "b"}]}}),
+        ({k: v for k, v in first.items() if k != "temperature"}, {"del": ["temperature"]}),
+        ({"temperature": 0, "model": "m", "tools": [1], "messages": first["messages"]},
+         {"keys": ["temperature", "model", "tools", "messages"]}),
+        (dict(first), {}),
+        ("not an object", {"whole": "not an object"}),
+    ]
+    for body, patch in cases:
+        views = event_views([_event(1, "llm.request", {"provider": "p", "body": first}),
+                             _event(2, "llm.request", {"provider": "p", "body": body})])
+        assert views[1]["req"] == patch
+        assert json.dumps(apply_patch(first, patch)) == json.dumps(body)
+    assert _fields(event_views([_event(1, "llm.request", {"provider": "p", "body": first}),
+                                _event(2, "llm.request", {"provider": "p", "body": first})])[1])["changes"].startswith("none")
+
+
+def test_past_the_limit_requests_are_counted_but_not_embedded(monkeypatch: Any) -> None:
+    import pytest_nodeval.report.timeline as timeline
+
+    monkeypatch.setattr(timeline, "REQUEST_LIMIT", 60_000)  # the base is ~52,000
+    views = event_views(_growing_requests(12))
+    kept = [v["req"] is not None for v in views]
+    assert kept[0] and not kept[-1] and kept == sorted(kept, reverse=True)  # a prefix of the requests
+    assert "not embedded" in _fields(views[-1])["full request"] and _fields(views[-1])["messages"] == "23 (+2)"
 
 
 def test_a_response_names_the_model_of_its_request_tokens_latency_text_and_tool_calls() -> None:

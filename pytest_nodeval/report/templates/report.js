@@ -360,7 +360,7 @@
 
   var view = document.getElementById("attempt-view"), viewBody = document.getElementById("attempt-body");
   var tabs = { timeline: document.getElementById("tab-timeline"), diff: document.getElementById("tab-diff") };
-  var parsed = {}, current = null, openedHere = false;
+  var blocks = {}, current = null, openedHere = false;
 
   // The open attempt lives in the URL's fragment, so Back closes it and a link can share it.
   function openAttempt(r, a) {
@@ -368,9 +368,52 @@
     location.hash = "attempt-" + r.i + "-" + a.repeat;
   }
 
-  function timelineOf(id) {
-    if (!parsed[id]) parsed[id] = JSON.parse(document.getElementById(id).textContent);
-    return parsed[id];
+  // A case's timelines are gzip-compressed JSON in base64, inflated the first time one of
+  // its attempts is opened. Views shared by several attempts are stored once, by index.
+  function blockOf(id) {
+    if (!blocks[id]) {
+      var packed = atob(JSON.parse(document.getElementById(id).textContent));
+      var bytes = new Uint8Array(packed.length);
+      for (var i = 0; i < packed.length; i++) bytes[i] = packed.charCodeAt(i);
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      blocks[id] = new Response(stream).text().then(JSON.parse);
+    }
+    return blocks[id];
+  }
+
+  function timelineOf(a) {
+    return blockOf(a.tl).then(function (block) {
+      var t = block.attempts[a.tn], view = function (i) { return block.views[i]; };
+      var diff = t.diff && { rows: t.diff.rows, same: t.diff.same, total: t.diff.total, golden: {} };
+      if (diff) Object.keys(t.diff.golden).forEach(function (g) { diff.golden[g] = view(t.diff.golden[g]); });
+      return { events: t.events.map(view), assertions: t.assertions, note: t.note, diff: diff, golden_note: t.golden_note };
+    });
+  }
+
+  // A request's whole body: the first request's patch, then every later one's, applied in
+  // order up to this request. Objects without a prototype, so a "__proto__" key stays a key.
+  function fullRequest(events, upTo) {
+    var body = null;
+    for (var i = 0; i <= upTo; i++) {
+      var ev = events[i];
+      if (ev.type !== "llm.request") continue;
+      if (!ev.req) return undefined;
+      body = applyPatch(body, ev.req);
+    }
+    return body;
+  }
+
+  function applyPatch(previous, patch) {
+    if (Object.prototype.hasOwnProperty.call(patch, "whole")) return patch.whole;
+    var base = previous && typeof previous === "object" && !Array.isArray(previous) ? previous : {};
+    var removed = patch.del || [], set = patch.set || {}, append = patch.append || {}, body = Object.create(null);
+    Object.keys(base).forEach(function (k) { if (removed.indexOf(k) < 0) body[k] = base[k]; });
+    Object.keys(set).forEach(function (k) { body[k] = set[k]; });
+    Object.keys(append).forEach(function (k) { body[k] = base[k].concat(append[k]); });
+    if (!patch.keys) return body;
+    var ordered = Object.create(null);
+    patch.keys.forEach(function (k) { ordered[k] = body[k]; });
+    return ordered;
   }
 
   function route() {
@@ -409,11 +452,18 @@
   }
 
   function showTab(name) {
-    current.tab = name;
+    var shown = current;
+    shown.tab = name;
     Object.keys(tabs).forEach(function (k) { tabs[k].setAttribute("aria-selected", String(k === name)); });
-    var t = timelineOf(current.a.tl);
-    viewBody.replaceChildren(name === "timeline" ? timelineView(current.a, t) : diffView(t));
-    window.scrollTo(0, 0);
+    viewBody.removeAttribute("data-shown");
+    timelineOf(shown.a).then(function (t) {
+      if (current !== shown || shown.tab !== name) return;  // closed or switched meanwhile
+      viewBody.replaceChildren(name === "timeline" ? timelineView(shown.a, t) : diffView(t));
+      viewBody.setAttribute("data-shown", name);
+      window.scrollTo(0, 0);
+    }, function (error) {
+      viewBody.replaceChildren(el("p", { "class": "notice bad", text: "This timeline could not be read: " + error }));
+    });
   }
 
   function longText(value) {
@@ -424,15 +474,54 @@
     return el("div", {}, pre, more);
   }
 
-  function eventCard(ev) {
+  // `events` and `index` (the attempt's views and this one's place) let a request show its whole body.
+  function eventCard(ev, events, index) {
     var kind = String(ev.type).split(".")[0];
     var minor = ev.type === "tool.register" || ev.type === "agent.turn.start" || ev.type === "agent.turn.end" || ev.type === "session.start";
     var card = el("div", { "class": "card k-" + kind + (ev.bad ? " bad" : "") + (minor ? " minor" : "") },
       el("div", { "class": "ev-head" }, el("span", { "class": "ev-type", text: ev.type }), el("span", { "class": "ev-title", text: ev.title })));
-    if (!minor) ev.fields.forEach(function (f) {
+    var fields = ev.req ? ev.fields.concat(patchFields(ev.req)) : ev.fields;
+    if (!minor) fields.forEach(function (f) {
       card.appendChild(el("div", { "class": "field" }, el("span", { "class": "label", text: f[0] }), longText(f[1])));
     });
+    if (ev.req && events) card.appendChild(fullRequestButton(events, index));
     return card;
+  }
+
+  // What a request changed, from its patch: the messages appended, the keys set or removed.
+  function patchFields(patch) {
+    var fields = [], set = patch.set || {}, append = patch.append || {};
+    if (Object.prototype.hasOwnProperty.call(patch, "whole")) return [["body", asText(patch.whole)]];
+    Object.keys(append).forEach(function (k) {
+      append[k].forEach(function (m) { fields.push(["+ " + k, messageText(m)]); });
+    });
+    Object.keys(set).forEach(function (k) {
+      if (Array.isArray(set[k]) && (k === "messages" || k === "input")) set[k].forEach(function (m) { fields.push([k, messageText(m)]); });
+      else fields.push([k, asText(set[k])]);
+    });
+    if (patch.del) fields.push(["removed", patch.del.join(", ")]);
+    return fields;
+  }
+
+  function asText(value) { return typeof value === "string" ? value : JSON.stringify(value, null, 2); }
+
+  function messageText(m) {
+    if (!m || typeof m !== "object" || Array.isArray(m)) return asText(m);
+    var content = m.content !== undefined ? m.content : m.text;
+    if (typeof content === "string") return (m.role || "?") + ": " + content;
+    return asText(content === undefined ? m : { role: m.role || "?", content: content });
+  }
+
+  function fullRequestButton(events, index) {
+    var button = el("button", { type: "button", "class": "linkish show-request", text: "show the full request" });
+    button.addEventListener("click", function () {
+      var body = fullRequest(events, index);
+      var text = body === undefined ? "An earlier request of this attempt is not embedded, so this one cannot be rebuilt."
+        : JSON.stringify(body, null, 2);
+      button.replaceWith(el("div", { "class": "field" }, el("span", { "class": "label", text: "full request" }),
+        el("pre", { "class": "full-request", text: text })));
+    });
+    return button;
   }
 
   function assertionNote(a) {
@@ -467,11 +556,11 @@
       t.assertions.length ? el("h3", { text: "Assertions" }) : null, list, el("h3", { text: "Timeline" }));
     if (!t.events.length) out.appendChild(empty("The journal has no events."));
     var turn = null;
-    t.events.forEach(function (ev) {
+    t.events.forEach(function (ev, index) {
       if (ev.turn !== turn && ev.turn !== null) { turn = ev.turn; out.appendChild(el("div", { "class": "turn", text: turn ? "Turn " + turn : "Start" })); }
       var notes = (bySeq[ev.seq] || []).map(assertionNote);
       var row = el("div", { "class": "ev", "data-seq": ev.seq }, el("div", { "class": "seq", text: ev.seq === null ? "" : "#" + ev.seq }),
-        eventCard(ev), el("div", { "class": "notes" }, notes));
+        eventCard(ev, t.events, index), el("div", { "class": "notes" }, notes));
       if (ev.seq !== null) rowsBySeq[ev.seq] = row;
       out.appendChild(row);
     });
@@ -485,9 +574,9 @@
     setTimeout(function () { row.classList.remove("flash"); }, 1500);
   }
 
-  function diffCell(ev, full) {
+  function diffCell(ev, full, events, index) {
     if (!ev) return el("td", { "class": "muted", text: "—" });
-    return el("td", {}, full ? eventCard(ev) : el("div", { "class": "ev-head" }, el("span", { "class": "ev-type", text: "#" + ev.seq + " " + ev.type }),
+    return el("td", {}, full ? eventCard(ev, events, index) : el("div", { "class": "ev-head" }, el("span", { "class": "ev-type", text: "#" + ev.seq + " " + ev.type }),
       el("span", { text: ev.title })));
   }
 
@@ -513,7 +602,7 @@
       var g = row[0], o = row[1], status = row[2], observed = o === null ? null : t.events[o];
       var golden = g === null ? null : status === "same" ? observed : d.golden[String(g)];
       var full = status !== "same";
-      return el("tr", { "class": status, title: status }, diffCell(golden, full), diffCell(observed, full));
+      return el("tr", { "class": status, title: status }, diffCell(golden, full), diffCell(observed, full, t.events, o));
     }
     function addRow(row) { body.appendChild(diffRow(row)); }
     d.rows.forEach(function (row) { if (row[2] === "same") run.push(row); else { flushSame(); addRow(row); } });
