@@ -42,6 +42,17 @@ class _Exchange:
     request_event: Any
     response_event: Any
     """The recorded llm.response event (its payload is served verbatim)."""
+    raw_request: bytes = b""
+    """The request payload's JSON text as the golden journal has it ("" when unknown)."""
+
+    @property
+    def raw_body(self) -> bytes:
+        """The request body's JSON text: the payload's last field, as the writer orders them."""
+        raw, payload = self.raw_request, self.request_event.payload
+        if not raw or payload.model_extra:
+            return b""
+        start = raw.find(b',"body":', raw.find(b',"stream":'))
+        return raw[start + 8:-1] if start != -1 else b""
 
     @property
     def seq(self) -> int:
@@ -70,9 +81,9 @@ class ReplayStash:
         self._tools: dict[str, tuple[Any, Any]] = {}
         self._asks: dict[str, Any] = {}
         self.stopped: ReplayDivergence | None = None
-        self._seed(journal.events)
+        self._seed(journal.events, journal.raw_requests)
 
-    def _seed(self, events: list[Any]) -> None:
+    def _seed(self, events: list[Any], raw_requests: dict[int, bytes]) -> None:
         pending_llm: dict[str, Any] = {}
         calls: dict[str, Any] = {}
         for event in events:
@@ -83,7 +94,7 @@ class ReplayStash:
                 request = pending_llm.pop(payload["provider"], None)
                 if request is not None:
                     queue = self._llm.setdefault(payload["provider"], deque())
-                    queue.append(_Exchange(request, event))
+                    queue.append(_Exchange(request, event, raw_requests.get(request.seq, b"")))
             elif event.type == "tool.call":
                 calls[payload["call_id"]] = event
             elif event.type == "tool.result" and payload["call_id"] in calls:
@@ -115,6 +126,27 @@ class ReplayStash:
         else:
             journal.emit("llm.request", request, owned=owned, text=text)
         return journal.emit_recorded(exchange.response_event).payload_dict()  # type: ignore[no-any-return]
+
+    def serve_llm_exact(self, journal: Any, provider: str, api: str, method: str, path: str,
+                        body: bytes) -> dict[str, Any] | None:
+        """The fast path of `serve_llm`: a request whose body is byte for byte the recorded one.
+
+        Nothing is parsed, copied or scanned: both events are journaled from the golden
+        journal's own text. None when the bytes differ (or are unknown): parse and compare.
+        """
+        self._raise_if_stopped()
+        queue = self._llm.get(provider)
+        if not queue:
+            return None
+        head = queue[0]
+        recorded = head.request_event.payload
+        raw_body = head.raw_body
+        if (not raw_body or raw_body != body or recorded.api != api or recorded.method != method
+                or recorded.path != path):
+            return None
+        queue.popleft()
+        journal.emit_recorded(head.request_event, raw_payload=head.raw_request)
+        return journal.emit_recorded(head.response_event).payload_dict()  # type: ignore[no-any-return]
 
     def next_llm_event(self, provider: str, request: dict[str, Any]) -> Any:
         """The recorded llm.response event for this request, or a stop naming the difference."""

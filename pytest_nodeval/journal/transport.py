@@ -172,10 +172,14 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         return self._serve(request, await request.aread())
 
     def _serve(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
-        payload = request_payload(request, self._provider, self._api, body)
-        # Freshly parsed (owned: the stash only reads it); a scan reads the body as sent.
-        recorded = self._stash.serve_llm(self._journal, self._provider, payload, owned=True,
-                                         text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}")
+        # Most replayed requests are byte for byte the recorded ones: nothing to parse then.
+        recorded = self._stash.serve_llm_exact(self._journal, self._provider, self._api, request.method,
+                                               request.url.path, body)
+        if recorded is None:
+            payload = request_payload(request, self._provider, self._api, body)
+            # Freshly parsed (owned: the stash only reads it); a scan reads the body as sent.
+            recorded = self._stash.serve_llm(self._journal, self._provider, payload, owned=True,
+                                             text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}")
         if recorded.get("error"):
             raise _transport_error(recorded["error"], request)
         return replayed_response(recorded, request)

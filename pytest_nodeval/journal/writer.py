@@ -87,23 +87,28 @@ class JournalWriter:
             event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
         return self._keep(event)
 
-    def emit_recorded(self, recorded: Any, *, turn: int | None = None) -> Any:
+    def emit_recorded(self, recorded: Any, *, turn: int | None = None, raw_payload: bytes = b"") -> Any:
         """Append an event whose payload is served verbatim from a golden journal.
 
         That payload was redacted and validated when it was recorded, and it is frozen
         (shared, never copied): only the new seq, time and turn are added. Nothing is scanned
-        or parsed again, which is most of the cost of a replayed event.
+        or parsed again, which is most of the cost of a replayed event. `raw_payload`: the
+        payload's JSON text as the golden journal has it, written as is (not serialised again).
         """
         model = EVENT_MODELS.get(recorded.type)
         if model is None or recorded.type in _NOT_SERVABLE:
             raise ValueError(f"event type {recorded.type!r} cannot be served verbatim from a journal")
         event = model.model_construct(seq=len(self.events) + 1, ts=now_iso(), type=recorded.type,
                                       turn=self._turn if turn is None else turn, payload=recorded.payload)
-        return self._keep(event)
+        return self._keep(event, raw_payload)
 
-    def _keep(self, event: Any) -> Any:
+    def _keep(self, event: Any, raw_payload: bytes = b"") -> Any:
         if self._file is not None:
-            line = event.model_dump_json()  # canonical: every field, defaults included
+            if raw_payload:  # the field order of model_dump_json, with the golden payload's text
+                line = (f'{{"seq":{event.seq},"ts":"{event.ts}","type":"{event.type}","turn":{event.turn},'
+                        f'"payload":{raw_payload.decode("utf-8")}}}')
+            else:
+                line = event.model_dump_json()  # canonical: every field, defaults included
             self._append(line, event.type in _DURABLE_AFTER)
         self.events.append(event)
         return event

@@ -109,3 +109,24 @@ def test_a_diverging_request_is_journaled_as_sent_before_the_replay_stops(tmp_pa
             stash.serve_llm(writer, "p", sent)
     assert [e.type for e in writer.events] == ["llm.request"]
     assert writer.events[0].payload_dict()["body"] == sent["body"]
+
+
+def test_a_request_sent_byte_for_byte_as_recorded_is_served_without_parsing(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Matched on the golden journal's own bytes: nothing is parsed, and the line is written as recorded."""
+    from pytest_nodeval.journal import replay
+
+    golden = _exchange_journal(tmp_path)
+    request = golden.events[0]
+    sent = json.dumps(request.payload_dict()["body"], separators=(",", ":")).encode()
+    stash = replay.ReplayStash(golden, case="c")
+    assert stash.serve_llm_exact(None, "p", "mock", "POST", "/mock", sent + b" ") is None, "other bytes: parse"
+    parsed = []
+    monkeypatch.setattr(replay.json, "loads", lambda *a, **k: parsed.append(a), raising=False)
+    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+        served = stash.serve_llm_exact(writer, "p", "mock", "POST", "/mock", sent)
+    assert served is not None and served["body"] == {"text": "hello"} and parsed == []
+    golden_line = (tmp_path / "golden" / "events.jsonl").read_bytes().split(b"\n")[0]
+    observed_line = (tmp_path / "observed" / "events.jsonl").read_bytes().split(b"\n")[0]
+    assert observed_line.split(b',"payload":')[1] == golden_line.split(b',"payload":')[1], "written as recorded"
+    assert read_journal(tmp_path / "observed").events[0].payload == request.payload
