@@ -24,5 +24,10 @@ eval: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest tests -p no:cacheprovider -n 2
 
+# Replay against the SDK floor and vcrpy (benchmarks/README.md has the figures and the rest).
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python benchmarks/replay_vs_peers.py --suite 100 1000
+
 clean:
 	rm -rf $(VENV) reports/*/ .pytest_cache
