@@ -46,18 +46,15 @@ from .significance import (
     holm,
     mean_ratio_lower_bound,
     newcombe_interval,
-    sign_flip_p_value,
+    weighted_sign_flip_p_value,
 )
-from .special import t_cdf, t_ppf
+from .special import t_ppf
 from .wording import id_list, limit_pp, percent, pp
 
 __all__ = ["compare", "plan"]
 
 # k/n arithmetic: 0.9 - 0.7 == 0.19999999999999996 must still count as a 20 pp drop.
 _EPS = 1e-9
-# Up to this many paired scenarios the suite p-value is the exact sign-flip test, not t
-# (stats.md G1: small S, or many differences of 0 or +-1/R, break the t approximation).
-_SIGN_FLIP_MAX_SCENARIOS = 30
 # Power at which the minimum detectable effect (MDE) is reported (stats.md 2.5).
 _MDE_POWER = 0.80
 # stats.md's planning assumption E[p(1-p)] when the baseline shows no within-case noise.
@@ -288,13 +285,14 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
         )
     level = policy.level(GateName.SUITE_PASS_RATE)
     rates_b, rates_c = [_rate(b) for b, _ in graded], [_rate(c) for _, c in graded]
-    exact = [Fraction(c.passed, c.attempts) - Fraction(b.passed, b.attempts) for b, c in graded]
-    diffs = [float(d) for d in exact]
+    diffs = [float(Fraction(c.passed, c.attempts) - Fraction(b.passed, b.attempts)) for b, c in graded]
     n, delta = len(diffs), fmean(diffs)
+    # delta, SE and interval describe the equal-weighted suite pass rate; the p-value is the
+    # weighted sign-flip test, which is exact at any S and gains power by weighting each
+    # case's difference by the inverse of its null standard deviation.
     se = stdev(diffs) / math.sqrt(n) if n >= 2 else None
     margin = t_ppf(1.0 - level, n - 1) * se if se is not None else None
-    method: Literal["sign-flip", "t"] = "sign-flip" if n <= _SIGN_FLIP_MAX_SCENARIOS else "t"
-    p_value = sign_flip_p_value(exact) if method == "sign-flip" else _t_p_value(delta, se, n)
+    tables = [(b.passed, b.attempts, c.passed, c.attempts) for b, c in graded]
     z = NormalDist().inv_cdf
     return SuiteComparison(
         scenarios=n,
@@ -304,19 +302,11 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
         standard_error=se,
         ci_low=delta - margin if margin is not None else None,
         ci_high=delta + margin if margin is not None else None,
-        p_value=p_value,
-        p_value_method=method,
+        p_value=weighted_sign_flip_p_value(tables, policy.bootstrap_seed),
+        p_value_method="weighted-sign-flip",
         correlation=_correlation(rates_b, rates_c),
         minimum_detectable_drop=(z(1 - level) + z(_MDE_POWER)) * se if se else None,
     )
-
-
-def _t_p_value(delta: float, se: float | None, n: int) -> float:
-    """One-sided p of the one-sample t test of mean(d) < 0."""
-    assert se is not None, "callers use t only above the sign-flip range, so n >= 2"
-    if se == 0.0:  # every scenario moved by exactly the same amount
-        return 0.0 if delta < 0 else 1.0
-    return t_cdf(delta / se, n - 1)
 
 
 def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:

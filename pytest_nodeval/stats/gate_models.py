@@ -85,7 +85,8 @@ class GatePolicy:
     bootstrap_iterations: int = 4000
     """Resamples of the latency and token bootstraps (enough for their 0.125% quantile)."""
     bootstrap_seed: int = 0
-    """Seed of the bootstraps, so the same data always gives the same verdict."""
+    """Seed of the bootstraps and of the suite test's random sign flips (when there are too
+    many patterns to enumerate), so the same data always gives the same verdict."""
 
     def __post_init__(self) -> None:
         for name in ("fail_on_score_drop", "fail_on_scenario_drop"):
@@ -261,9 +262,15 @@ class SuiteComparison(_ReportModel):
     ci_high: float | None
     """Upper end of that interval; also the one-sided (1 - level) upper bound."""
     p_value: float | None
-    """One-sided p-value for a drop."""
-    p_value_method: Literal["sign-flip", "t"] | None
-    """Exact sign-flip permutation up to 30 scenarios, one-sample t (scenarios - 1 df) above."""
+    """One-sided p-value for a drop: FAIL needs it <= the suite gate's level and ``delta`` at
+    or below minus ``fail_on_score_drop``."""
+    p_value_method: Literal["weighted-sign-flip", "sign-flip", "t"] | None
+    """"weighted-sign-flip": the paired sign-flip permutation test of sum_j d_j / sd_j, each
+    scenario's difference divided by its standard deviation under no change,
+    sqrt(pbar_j (1 - pbar_j) (1/R_Bj + 1/R_Cj)) with pbar_j pooled over both runs; exact
+    enumeration when the scenarios' distinct (|d_j|, sd_j) groups allow at most 2**18 sums,
+    else 19,999 random sign patterns seeded by ``bootstrap_seed``. Reports written before it
+    say "sign-flip" (unweighted, up to 30 scenarios) or "t" (one-sample t, above)."""
     correlation: float | None
     """Correlation of per-scenario pass rates between the runs: what pairing gains."""
     minimum_detectable_drop: float | None

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import scipy.stats  # type: ignore[import-untyped]
 
 from pytest_nodeval.gate import (
     CaseSample,
@@ -95,9 +94,10 @@ def test_twelve_scenario_suite_fails_the_suite_gate_only_at_stats_md_levels() ->
     assert numbers["standard_error"] == pytest.approx(0.0358, abs=5e-5)
     assert numbers["upper_bound"] == pytest.approx(-0.0274, abs=5e-5)
     assert numbers["lower_bound"] == pytest.approx(-0.1560, abs=5e-5)
+    # All five moved cases dropped, so every weighting gives stats.md's exact 1/32.
     assert numbers["p_value"] == pytest.approx(0.03125)
     assert numbers["minimum_detectable_drop"] == pytest.approx(0.0890, abs=5e-5)
-    assert diff.suite.p_value_method == "sign-flip"
+    assert diff.suite.p_value_method == "weighted-sign-flip"
     assert diff.suite.correlation == pytest.approx(0.831, abs=5e-4)
     assert gate(diff, GateName.SUITE_PASS_RATE).verdict is Verdict.FAIL
     assert diff.breached == [GateName.SUITE_PASS_RATE]
@@ -119,13 +119,20 @@ def test_twelve_scenario_suite_has_four_inconclusive_scenarios_and_no_failure() 
     assert [change.p_value_adjusted for change in changes] == pytest.approx(list(holm))
 
 
-def test_above_thirty_scenarios_the_suite_p_value_is_the_one_sample_t_test() -> None:
-    baseline, current = suite(BASELINE_PASSES * 3), suite(CURRENT_PASSES * 3)
-    diff = compare(baseline, current, POLICY)
-    differences = (np.array(CURRENT_PASSES * 3) - np.array(BASELINE_PASSES * 3)) / 10
-    expected = scipy.stats.ttest_1samp(differences, 0.0, alternative="less").pvalue
-    assert diff.suite.p_value_method == "t"
-    assert diff.suite.p_value == pytest.approx(expected, rel=1e-8)
+def test_the_suite_p_value_is_the_weighted_sign_flip_test_at_any_size() -> None:
+    # 36 cases: stats.md 3.2's suite twice, then once with the runs swapped (five rises).
+    base_passes = BASELINE_PASSES * 2 + CURRENT_PASSES
+    cur_passes = CURRENT_PASSES * 2 + BASELINE_PASSES
+    diff = compare(suite(base_passes), suite(cur_passes), POLICY)
+    base, cur = np.array(base_passes) / 10, np.array(cur_passes) / 10
+    moved = cur != base
+    pooled = (base + cur)[moved] / 2
+    studentized = (cur - base)[moved] / np.sqrt(pooled * (1 - pooled) * (2 / 10))
+    # Every sign pattern of the 15 moved cases (2**15), brute force.
+    signs = 1 - 2 * ((np.arange(2**15)[:, None] >> np.arange(15)) & 1)
+    expected = np.mean(signs @ np.abs(studentized) <= studentized.sum() + 1e-9)
+    assert diff.suite.p_value_method == "weighted-sign-flip"
+    assert diff.suite.p_value == pytest.approx(expected, rel=1e-12)
 
 
 # --- gate rules ------------------------------------------------------------------------
