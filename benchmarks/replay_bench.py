@@ -2,10 +2,12 @@
 
     python benchmarks/replay_bench.py sdk                 # one 20-call session vs the SDK floor
     python benchmarks/replay_bench.py pytest --n 100 1000 # N scenarios, -n 0 and -n 2
-    python benchmarks/replay_bench.py collect             # what the plugin adds to --collect-only
+    python benchmarks/replay_bench.py collect --n 100 1000 10000 --against <rev>
+                                                          # per-case collection cost, beside a revision
 
 Every figure is a median; the compared variants run side by side in one process (sdk) or
-one after the other in one invocation (pytest, collect), so load on the machine hits both.
+one after the other in one invocation (pytest) or alternating run by run (collect), so load
+on the machine hits both.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -154,15 +157,110 @@ def bench_pytest(sizes: list[int], runs: int) -> list[dict[str, Any]]:
     return rows
 
 
-def bench_collect(runs: int) -> dict[str, float]:
-    project = Path(tempfile.mkdtemp(prefix="nodeval-collect-"))
-    (project / "test_plain.py").write_text(
-        "import pytest\n\n@pytest.mark.parametrize('i', range(1000))\ndef test_x(i):\n    pass\n")
+def _case_tree(project: Path, template: Path, n: int) -> None:
+    """n copies of the recorded case under project/scenarios, hard-linked (10,000 cost no disk)."""
+    (project / "scenarios").mkdir(parents=True)
+    (project / "pytest.ini").write_text("[pytest]\ntestpaths = scenarios\nnodeval_history =\n")
+    for i in range(n):
+        target = project / "scenarios" / f"bench-{i:05d}"
+        shutil.copytree(template, target, copy_function=os.link)
+        (target / "case.yaml").unlink()
+        (target / "case.yaml").write_text(yaml.safe_dump({"id": target.name, "tags": ["bench"]}))
+
+
+# pytest's own cost for the same tree shape: per case a directory, a file and one item,
+# with nothing read, no fixtures and no parametrization (run with -p no:nodeval).
+_FLOOR_CONFTEST = """
+import pytest
+
+class _Item(pytest.Item):
+    def runtest(self):
+        pass
+
+class _File(pytest.File):
+    def collect(self):
+        return [_Item.from_parent(self, name=f"test_scenario[{self.path.parent.name}]")]
+
+class _Dir(pytest.Directory):
+    def collect(self):
+        return [_File.from_parent(self, path=self.path / "case.yaml")]
+
+def pytest_collect_directory(path, parent):
+    if (path / "case.yaml").is_file():
+        return _Dir.from_parent(parent, path=path)
+"""
+
+
+def _floor_tree(project: Path, n: int) -> None:
+    (project / "scenarios").mkdir(parents=True)
+    (project / "pytest.ini").write_text("[pytest]\ntestpaths = scenarios\n")
+    (project / "conftest.py").write_text(_FLOOR_CONFTEST)
+    for i in range(n):
+        (project / "scenarios" / f"bench-{i:05d}").mkdir()
+        (project / "scenarios" / f"bench-{i:05d}" / "case.yaml").write_text(f"id: bench-{i:05d}\n")
+
+
+def _collect_only(cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one `pytest --collect-only` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = _pytest(["--collect-only"], cwd, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _tree_at(revision: str, into: Path) -> Path:
+    """The package as it was at a git revision, for PYTHONPATH (it shadows the editable install)."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "pytest_nodeval"], check=True,
+                             stdout=subprocess.PIPE).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def bench_collect(sizes: list[int], runs: int, against: str | None) -> list[dict[str, Any]]:
+    """Per-case cost of `pytest --collect-only` over N generated cases: this tree, the package
+    at `against`, and pytest's floor for the same tree shape.
+
+    per case = (T(N) - T(1)) / (N - 1), from medians of `runs`; the variants alternate run
+    by run. Also what the plugin adds to collecting 1,000 plain parametrized tests (no cases).
+    """
+    work = Path(tempfile.mkdtemp(prefix="nodeval-collect-"))
+    template = make_case(work / "template" / "bench-0000")
     env = _bench_env()
-    without = statistics.median(_pytest(["--collect-only", "-p", "no:nodeval"], project, env) for _ in range(runs))
-    with_plugin = statistics.median(_pytest(["--collect-only"], project, env) for _ in range(runs))
-    return {"without_plugin_s": round(without, 3), "with_plugin_s": round(with_plugin, 3),
-            "added_ms": round((with_plugin - without) * 1000, 1)}
+    variants: dict[str, tuple[str, dict[str, str]]] = {"this tree": ("cases", env)}
+    if against:
+        variants[against] = ("cases", {**env, "PYTHONPATH": str(_tree_at(against, work / "against"))})
+    variants["pytest floor"] = ("floor", {**env, "PYTEST_ADDOPTS": env["PYTEST_ADDOPTS"] + " -p no:nodeval"})
+    for n in [1, *sizes]:
+        _case_tree(work / f"cases{n}", template, n)
+        _floor_tree(work / f"floor{n}", n)
+    rows = []
+    for n in sizes:
+        times: dict[str, dict[int, list[tuple[float, float]]]] = {v: {1: [], n: []} for v in variants}
+        for _ in range(runs):
+            for name, (tree, variant_env) in variants.items():
+                for size in (1, n):
+                    times[name][size].append(_collect_only(work / f"{tree}{size}", variant_env))
+        for name in variants:
+            row: dict[str, Any] = {"cases": n, "code": name}
+            for i, kind in enumerate(("wall", "cpu")):
+                one = statistics.median(t[i] for t in times[name][1])
+                total = statistics.median(t[i] for t in times[name][n])
+                row |= {f"{kind}_s": round(total, 3), f"{kind}_one_case_s": round(one, 3),
+                        f"{kind}_per_case_ms": round((total - one) / (n - 1) * 1000, 3)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    plain = work / "plain"
+    plain.mkdir()
+    (plain / "test_plain.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('i', range(1000))\ndef test_x(i):\n    pass\n")
+    without = statistics.median(_pytest(["--collect-only", "-p", "no:nodeval"], plain, env) for _ in range(runs))
+    with_plugin = statistics.median(_pytest(["--collect-only"], plain, env) for _ in range(runs))
+    rows.append({"plain_tests": 1000, "without_plugin_s": round(without, 3), "with_plugin_s": round(with_plugin, 3),
+                 "added_ms": round((with_plugin - without) * 1000, 1)})
+    print(json.dumps(rows[-1]), flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return rows
 
 
 def main() -> None:
@@ -170,13 +268,15 @@ def main() -> None:
     parser.add_argument("what", choices=("sdk", "pytest", "collect"))
     parser.add_argument("--n", type=int, nargs="*", default=[100, 1000])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--against", default=None, metavar="REV",
+                        help="collect: also time the package as of this git revision, run by run beside this tree")
     args = parser.parse_args()
     if args.what == "sdk":
         print(json.dumps(bench_sdk(args.runs * 4), indent=2))
     elif args.what == "pytest":
         bench_pytest(args.n, max(1, args.runs // 2))
     else:
-        print(json.dumps(bench_collect(args.runs), indent=2))
+        bench_collect(args.n, args.runs, args.against)
 
 
 if __name__ == "__main__":

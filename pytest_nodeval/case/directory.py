@@ -1,16 +1,20 @@
 """A case directory: `case.yaml`, `input/`, `journal/`, `assertions.yaml`.
 
-Everything but the journal is read and validated when the case is collected, so a
-malformed file is a collection error naming the file, the field and the problem. The
-journal is parsed on first use, once per process (repeats share it).
+Collection reads `case.yaml` alone (`read_case_head`: id, tags, repeat); the rest of the
+directory is read and validated when the case first runs (`CaseHead.load`), so collecting
+10,000 cases parses 10,000 small files. Either way a malformed file is an error naming the
+file, the field and the problem. The journal is parsed on first use and kept in a cache
+bounded by the journals' size on disk (repeats share it).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,39 +127,117 @@ class Case:
             stat = (path / "events.jsonl").stat()
         except FileNotFoundError:
             return read_journal(path)  # raises the clear "missing" error
-        return _cached_journal(str(path), stat.st_mtime_ns, stat.st_size)
+        return JOURNALS.get(path, stat.st_mtime_ns, stat.st_size)
 
     def stale_by(self, now: datetime | None = None) -> timedelta | None:
         """How far past its freshness window the journal is, if it is."""
-        window = self.spec.freshness_window()
-        if window is None or not self.journal_dir.is_dir():
-            return None
-        created = datetime.fromisoformat(read_header(self.journal_dir).created_at.replace("Z", "+00:00"))
-        age = (now or datetime.now(timezone.utc)) - created
-        return age - window if age > window else None
+        return _stale_by(self.spec, self.journal_dir, now)
 
 
-@lru_cache(maxsize=256)
-def _cached_journal(path: str, mtime_ns: int, size: int) -> Journal:
-    return read_journal(Path(path))
+@dataclass(frozen=True, slots=True)
+class CaseHead:
+    """What collection needs of a case: its case.yaml, without reading the other files."""
+
+    id: str
+    directory: Path
+    spec: CaseSpec
+
+    def load(self) -> Case:
+        """The whole case: input/config.yaml, input/inputs.yaml and assertions.yaml, read and validated."""
+        directory = self.directory
+        config_path = directory / CONFIG_FILE
+        inputs_path = directory / INPUTS_FILE
+        assertions_path = directory / ASSERTIONS_FILE
+        config = load_model(EngineConfig, config_path) if config_path.is_file() else None
+        inputs = load_model(InputsSpec, inputs_path) if inputs_path.is_file() else None
+        assertions = (load_model(AssertionsFile, assertions_path, optional=True).assertions
+                      if assertions_path.is_file() else [])
+        if config is not None and inputs is None:
+            raise CaseFormatError(f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)")
+        return Case(self.id, directory, self.spec, config, inputs, tuple(assertions))
+
+    def stale_by(self, now: datetime | None = None) -> timedelta | None:
+        """How far past its freshness window the journal is, if it is (reads the journal's header)."""
+        return _stale_by(self.spec, self.directory / JOURNAL_DIR, now)
 
 
-def load_case(directory: Path) -> Case:
+def _stale_by(spec: CaseSpec, journal_dir: Path, now: datetime | None) -> timedelta | None:
+    window = spec.freshness_window()
+    if window is None or not journal_dir.is_dir():
+        return None
+    created = datetime.fromisoformat(read_header(journal_dir).created_at.replace("Z", "+00:00"))
+    age = (now or datetime.now(timezone.utc)) - created
+    return age - window if age > window else None
+
+
+JOURNAL_CACHE_BYTES = 64 * 2**20
+"""How much journal (events.jsonl size on disk) one process keeps parsed, by default."""
+
+
+class JournalCache:
+    """Parsed golden journals, least recently used first out, bounded by their files' total size.
+
+    An entry is keyed by the journal directory and holds the mtime and size it was read
+    at: a rewritten journal is read again. A journal larger than the whole bound is
+    returned but not kept.
+    """
+
+    def __init__(self, max_bytes: int = JOURNAL_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[str, tuple[int, int, Journal]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, directory: Path, mtime_ns: int, size: int) -> Journal:
+        key = str(directory)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[:2] == (mtime_ns, size):
+                self._entries.move_to_end(key)
+                return entry[2]
+        journal = read_journal(directory)
+        with self._lock:
+            self._put(key, (mtime_ns, size, journal))
+        return journal
+
+    def _put(self, key: str, entry: tuple[int, int, Journal]) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        if entry[1] > self.max_bytes:
+            return
+        self._entries[key] = entry
+        self.bytes += entry[1]
+        while self.bytes > self.max_bytes:
+            _, dropped = self._entries.popitem(last=False)
+            self.bytes -= dropped[1]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
+
+JOURNALS = JournalCache()
+"""The process's golden journals (repeats and checks of one case share one parse)."""
+
+
+def read_case_head(directory: Path) -> CaseHead:
+    """Read and validate case.yaml alone (the id defaults to the directory's name)."""
     case_file = directory / CASE_FILE
     data = load_yaml(case_file)
     if isinstance(data, dict) and "id" not in data:
         data = {**data, "id": directory.name}
     spec = load_model(CaseSpec, case_file, data)
-    config_path = directory / CONFIG_FILE
-    inputs_path = directory / INPUTS_FILE
-    assertions_path = directory / ASSERTIONS_FILE
-    config = load_model(EngineConfig, config_path) if config_path.is_file() else None
-    inputs = load_model(InputsSpec, inputs_path) if inputs_path.is_file() else None
-    assertions = (load_model(AssertionsFile, assertions_path, optional=True).assertions
-                  if assertions_path.is_file() else [])
-    if config is not None and inputs is None:
-        raise CaseFormatError(f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)")
-    return Case(spec.id, directory, spec, config, inputs, tuple(assertions))
+    return CaseHead(spec.id, directory, spec)
+
+
+def load_case(directory: Path) -> Case:
+    """The whole case directory, read and validated now (for commands and tools outside pytest)."""
+    return read_case_head(directory).load()
 
 
 def read_case_id(directory: Path) -> str:
@@ -164,14 +246,23 @@ def read_case_id(directory: Path) -> str:
 
 
 def find_case_dirs(roots: list[Path]) -> list[Path]:
-    """Every directory holding a case.yaml under the roots, sorted (deterministic ids)."""
-    found: list[Path] = []
+    """Every directory holding a case.yaml under the roots, sorted (deterministic ids).
+
+    A case directory's own contents (input/, journal/, ...) are not searched, as pytest
+    does not collect them; nor are directories whose names start with '.' or '_'.
+    """
+    found: set[Path] = set()
     for root in roots:
         if root.is_dir():
-            found += [p.parent for p in root.rglob(CASE_FILE) if not _hidden(p.relative_to(root))]
-    return sorted(set(found))
+            _walk_cases(root, found)
+    return sorted(found)
 
 
-def _hidden(relative: Path) -> bool:
-    return any(part.startswith((".", "_")) for part in relative.parts[:-1])
-
+def _walk_cases(directory: Path, found: set[Path]) -> None:
+    if (directory / CASE_FILE).is_file():
+        found.add(directory)
+        return
+    with os.scandir(directory) as entries:
+        subdirs = [e.path for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith((".", "_"))]
+    for path in subdirs:
+        _walk_cases(Path(path), found)

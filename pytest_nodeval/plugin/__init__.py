@@ -90,6 +90,16 @@ class _XdistHooks:
         node.workerinput[WORKER_RUN_ID] = node.config.stash[run_id_key]
 
 
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A case directory is collected as its case.yaml alone: pytest never walks input/ or journal/."""
+    roots = parent.config.stash[settings_key].case_roots
+    if not any(path.is_relative_to(root) for root in roots) or not (path / CASE_FILE).is_file():
+        return None
+    from .collect import CaseDir
+
+    return CaseDir.from_parent(parent, path=path)
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.name != CASE_FILE:
         return None

@@ -1,14 +1,20 @@
 """Collecting case directories: each case.yaml becomes a module of scenario tests.
 
-A case's `case.yaml` is collected as a `pytest.Module` whose object is the one shared
-`scenario` module, so its test is a plain function that pytest parametrizes: one test per
-case x repeat, and fixtures, `-k`, `-m`, `--lf` and IDEs all work. Python scenarios bind to
-a case with `@pytest.mark.nodeval_case("<id>")` and are parametrized the same way.
+pytest does not walk a case directory: `CaseDir` stands for it and collects its
+`case.yaml` alone, so `input/`, `journal/` and whatever else a case holds never reach
+pytest's per-file hooks. A case's `case.yaml` is collected as a `pytest.Module` whose
+object is the one shared `scenario` module, so its test is a plain function that pytest
+parametrizes: one test per case x repeat, and fixtures, `-k`, `-m`, `--lf` and IDEs all
+work. Python scenarios bind to a case with `@pytest.mark.nodeval_case("<id>")` and are
+parametrized the same way.
+
+Collection reads case.yaml only (id, tags, repeat); the case's other files are read when
+its first test runs (`load_case_cached`), and a bad one fails that case's tests, naming it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +24,7 @@ from ..case import CASE_FILE
 from .keys import case_index_key, cases_key, settings_key
 
 if TYPE_CHECKING:
-    from ..case.directory import Case
+    from ..case.directory import Case, CaseHead
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,61 +40,131 @@ class CaseRef:
         return self.case_id if self.repeat == 1 else f"{self.case_id}-r{self.repeat}"
 
 
+@dataclass
+class _Collected:
+    """This process's view of the case roots, filled as collection reads case.yaml files."""
+
+    heads: dict[str, CaseHead] = field(default_factory=dict)
+    """By directory."""
+    ids: dict[str, Path] = field(default_factory=dict)
+    """Case id -> directory, to refuse duplicates."""
+    tags: set[str] = field(default_factory=set)
+    """Tags already registered as markers."""
+    broken: dict[str, str] = field(default_factory=dict)
+    """Directory -> why its files could not be loaded (each of its tests fails with it)."""
+
+
+_collected_key = pytest.StashKey[_Collected]()
+
+
+def _collected(config: pytest.Config) -> _Collected:
+    state = config.stash.get(_collected_key, None)
+    if state is None:
+        state = config.stash[_collected_key] = _Collected()
+    return state
+
+
+class CaseDir(pytest.Directory):
+    """A case directory. pytest collects its case.yaml and nothing else in it.
+
+    case.yaml still goes through `pytest_ignore_collect` (--ignore, collect_ignore), but
+    not through other plugins' `pytest_collect_file`: it is the case's, not a YAML test.
+    """
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        path = self.path / CASE_FILE
+        if self.ihook.pytest_ignore_collect(collection_path=path, config=self.config):
+            return []
+        return [CaseFile.from_parent(self, path=path)]
+
+
 class CaseFile(pytest.Module):
     """A case directory's case.yaml, collected as a module holding the shared `test_scenario`."""
 
-    case: Case
+    head: CaseHead
 
     def _getobj(self) -> Any:
         from . import scenario as _scenario
 
         return _scenario
 
-    def collect(self) -> Any:
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
         from ..errors import NodevalError
 
         try:
-            self.case = load_case_cached(self.config, self.path.parent)
-            _warn_if_stale(self.case)
+            self.head = case_head(self.config, self.path.parent)
+            _warn_if_stale(self.head)
         except NodevalError as exc:
             raise self.CollectError(str(exc)) from None
-        return super().collect()
+        # The shared module defines no fixtures and no xunit setup: Module.collect's
+        # parsefactories and its walk over the module's names would find nothing new.
+        made = self.ihook.pytest_pycollect_makeitem(collector=self, name="test_scenario", obj=self.obj.test_scenario)
+        return [] if made is None else made if isinstance(made, list) else [made]
 
 
-def _warn_if_stale(case: Case) -> None:
-    overdue = case.stale_by()
+def _warn_if_stale(head: CaseHead) -> None:
+    if head.spec.freshness is None:
+        return
+    overdue = head.stale_by()
     if overdue is not None:
         import warnings
 
         from ..errors import NodevalWarning
 
         warnings.warn(NodevalWarning(
-            f"case '{case.id}' ({case.directory / CASE_FILE}): its journal is {overdue.days} day(s) past its "
-            f"freshness window ({case.spec.freshness}); re-record it with `nodeval record {case.directory}`"))
+            f"case '{head.id}' ({head.directory / CASE_FILE}): its journal is {overdue.days} day(s) past its "
+            f"freshness window ({head.spec.freshness}); re-record it with `nodeval record {head.directory}`"))
+
+
+def case_head(config: pytest.Config, directory: Path) -> CaseHead:
+    """The case's case.yaml, read once per process; ids must be unique across the roots."""
+    state = _collected(config)
+    key = str(directory)
+    head = state.heads.get(key)
+    if head is None:
+        from ..case.directory import read_case_head
+        from ..errors import CaseFormatError
+
+        head = read_case_head(directory)
+        other = state.ids.setdefault(head.id, directory)
+        if other != directory:
+            raise CaseFormatError(f"duplicate case id {head.id!r}: {other / CASE_FILE} and "
+                                  f"{directory / CASE_FILE}; case ids must be unique")
+        for tag in head.spec.tags:
+            if tag not in state.tags:
+                state.tags.add(tag)
+                config.addinivalue_line("markers", f"{tag}: cases tagged '{tag}' (pytest-nodeval)")
+        state.heads[key] = head
+    return head
 
 
 def load_case_cached(config: pytest.Config, directory: Path) -> Case:
-    from ..case.directory import load_case
-    from ..errors import CaseFormatError
+    """The whole case, read once per process when its first test needs it.
 
+    A file that cannot be read or validated fails the test (each of the case's tests)
+    with the error naming the file, and no traceback.
+    """
     cases = config.stash[cases_key]
     key = str(directory)
-    if key not in cases:
-        case = load_case(directory)
-        other = next((c for c in cases.values() if c.id == case.id), None)
-        if other is not None:
-            raise CaseFormatError(f"duplicate case id {case.id!r}: {other.directory / CASE_FILE} and "
-                                  f"{directory / CASE_FILE}; case ids must be unique")
-        for tag in case.spec.tags:
-            config.addinivalue_line("markers", f"{tag}: cases tagged '{tag}' (pytest-nodeval)")
-        cases[key] = case
-    return cases[key]
+    case = cases.get(key)
+    if case is not None:
+        return case
+    from ..errors import NodevalError
+
+    state = _collected(config)
+    if key not in state.broken:
+        try:
+            case = cases[key] = case_head(config, directory).load()
+            return case
+        except NodevalError as exc:
+            state.broken[key] = str(exc)
+    pytest.fail(state.broken[key], pytrace=False)
 
 
-def case_for(metafunc: pytest.Metafunc) -> Case:
+def case_for(metafunc: pytest.Metafunc) -> CaseHead:
     parent = metafunc.definition.parent
     if isinstance(parent, CaseFile):
-        return parent.case
+        return parent.head
     from ..errors import NodevalError
 
     marker = metafunc.definition.get_closest_marker("nodeval_case")
@@ -100,7 +176,7 @@ def case_for(metafunc: pytest.Metafunc) -> Case:
     try:
         directory = _case_index(metafunc.config).get(case_id)
         if directory is not None:
-            return load_case_cached(metafunc.config, directory)
+            return case_head(metafunc.config, directory)
     except NodevalError as exc:
         raise pytest.Collector.CollectError(str(exc)) from None
     roots = ", ".join(str(r) for r in metafunc.config.stash[settings_key].case_roots)
@@ -112,19 +188,20 @@ def _case_index(config: pytest.Config) -> dict[str, Path]:
     if case_index_key not in config.stash:
         from ..case.directory import find_case_dirs, read_case_id
 
+        heads = _collected(config).heads
         index: dict[str, Path] = {}
         for directory in find_case_dirs(list(config.stash[settings_key].case_roots)):
-            index.setdefault(read_case_id(directory), directory)
+            head = heads.get(str(directory))
+            index.setdefault(head.id if head is not None else read_case_id(directory), directory)
         config.stash[case_index_key] = index
     return config.stash[case_index_key]
 
 
 def parametrize_case(metafunc: pytest.Metafunc) -> None:
     """One test per repeat of the case this test function belongs to."""
-    case = case_for(metafunc)
+    head = case_for(metafunc)
     settings = metafunc.config.stash[settings_key]
-    marks = [getattr(pytest.mark, tag) for tag in case.spec.tags]
-    refs = [CaseRef(case.id, str(case.directory), r) for r in range(1, settings.repeats_for(case.spec.repeat) + 1)]
+    marks = [getattr(pytest.mark, tag) for tag in head.spec.tags]
+    refs = [CaseRef(head.id, str(head.directory), r) for r in range(1, settings.repeats_for(head.spec.repeat) + 1)]
     metafunc.parametrize("nodeval_case", [pytest.param(ref, id=ref.test_id, marks=marks) for ref in refs],
                          indirect=True)
-

@@ -135,3 +135,17 @@ def test_a_stale_journal_warns_naming_the_case(nodeval_project: pytest.Pytester)
 def test_runs_without_xdist_loaded(nodeval_project: pytest.Pytester) -> None:
     write_case(nodeval_project.path / "scenarios", "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
     nodeval_project.runpytest("-p", "no:xdist").assert_outcomes(passed=1)
+
+
+def test_node_ids_case_directories_and_last_failed_select_cases(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
+    write_case(root, "beta", script=ANSWER, inputs=["hi"], assertions=[{"kind": "output_contains", "text": "bye"}])
+    by_id = nodeval_project.runpytest("scenarios/alpha/case.yaml::test_scenario[alpha-r2]", "--repeat", "2", "-v")
+    by_id.assert_outcomes(passed=1)
+    by_id.stdout.fnmatch_lines(["scenarios/alpha/case.yaml::test_scenario[[]alpha-r2[]] PASSED*"])
+    nodeval_project.runpytest("scenarios/beta", "--repeat", "2").assert_outcomes(failed=2)
+    nodeval_project.runpytest("--repeat", "2").assert_outcomes(passed=2, failed=2)
+    last_failed = nodeval_project.runpytest("--lf", "--repeat", "2", "-v")
+    last_failed.assert_outcomes(failed=2)
+    last_failed.stdout.fnmatch_lines(["scenarios/beta/case.yaml::test_scenario[[]beta[]] FAILED*"])

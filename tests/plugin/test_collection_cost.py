@@ -1,0 +1,106 @@
+"""What collection does per case, counted (not timed): pytest never walks inside a case
+directory, only case.yaml is read until a case runs, and a bad file fails only its case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..conftest import write_case
+
+ANSWER = [{"text": "Hello there."}]
+PASSING = [{"kind": "output_contains", "text": "hello"}]
+
+
+class _Seen:
+    """Every path pytest offers to the collection hooks (a plugin of the inner run)."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+
+    def pytest_ignore_collect(self, collection_path: Path) -> None:
+        self.paths.append(collection_path)
+
+    def pytest_collect_file(self, file_path: Path) -> None:
+        self.paths.append(file_path)
+
+
+def _unrecorded(root: Path, name: str) -> Path:
+    """A case with every file a case can hold, a journal's files and a stray test file in input/."""
+    directory = write_case(root, name, script=ANSWER, inputs=["hi"], assertions=PASSING, record=False)
+    (directory / "journal").mkdir()
+    (directory / "journal" / "header.json").write_text("{}")
+    (directory / "journal" / "events.jsonl").write_text("")
+    (directory / "input" / "world" / "src").mkdir(parents=True)
+    (directory / "input" / "world" / "src" / "test_inside.py").write_text("def test_inside():\n    pass\n")
+    return directory
+
+
+def test_collection_lists_nothing_inside_a_case_directory(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    cases = [_unrecorded(root / "group", f"case-{i}") for i in range(5)]
+    (root / "test_beside.py").write_text("def test_beside():\n    pass\n")
+    (root / "group" / "test_parent.py").write_text("def test_in_parent():\n    pass\n")
+    seen = _Seen()
+    result = nodeval_project.runpytest("--collect-only", "-q", plugins=[seen])
+    result.stdout.fnmatch_lines(["scenarios/group/case-0/case.yaml::test_scenario[[]case-0[]]",
+                                 "scenarios/group/test_parent.py::test_in_parent",
+                                 "scenarios/test_beside.py::test_beside", "*7 tests collected*"])
+    inside = [p for p in seen.paths for case in cases if p.is_relative_to(case) and p not in (case, case / "case.yaml")]
+    assert inside == []
+
+
+def test_collection_reads_case_yaml_only(nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = nodeval_project.path / "scenarios"
+    for name in ("alpha", "beta"):
+        write_case(root, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
+    read: list[Path] = []
+    for method in ("read_text", "read_bytes"):
+        original = getattr(Path, method)
+
+        def recording(self: Path, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            read.append(self)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, method, recording)
+    nodeval_project.runpytest("--collect-only", "-q").stdout.fnmatch_lines(["*2 tests collected*"])
+    assert sorted(p.relative_to(root).as_posix() for p in read if p.is_relative_to(root)) == [
+        "alpha/case.yaml", "beta/case.yaml"]
+    read.clear()
+    nodeval_project.runpytest("-k", "alpha").assert_outcomes(passed=1, deselected=1)
+    assert {"alpha/assertions.yaml", "alpha/input/config.yaml", "alpha/input/inputs.yaml"} <= {
+        p.relative_to(root).as_posix() for p in read if p.is_relative_to(root)}
+    assert not any(p.is_relative_to(root / "beta") and p.name != "case.yaml" for p in read)
+
+
+def test_a_broken_assertions_yaml_fails_only_its_case(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    for name in ("alpha", "beta"):
+        write_case(root, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
+    (root / "alpha" / "assertions.yaml").write_text("- kind: output_contains\n  text: [unclosed\n")
+    (root / "test_bound.py").write_text(
+        "import pytest\n\n@pytest.mark.nodeval_case('alpha')\ndef test_bound(nodeval_run):\n    pass\n")
+    result = nodeval_project.runpytest("--repeat", "2")
+    result.assert_outcomes(passed=2, errors=4)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_scenario[[]alpha[]]*",
+                                 "*scenarios/alpha/assertions.yaml:3:1: invalid YAML*",
+                                 "*ERROR at setup of test_bound[[]alpha-r2[]]*",
+                                 "*scenarios/alpha/assertions.yaml:3:1: invalid YAML*",
+                                 "alpha * error", "beta * 2/2 * passed"])
+    assert "Traceback" not in result.stdout.str()
+    assert "pytest_nodeval" not in result.stdout.str()
+
+
+def test_a_config_that_needs_inputs_fails_its_case_naming_the_file(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
+    (root / "alpha" / "input" / "inputs.yaml").unlink()
+    (root / "test_other.py").write_text("def test_other():\n    pass\n")
+    result = nodeval_project.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_scenario[[]alpha[]]*",
+                                 "*scenarios/alpha/input/inputs.yaml: missing (a case with input/config.yaml needs*"])
