@@ -373,11 +373,18 @@ COUNT_OBSERVED = """
 import gc
 from pathlib import Path
 
-def pytest_sessionfinish(session):
+BEFORE = set()
+
+def _alive():
     from pytest_nodeval.runner.session import Observed
     gc.collect()
-    alive = sum(1 for o in gc.get_objects() if isinstance(o, Observed))
-    Path("observed_alive.txt").write_text(str(alive))
+    return {id(o) for o in gc.get_objects() if isinstance(o, Observed)}
+
+def pytest_sessionstart(session):
+    BEFORE.update(_alive())  # earlier in-process runs of the outer suite are not this run's
+
+def pytest_sessionfinish(session):
+    Path("observed_alive.txt").write_text(str(len(_alive() - BEFORE)))
 """
 
 
