@@ -21,7 +21,7 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
     from .keys import attempt_key, cases_key
 
     attempt = item.stash.get(attempt_key, None)
-    case = item.config.stash[cases_key].get(ref.directory)
+    case = item.config.stash[cases_key].get(ref.directory) or _head(item.config, ref)
     if attempt is not None:
         _keep_divergence_failed(report, attempt)
     meta = attempt.meta if attempt else (case_meta(case, item.config.rootpath) if case else CaseMeta(id=ref.case_id))
@@ -34,6 +34,20 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
         # The small record above is all the run needs from here on; the attempt holds the
         # observed events (about 1 MB for a 20-call session), and items live until the end.
         del item.stash[attempt_key]
+
+
+def _head(config: pytest.Config, ref: CaseRef) -> Any:
+    """The case.yaml collection read, when the rest of the case never loaded (its files are
+    broken, or the test stopped before): name, tags and min_pass_rate still reach the report."""
+    from pathlib import Path
+
+    from ..errors import NodevalError
+    from .collect import case_head
+
+    try:
+        return case_head(config, Path(ref.directory))
+    except NodevalError:
+        return None
 
 
 def _keep_divergence_failed(report: pytest.TestReport, attempt: Any) -> None:

@@ -395,3 +395,13 @@ def test_no_attempt_keeps_its_observed_events_after_its_report(nodeval_project: 
     nodeval_project.makeconftest(COUNT_OBSERVED)
     nodeval_project.runpytest("--repeat", "2").assert_outcomes(passed=8)
     assert (nodeval_project.path / "observed_alive.txt").read_text() == "0"
+
+
+def test_a_case_whose_files_are_broken_keeps_its_name_and_tags_in_the_report(nodeval_project: pytest.Pytester) -> None:
+    case_dir = write_case(nodeval_project.path / "scenarios", "hello", script=ANSWER, inputs=["hi"], assertions=[],
+                          case={"name": "Greets", "tags": ["smoke"], "min_pass_rate": 0.5})
+    (case_dir / "assertions.yaml").write_text("- kind: no_such_kind\n")
+    result = nodeval_project.runpytest()
+    result.assert_outcomes(errors=1)
+    case = _report(nodeval_project).case("hello")
+    assert (case.name, case.tags, case.min_pass_rate, case.verdict) == ("Greets", ["smoke"], 0.5, "error")
