@@ -9,6 +9,7 @@ except one served verbatim from a golden journal, which was redacted when it was
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import IO, Any
@@ -67,6 +68,12 @@ class JournalWriter:
         """
         if type_name not in PAYLOADS:
             raise ValueError(f"unknown event type {type_name!r}; known: {', '.join(PAYLOADS)}")
+        if not owned and _flat(payload):
+            # Only immutable scalars: nothing the caller could change later, so no copy needed,
+            # and the scan can read the strings as they are.
+            owned = True
+            if text is None:
+                text = "\n".join(f'"{key}":{value}' for key, value in payload.items() if isinstance(value, str))
         if text is not None and getattr(self._redactor, "scans_text", False):
             redacted = self._redactor(type_name, payload, text)  # type: ignore[call-arg]
         else:
@@ -135,6 +142,20 @@ class JournalWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def _flat(payload: dict[str, Any]) -> bool:
+    """Whether every value is an immutable JSON scalar (a finite float included)."""
+    for value in payload.values():
+        if type(value) in _SCALARS:
+            continue
+        if type(value) is float and math.isfinite(value):
+            continue
+        return False
+    return True
 
 
 def write_atomic(path: Path, text: str, *, durable: bool = True) -> None:

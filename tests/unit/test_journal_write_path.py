@@ -130,3 +130,20 @@ def test_a_request_sent_byte_for_byte_as_recorded_is_served_without_parsing(tmp_
     observed_line = (tmp_path / "observed" / "events.jsonl").read_bytes().split(b"\n")[0]
     assert observed_line.split(b',"payload":')[1] == golden_line.split(b',"payload":')[1], "written as recorded"
     assert read_journal(tmp_path / "observed").events[0].payload == request.payload
+
+
+def test_a_flat_payload_is_not_copied_through_json_and_its_strings_are_still_scanned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_nodeval.journal import writer as writer_module
+
+    dumps = []
+    real_dumps = json.dumps
+    monkeypatch.setattr(writer_module.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k))
+    monkeypatch.setattr(redact.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k))
+    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+        writer.emit("io.output", {"text": "here it is: Bearer abcdefghijklmnop"})
+        writer.emit("agent.turn.end", {"stop_reason": "end_turn"})
+        writer.emit("tool.call", {"tool": "shell", "call_id": "c1", "args": {"command": "ls"}})  # nested: copied
+    assert len(dumps) == 2, "only the nested payload went through JSON (scan + copy)"
+    text = (tmp_path / "observed" / "events.jsonl").read_text()
+    assert "abcdefghijklmnop" not in text and redact.REDACTED in text
