@@ -86,21 +86,23 @@ class ReplayStash:
     def _seed(self, events: list[Any], raw_requests: dict[int, bytes]) -> None:
         pending_llm: dict[str, Any] = {}
         calls: dict[str, Any] = {}
+        # Payload attributes, not payload_dict(): dumping every recorded request body to a
+        # dict would cost more than the replay itself.
         for event in events:
-            payload = event.payload_dict()
-            if event.type == "llm.request":
-                pending_llm[payload["provider"]] = event
-            elif event.type == "llm.response":
-                request = pending_llm.pop(payload["provider"], None)
+            kind, payload = event.type, event.payload
+            if kind == "llm.request":
+                pending_llm[payload.provider] = event
+            elif kind == "llm.response":
+                request = pending_llm.pop(payload.provider, None)
                 if request is not None:
-                    queue = self._llm.setdefault(payload["provider"], deque())
+                    queue = self._llm.setdefault(payload.provider, deque())
                     queue.append(_Exchange(request, event, raw_requests.get(request.seq, b"")))
-            elif event.type == "tool.call":
-                calls[payload["call_id"]] = event
-            elif event.type == "tool.result" and payload["call_id"] in calls:
-                self._tools[payload["call_id"]] = (calls.pop(payload["call_id"]), event)
-            elif event.type == "io.ask.response":
-                self._asks[payload["call_id"]] = event
+            elif kind == "tool.call":
+                calls[payload.call_id] = event
+            elif kind == "tool.result" and payload.call_id in calls:
+                self._tools[payload.call_id] = (calls.pop(payload.call_id), event)
+            elif kind == "io.ask.response":
+                self._asks[payload.call_id] = event
 
     # -- what the agent asks for -------------------------------------------------------
 
@@ -121,7 +123,7 @@ class ReplayStash:
         except ReplayStopped:
             journal.emit("llm.request", request, owned=owned, text=text)
             raise
-        if exchange.request == request:
+        if _same_payload(exchange.request_event.payload, request):
             journal.emit_recorded(exchange.request_event)
         else:
             journal.emit("llm.request", request, owned=owned, text=text)
@@ -158,11 +160,11 @@ class ReplayStash:
         if not queue:
             self._stop(self._extra_call_message(provider, request))
         head = queue[0]
-        if not self._same_request(head.request, request):
+        if not self._same_request(head.request_event.payload, request):
             # Concurrent calls of an async agent may arrive in another order: serve an
             # exact match further on before calling it a divergence.
             for exchange in list(queue)[1:]:
-                if exchange.request.get("body") == request.get("body"):
+                if exchange.request_event.payload.body == request.get("body"):
                     queue.remove(exchange)
                     return exchange
             self._stop(self._request_diff(head, request))
@@ -224,12 +226,13 @@ class ReplayStash:
         """Stop the replay as diverged (e.g. the config enables a tool the journal never registered)."""
         self._stop(detail)
 
-    def _same_request(self, recorded: dict[str, Any], actual: dict[str, Any]) -> bool:
-        if recorded.get("path") != actual.get("path") or recorded.get("method") != actual.get("method"):
+    def _same_request(self, recorded: Any, actual: dict[str, Any]) -> bool:
+        """`recorded`: the journaled llm.request payload (a model; its body is plain JSON types)."""
+        if recorded.path != actual.get("path") or recorded.method != actual.get("method"):
             return False
-        if self.match == "strict":
-            return recorded.get("body") == actual.get("body")
-        return _matched_part(recorded.get("body")) == _matched_part(actual.get("body"))
+        if self.match == "strict" or recorded.body == actual.get("body"):
+            return recorded.body == actual.get("body")  # type: ignore[no-any-return]
+        return _matched_part(recorded.body) == _matched_part(actual.get("body"))
 
     def _request_diff(self, head: _Exchange, request: dict[str, Any]) -> str:
         expected = {k: head.request.get(k) for k in ("method", "path")}
@@ -255,6 +258,14 @@ class ReplayStash:
     def _raise_if_stopped(self) -> None:
         if self.stopped is not None:
             raise ReplayStopped(self.stopped)
+
+
+def _same_payload(recorded: Any, actual: dict[str, Any]) -> bool:
+    """Whether a journaled payload (a model) equals this payload dict, field for field."""
+    fields = type(recorded).model_fields
+    if recorded.model_extra or actual.keys() != fields.keys():
+        return False
+    return all(getattr(recorded, name) == actual[name] for name in fields)
 
 
 def _matched_part(body: Any) -> Any:

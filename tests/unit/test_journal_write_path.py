@@ -147,3 +147,20 @@ def test_a_flat_payload_is_not_copied_through_json_and_its_strings_are_still_sca
     assert len(dumps) == 2, "only the nested payload went through JSON (scan + copy)"
     text = (tmp_path / "observed" / "events.jsonl").read_text()
     assert "abcdefghijklmnop" not in text and redact.REDACTED in text
+
+
+def test_matching_a_request_never_dumps_the_recorded_one_to_a_dict(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 40 KB request body dumped per call (and once more per event at seeding) cost more than the replay."""
+    from pytest_nodeval.journal import replay
+    from pytest_nodeval.journal.events import EVENT_MODELS
+
+    golden = _exchange_journal(tmp_path)
+    dumped = []
+    request_model = EVENT_MODELS["llm.request"]
+    monkeypatch.setattr(request_model, "payload_dict", lambda self: dumped.append(self.seq) or {}, raising=True)
+    stash = replay.ReplayStash(golden, case="c")
+    sent = golden.events[0].payload.model_dump()
+    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+        stash.serve_llm(writer, "p", sent)
+    assert dumped == []
