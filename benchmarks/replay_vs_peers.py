@@ -21,7 +21,7 @@ In-process (medians of interleaved rounds, so load on the machine hits every var
 With `--suite N...`: N generated mock-provider cases (20 LLM + 10 tool calls each) in a fresh
 project, run by `pytest -p no:cacheprovider` in subprocesses: collection per case
 (`--collect-only`, minus a one-case run), the whole run per case, and the peak RSS of the
-largest process (`-n 0`, or per worker with `--workers`).
+largest process and of each one (the controller and every xdist worker).
 """
 
 from __future__ import annotations
@@ -228,6 +228,23 @@ def _pytest(args: list[str], cwd: Path) -> tuple[float, int]:
     return float(wall), int(rss)
 
 
+# Each pytest process of a suite run (the controller, every xdist worker) says its own peak RSS.
+RSS_CONFTEST = """
+import os, resource
+from pathlib import Path
+
+def pytest_sessionfinish(session):
+    name = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    with open(Path(str(session.config.rootpath)) / "rss.txt", "a") as out:
+        out.write(f"{name} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n")
+"""
+
+
+def _rss_by_process(project: Path) -> dict[str, int]:
+    lines = (project / "rss.txt").read_text().split() if (project / "rss.txt").exists() else []
+    return {name: round(int(kb) / 1024) for name, kb in zip(lines[::2], lines[1::2])}
+
+
 def suite(sizes: list[int], workers: str) -> list[dict[str, Any]]:
     project = Path(tempfile.mkdtemp(prefix="nodeval-suite-"))
     template = mock_case(project / "template" / "bench-00000")
@@ -237,6 +254,7 @@ def suite(sizes: list[int], workers: str) -> list[dict[str, Any]]:
         for count, target in ((1, root / "one"), (n, root / "all")):
             (target / "scenarios").mkdir(parents=True)
             (target / "pytest.ini").write_text("[pytest]\ntestpaths = scenarios\nnodeval_history =\n")
+            (target / "conftest.py").write_text(RSS_CONFTEST)
             for i in range(count):
                 case = target / "scenarios" / f"bench-{i:05d}"
                 shutil.copytree(template, case)
@@ -244,12 +262,15 @@ def suite(sizes: list[int], workers: str) -> list[dict[str, Any]]:
         collect_one, _ = _pytest(["--collect-only"], root / "one")
         collect_all, _ = _pytest(["--collect-only"], root / "all")
         run_one, _ = _pytest(["-n", workers], root / "one")
+        (root / "all" / "rss.txt").unlink(missing_ok=True)
         run_all, rss = _pytest(["-n", workers], root / "all")
+        by_process = _rss_by_process(root / "all")
         rows.append({"cases": n, "workers": workers,
                      "collect_per_case_ms": round((collect_all - collect_one) / max(n - 1, 1) * 1000, 3),
                      "run_beyond_startup_s": round(run_all - run_one, 2),
                      "run_per_case_ms": round((run_all - run_one) / max(n - 1, 1) * 1000, 2),
-                     "peak_rss_mb": round(rss / 1024), "load_average": os.getloadavg()[0]})
+                     "peak_rss_mb": round(rss / 1024), "rss_mb_by_process": by_process,
+                     "load_average": os.getloadavg()[0]})
         print(json.dumps(rows[-1]), flush=True)
         shutil.rmtree(root)
     return rows
