@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ..case import CASE_FILE
-from .keys import GATE_INI_KEYS, WORKER_RUN_ID, cases_key, run_id_key, settings_key
+from .keys import GATE_INI_KEYS, WORKER_RUN_ID, RecentCases, cases_key, run_id_key, settings_key
 
 pytest_plugins = ["pytest_nodeval.plugin.fixtures"]
 
@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from .settings import from_config
 
     config.stash[settings_key] = from_config(config)
-    config.stash[cases_key] = {}
+    config.stash[cases_key] = RecentCases()
     workerinput = getattr(config, "workerinput", None)
     config.stash[run_id_key] = workerinput[WORKER_RUN_ID] if workerinput else new_run_id()
     config.addinivalue_line("markers", "nodeval_case(case_id): bind a Python scenario to a case directory.")

@@ -39,9 +39,9 @@ def nodeval_case(request: pytest.FixtureRequest) -> Case:
     if ref is None:
         pytest.fail("nodeval_case is parametrized by the plugin; bind a Python scenario to a case with "
                     "@pytest.mark.nodeval_case('<case-id>')", pytrace=False)
-    cases = request.config.stash[cases_key]
-    if ref.directory in cases:
-        return cases[ref.directory]
+    case = request.config.stash[cases_key].get(ref.directory)
+    if case is not None:
+        return case
     from .collect import load_case_cached
 
     return load_case_cached(request.config, Path(ref.directory))

@@ -6,6 +6,7 @@ settings and the controller can share these without importing one another.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,7 +25,8 @@ settings_key: pytest.StashKey[Settings] = pytest.StashKey()
 run_id_key: pytest.StashKey[str] = pytest.StashKey()
 """config.stash: the run id (the controller's, handed to every xdist worker)."""
 cases_key: pytest.StashKey[dict[str, Case]] = pytest.StashKey()
-"""config.stash: loaded cases by directory, so each case is read once per process."""
+"""config.stash: recently loaded cases by directory (a `RecentCases`): a case's repeats and
+checks run close together, so each case is read about once per process."""
 case_index_key: pytest.StashKey[dict[str, Path]] = pytest.StashKey()
 """config.stash: case id -> directory under the case roots, for Python scenarios."""
 attempt_key: pytest.StashKey[Attempt] = pytest.StashKey()
@@ -41,6 +43,26 @@ fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 
 GATE_INI_ALIASES = {"fail_on_latency_p95_drop": "fail_on_latency_p95_increase"}
 """Other names a gate ini key is known by -> the GatePolicy field it sets."""
+
+class RecentCases(OrderedDict):  # type: ignore[type-arg]
+    """The last `size` cases used, by directory: memory stays flat however many cases a run has."""
+
+    def __init__(self, size: int = 64) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
 
 WORKER_RUN_ID = "nodeval_run_id"
 """The key of the run id in an xdist worker's `workerinput`."""

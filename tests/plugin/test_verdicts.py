@@ -405,3 +405,13 @@ def test_a_case_whose_files_are_broken_keeps_its_name_and_tags_in_the_report(nod
     result.assert_outcomes(errors=1)
     case = _report(nodeval_project).case("hello")
     assert (case.name, case.tags, case.min_pass_rate, case.verdict) == ("Greets", ["smoke"], 0.5, "error")
+
+
+def test_a_process_keeps_only_recently_used_cases_loaded() -> None:
+    from pytest_nodeval.plugin.keys import RecentCases
+
+    cases = RecentCases(size=2)
+    cases["a"], cases["b"] = 1, 2
+    assert cases.get("a") == 1  # used: now the most recent
+    cases["c"] = 3
+    assert list(cases) == ["a", "c"] and cases.get("b") is None
