@@ -124,6 +124,9 @@ def _interval(case: CaseReport) -> str:
 def _verdict(case: CaseReport) -> str:
     verdict = f"tolerated (min {case.min_pass_rate:.2f})" if case.verdict == "tolerated" else case.verdict
     notes = []
+    diverged = sum(1 for a in case.attempts if a.status == "divergence")
+    if diverged:
+        notes.append(f"{diverged} diverged")
     if case.stats.infra_errors:
         notes.append(f"{case.stats.infra_errors} infra")
     if case.reruns:
@@ -157,6 +160,9 @@ def totals_line(report: RunReport) -> str:
     parts = [f"{t.cases} case(s)", f"{t.attempts} attempt(s): {t.passed} passed, {t.failed} failed, {t.errors} error(s)"]
     if t.infra_errors:
         parts.append(f"{t.infra_errors} infrastructure error(s) counted apart")
+    diverged = sum(1 for c in report.cases for a in c.attempts if a.status == "divergence")
+    if diverged:
+        parts.append(f"{diverged} of the failures diverged from their journal")
     if t.not_run:
         parts.append(f"{t.not_run} not run")
     worlds = sorted({a.world_backend for c in report.cases for a in c.attempts if a.world_backend})

@@ -77,6 +77,7 @@ def test_an_own_agent_that_diverges_fails_whatever_the_test_does_after_run(nodev
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*replay of *orders* diverged from its journal: at seq 4 (tool.call lookup-1):*", "*at args.order_id: recorded *A-1*, now *B-2*", "*re-record the journal: nodeval record *orders*"])
     assert "observed 0" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["orders * 0/1 * failed (1 diverged)", "*1 of the failures diverged from their journal*"])
     attempts = _report(nodeval_project).case("orders").attempts
     assert {(a.outcome, a.status) for a in attempts} == {("failed", "divergence")}
 
