@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ..case import CASE_FILE
-from .keys import GATE_INI_KEYS, WORKER_RUN_ID, RecentCases, cases_key, run_id_key, settings_key
+from .keys import GATE_INI_KEYS, WORKER_RUN_ID, RecentCases, case_ref, cases_key, run_id_key, settings_key
 
 pytest_plugins = ["pytest_nodeval.plugin.fixtures"]
 
@@ -121,7 +121,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    ref = getattr(getattr(item, "callspec", None), "params", {}).get("nodeval_case")
+    ref = case_ref(item)
     if ref is not None:
         from .report_payload import attach
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..case import CASE_FILE
-from .keys import run_id_key, settings_key
+from .keys import case_ref, run_id_key, settings_key
 
 if TYPE_CHECKING:  # the models load only once a run has cases (a suite without any never pays)
     from ..report.models import AttemptRecord, CaseMeta, RunReport
@@ -65,8 +65,8 @@ class Controller:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
-            ref = getattr(getattr(item, "callspec", None), "params", {}).get("nodeval_case")
-            if ref is not None and hasattr(ref, "case_id"):
+            ref = case_ref(item)
+            if ref is not None:
                 self.expected[item.nodeid] = (ref.case_id, ref.repeat)
 
     @pytest.hookimpl(optionalhook=True)  # only exists when pytest-xdist is active

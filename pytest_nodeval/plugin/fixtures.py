@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from .keys import attempt_key, cases_key, checks_key, fakes_key, infra_key, observed_key, run_id_key, settings_key
+from .keys import attempt_key, case_ref, checks_key, fakes_key, infra_key, observed_key, run_id_key, settings_key
 
 if TYPE_CHECKING:
     from fakes.composio import ComposioFake
@@ -39,9 +39,6 @@ def nodeval_case(request: pytest.FixtureRequest) -> Case:
     if ref is None:
         pytest.fail("nodeval_case is parametrized by the plugin; bind a Python scenario to a case with "
                     "@pytest.mark.nodeval_case('<case-id>')", pytrace=False)
-    case = request.config.stash[cases_key].get(ref.directory)
-    if case is not None:
-        return case
     from .collect import load_case_cached
 
     return load_case_cached(request.config, Path(ref.directory))
@@ -73,8 +70,8 @@ def _checks_here(session: pytest.Session) -> dict[tuple[str, int], int]:
     if counts is None:
         counts = {}
         for item in session.items:
-            ref = getattr(getattr(item, "callspec", None), "params", {}).get("nodeval_case")
-            if ref is not None and hasattr(ref, "directory"):
+            ref = case_ref(item)
+            if ref is not None:
                 key = (ref.directory, ref.repeat)
                 counts[key] = counts.get(key, 0) + 1
         session.config.stash[checks_key] = counts
@@ -161,7 +158,7 @@ def _serve_fake(request: pytest.FixtureRequest, kind: str) -> Iterator[Any]:
     from ..runner.services import make_fake
 
     case = request.getfixturevalue("nodeval_case") if "nodeval_case" in request.fixturenames else None
-    ref = getattr(getattr(request.node, "callspec", None), "params", {}).get("nodeval_case")
+    ref = case_ref(request.node)
     try:
         fake = make_fake(kind, case, seed=getattr(ref, "repeat", None), required=False)
     except NodevalError as exc:

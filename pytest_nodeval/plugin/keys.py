@@ -44,6 +44,12 @@ fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 GATE_INI_ALIASES = {"fail_on_latency_p95_drop": "fail_on_latency_p95_increase"}
 """Other names a gate ini key is known by -> the GatePolicy field it sets."""
 
+def case_ref(node: Any) -> Any:
+    """The node's CaseRef (which case, which repeat) when the plugin parametrized it, else None."""
+    ref = getattr(getattr(node, "callspec", None), "params", {}).get("nodeval_case")
+    return ref if hasattr(ref, "case_id") else None
+
+
 class RecentCases(OrderedDict):  # type: ignore[type-arg]
     """The last `size` cases used, by directory: memory stays flat however many cases a run has."""
 

@@ -21,10 +21,12 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
     from .keys import attempt_key, cases_key
 
     attempt = item.stash.get(attempt_key, None)
-    case = item.config.stash[cases_key].get(ref.directory) or _head(item.config, ref)
     if attempt is not None:
         _keep_divergence_failed(report, attempt)
-    meta = attempt.meta if attempt else (case_meta(case, item.config.rootpath) if case else CaseMeta(id=ref.case_id))
+        meta = attempt.meta
+    else:
+        case = item.config.stash[cases_key].get(ref.directory) or _head(item.config, ref)
+        meta = case_meta(case, item.config.rootpath) if case else CaseMeta(id=ref.case_id)
     payload: dict[str, Any] = {"meta": meta.model_dump(mode="json"), "repeat": ref.repeat}
     record = _record(report, item, attempt, ref)
     if record is not None:
