@@ -103,6 +103,9 @@ def secrets_redactor() -> Redactor:
         return scrub(payload, _SECRET_PATTERNS, literals)
 
     secrets.scans_text = True  # type: ignore[attr-defined]  # the writer may hand it the serialised text
+    # Golden journals were written through this very redactor, so the writer may serve their
+    # payloads verbatim (JournalWriter.emit_recorded) without running it again.
+    secrets.redacts_as_recorded = True  # type: ignore[attr-defined]
     return secrets
 
 

@@ -105,6 +105,9 @@ class JournalWriter:
         model = EVENT_MODELS.get(recorded.type)
         if model is None or recorded.type in _NOT_SERVABLE:
             raise ValueError(f"event type {recorded.type!r} cannot be served verbatim from a journal")
+        if not getattr(self._redactor, "redacts_as_recorded", False):
+            # A stricter redactor (the sampler's PII one, a user's) never saw this payload.
+            return self.emit(recorded.type, recorded.payload_dict(), turn=turn)
         event = model.model_construct(seq=len(self.events) + 1, ts=now_iso(), type=recorded.type,
                                       turn=self._turn if turn is None else turn, payload=recorded.payload)
         return self._keep(event, raw_payload)

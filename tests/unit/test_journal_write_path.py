@@ -19,6 +19,7 @@ class CountingRedactor:
     """The default secrets redactor, counting what it is asked to look at."""
 
     scans_text = True
+    redacts_as_recorded = True
 
     def __init__(self) -> None:
         self.inner = redact.secrets_redactor()
@@ -164,3 +165,15 @@ def test_matching_a_request_never_dumps_the_recorded_one_to_a_dict(tmp_path: Pat
     with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
         stash.serve_llm(writer, "p", sent)
     assert dumped == []
+
+
+def test_a_stricter_redactor_still_sees_a_served_payload(tmp_path: Path) -> None:
+    """Serving verbatim is only for the secrets redactor golden journals were written with."""
+    with JournalWriter(tmp_path / "golden", journal_header("record", None)) as writer:
+        writer.emit("tool.result", {"tool": "crm", "call_id": "c1", "ok": True, "result": {"email": "ann@example.com"},
+                                    "latency_ms": 1.0})
+    golden = read_journal(tmp_path / "golden")
+    with JournalWriter(tmp_path / "sample", journal_header("sample", None), redact.pii_redactor) as writer:
+        served = writer.emit_recorded(golden.events[0])
+    assert served.payload_dict()["result"] == {"email": redact.REDACTED}
+    assert "ann@example.com" not in (tmp_path / "sample" / "events.jsonl").read_text()
