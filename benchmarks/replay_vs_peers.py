@@ -36,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from replay_bench import PADDING, make_case  # noqa: E402
+from replay_bench import PADDING, _median_ms, make_case  # noqa: E402
 
 TURNS = 10
 
@@ -130,15 +129,6 @@ def record_cassette(requests: list[dict[str, Any]], responses: list[bytes], cass
 # -- in-process figures ---------------------------------------------------------------------
 
 
-def _median_ms(fn: Callable[[], Any], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
-
-
 def in_process(runs: int, rounds: int) -> dict[str, Any]:
     import anthropic
     import httpx2
@@ -194,7 +184,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):  # interleaved, so drift on the machine hits every variant
         for name, fn in variants.items():
-            samples[name].append(_median_ms(fn, runs))
+            samples[name].append(_median_ms(fn, runs, warmup=0))  # warmed up above
     ms = {name: round(statistics.median(values), 2) for name, values in samples.items()}
     floor_ms, ours = ms["sdk_floor"], ms["nodeval_replay"]
     calls = len(requests)
