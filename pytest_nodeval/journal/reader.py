@@ -27,9 +27,10 @@ class Journal(BaseModel):
     events: list[Any]
     problems: list[str] = Field(default_factory=list)
     """Warnings raised while reading (a torn last line, unknown event types)."""
-    raw_requests: dict[int, bytes] = Field(default_factory=dict)
-    """The JSON text of each llm.request payload as written, by seq: replay compares an SDK's
-    request body with it byte for byte before parsing anything (see replay.ReplayStash)."""
+    raw_payloads: dict[int, bytes] = Field(default_factory=dict)
+    """The JSON text of each llm.request and llm.response payload as written, by seq: replay
+    compares an SDK's request body with it byte for byte before parsing anything, and writes
+    both back to the observed journal as they are (see replay.ReplayStash)."""
 
     def of_type(self, *types: str) -> list[Any]:
         return [e for e in self.events if e.type in types]
@@ -47,7 +48,7 @@ def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None) 
     torn_tail = not data.endswith(b"\n") and bool(lines[-1])
     events: list[Any] = []
     problems: list[str] = []
-    raw_requests: dict[int, bytes] = {}
+    raw_payloads: dict[int, bytes] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -62,8 +63,8 @@ def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None) 
             raise JournalError(f"{path}:{number}: invalid event: {_first_error(exc)}") from None
         if events and event.seq <= events[-1].seq:
             raise JournalError(f"{path}:{number}: seq {event.seq} does not follow seq {events[-1].seq}")
-        if event.type == "llm.request":
-            raw_requests[event.seq] = _raw_payload(line)
+        if event.type in _RAW_KEPT:
+            raw_payloads[event.seq] = _raw_payload(line)
         if isinstance(event, UnknownEvent):
             problems.append(f"{path}:{number}: unknown event type '{event.type}' kept as is "
                             "(written by a newer pytest-nodeval?)")
@@ -71,7 +72,10 @@ def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None) 
     for problem in problems:
         warn(problem)
     return Journal(directory=directory, header=header, events=events, problems=problems,
-                   raw_requests=raw_requests)
+                   raw_payloads=raw_payloads)
+
+
+_RAW_KEPT = frozenset({"llm.request", "llm.response"})
 
 
 def _raw_payload(line: bytes) -> bytes:

@@ -44,6 +44,8 @@ class _Exchange:
     """The recorded llm.response event (its payload is served verbatim)."""
     raw_request: bytes = b""
     """The request payload's JSON text as the golden journal has it ("" when unknown)."""
+    raw_response: bytes = b""
+    """The same for the response payload."""
 
     @property
     def raw_body(self) -> bytes:
@@ -81,9 +83,9 @@ class ReplayStash:
         self._tools: dict[str, tuple[Any, Any]] = {}
         self._asks: dict[str, Any] = {}
         self.stopped: ReplayDivergence | None = None
-        self._seed(journal.events, journal.raw_requests)
+        self._seed(journal.events, journal.raw_payloads)
 
-    def _seed(self, events: list[Any], raw_requests: dict[int, bytes]) -> None:
+    def _seed(self, events: list[Any], raw_payloads: dict[int, bytes]) -> None:
         pending_llm: dict[str, Any] = {}
         calls: dict[str, Any] = {}
         # Payload attributes, not payload_dict(): dumping every recorded request body to a
@@ -96,7 +98,8 @@ class ReplayStash:
                 request = pending_llm.pop(payload.provider, None)
                 if request is not None:
                     queue = self._llm.setdefault(payload.provider, deque())
-                    queue.append(_Exchange(request, event, raw_requests.get(request.seq, b"")))
+                    queue.append(_Exchange(request, event, raw_payloads.get(request.seq, b""),
+                                           raw_payloads.get(event.seq, b"")))
             elif kind == "tool.call":
                 calls[payload.call_id] = event
             elif kind == "tool.result" and payload.call_id in calls:
@@ -124,10 +127,10 @@ class ReplayStash:
             journal.emit("llm.request", request, owned=owned, text=text)
             raise
         if _same_payload(exchange.request_event.payload, request):
-            journal.emit_recorded(exchange.request_event)
+            journal.emit_recorded(exchange.request_event, raw_payload=exchange.raw_request)
         else:
             journal.emit("llm.request", request, owned=owned, text=text)
-        return journal.emit_recorded(exchange.response_event).payload_dict()  # type: ignore[no-any-return]
+        return journal.emit_recorded(exchange.response_event, raw_payload=exchange.raw_response).payload_dict()  # type: ignore[no-any-return]
 
     def serve_llm_exact(self, journal: Any, provider: str, api: str, method: str, path: str,
                         body: bytes) -> dict[str, Any] | None:
@@ -148,7 +151,7 @@ class ReplayStash:
             return None
         queue.popleft()
         journal.emit_recorded(head.request_event, raw_payload=head.raw_request)
-        return journal.emit_recorded(head.response_event).payload_dict()  # type: ignore[no-any-return]
+        return journal.emit_recorded(head.response_event, raw_payload=head.raw_response).payload_dict()  # type: ignore[no-any-return]
 
     def next_llm_event(self, provider: str, request: dict[str, Any]) -> Any:
         """The recorded llm.response event for this request, or a stop naming the difference."""

@@ -127,10 +127,28 @@ def test_a_request_sent_byte_for_byte_as_recorded_is_served_without_parsing(tmp_
     with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
         served = stash.serve_llm_exact(writer, "p", "mock", "POST", "/mock", sent)
     assert served is not None and served["body"] == {"text": "hello"} and parsed == []
-    golden_line = (tmp_path / "golden" / "events.jsonl").read_bytes().split(b"\n")[0]
-    observed_line = (tmp_path / "observed" / "events.jsonl").read_bytes().split(b"\n")[0]
-    assert observed_line.split(b',"payload":')[1] == golden_line.split(b',"payload":')[1], "written as recorded"
-    assert read_journal(tmp_path / "observed").events[0].payload == request.payload
+    golden_lines = (tmp_path / "golden" / "events.jsonl").read_bytes().split(b"\n")[:2]
+    observed_lines = (tmp_path / "observed" / "events.jsonl").read_bytes().split(b"\n")[:2]
+    for golden_line, observed_line in zip(golden_lines, observed_lines, strict=True):
+        assert observed_line.split(b',"payload":')[1] == golden_line.split(b',"payload":')[1], "written as recorded"
+    assert [e.payload for e in read_journal(tmp_path / "observed").events] == [e.payload for e in golden.events[:2]]
+
+
+def test_a_served_exchange_is_not_serialised_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both payloads of an exchange go to the observed journal as the golden journal's text."""
+    from pytest_nodeval.journal import replay
+    from pytest_nodeval.journal.events import EVENT_MODELS
+
+    golden = _exchange_journal(tmp_path)
+    sent = golden.events[0].payload.model_dump()
+    dumped = []
+    for kind in ("llm.request", "llm.response"):
+        model = EVENT_MODELS[kind]
+        monkeypatch.setattr(model, "model_dump_json", lambda self, **k: dumped.append(self.type) or "{}")
+    stash = replay.ReplayStash(golden, case="c")
+    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+        stash.serve_llm(writer, "p", sent)
+    assert dumped == []
 
 
 def test_a_flat_payload_is_not_copied_through_json_and_its_strings_are_still_scanned(
