@@ -182,12 +182,13 @@ class Controller:
 
     def _build(self, pytest_exit: int) -> RunReport:
         from ..report.aggregate import aggregate
-        from ..report.models import RunReport
+        from ..report.models import RunReport, summary_of
 
         cases, totals, suite = aggregate(self.records.values(), self.metas)
+        duration_s = round(time.perf_counter() - self._t0, 3)
         return RunReport(
             run_id=self.run_id, started_at=self.started_at, finished_at=_now(),
-            duration_s=round(time.perf_counter() - self._t0, 3), mode=self.settings.mode,
+            duration_s=duration_s, summary=summary_of(cases, suite, duration_s), mode=self.settings.mode,
             repeat=self.settings.repeat, profile=self.settings.profile, match=self.settings.match,
             world=self.settings.world, exit_status=pytest_exit, pytest_exit_status=pytest_exit,
             totals=totals, suite=suite, cases=cases, environment=_environment(self.config),

@@ -139,6 +139,36 @@ class Totals(_Model):
     tolerated_failures: int = 0
 
 
+class RunSummary(_Model):
+    """The run in one block, by case: what a dashboard or a CI step reads first."""
+
+    cases: int
+    passed: int
+    """Cases whose every graded attempt passed, or whose failures their min_pass_rate tolerates."""
+    failed: int
+    """Cases that failed: an agent failure (or a divergence) beyond what min_pass_rate tolerates."""
+    infra: int
+    """Cases with at least one infrastructure error (no key, no image, a provider down); their
+    verdict is an error, not a failure."""
+    errors: int
+    """Cases with an attempt that could not be judged for another reason (a broken case file)."""
+    skipped: int
+    not_run: int
+    pass_rate: float | None
+    """The suite pass rate (scenarios weighted equally; `suite` has its interval)."""
+    duration_s: float
+
+
+def summary_of(cases: list[CaseReport], suite: SuiteStats, duration_s: float) -> RunSummary:
+    infra = sum(1 for c in cases if any(a.infra_error for a in c.attempts))
+    verdicts = [c.verdict for c in cases]
+    return RunSummary(
+        cases=len(cases), passed=verdicts.count("passed") + verdicts.count("tolerated"),
+        failed=verdicts.count("failed"), infra=infra, errors=verdicts.count("error") - infra,
+        skipped=verdicts.count("skipped"), not_run=verdicts.count("not_run"),
+        pass_rate=suite.pass_rate, duration_s=duration_s)
+
+
 class RunReport(_Model):
     schema_version: Literal["1"] = REPORT_SCHEMA_VERSION
     run_id: str
@@ -153,6 +183,8 @@ class RunReport(_Model):
     exit_status: int
     """The exit status of the run, after nodeval's decisions (tolerated failures, gate)."""
     pytest_exit_status: int
+    summary: RunSummary | None = None
+    """The run by case (None in reports written before it existed)."""
     totals: Totals
     suite: SuiteStats
     cases: list[CaseReport]

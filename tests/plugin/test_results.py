@@ -177,3 +177,22 @@ def test_collect_only_writes_no_report(nodeval_project: pytest.Pytester) -> None
     result = nodeval_project.runpytest("--collect-only")
     assert result.ret == 0 and "error" not in result.stdout.str()
     assert not (nodeval_project.path / "reports").exists()
+
+
+def test_report_json_sums_the_run_up_by_case(nodeval_project: pytest.Pytester,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "good", script=ANSWER, inputs=["hi"], assertions=[{"kind": "output_contains", "text": "hello"}],
+               record=False)
+    write_case(root, "bad", script=ANSWER, inputs=["hi"], assertions=[{"kind": "output_contains", "text": "bye"}],
+               record=False)
+    write_case(root, "nokey", script=ANSWER, inputs=["hi"], assertions=[], record=False,
+               providers=[{"name": "anthropic", "model": "claude-test"}])
+    nodeval_project.runpytest("--nodeval-mode", "live", "--nodeval-world", "local", "--repeat", "2")
+    report = _report(nodeval_project)
+    assert report.summary is not None
+    assert report.summary.model_dump(exclude={"duration_s"}) == {
+        "cases": 3, "passed": 1, "failed": 1, "infra": 1, "errors": 0, "skipped": 0, "not_run": 0,
+        "pass_rate": 0.5}, "the infrastructure error's case is in no pass rate"
+    assert report.summary.duration_s == report.duration_s > 0
