@@ -18,6 +18,7 @@ VOLATILE_ATTEMPT = {"wall_ms", "worker"}
 
 def _stable(report: RunReport) -> dict[str, Any]:
     data = report.model_dump(mode="json", exclude=VOLATILE_RUN)
+    data["summary"].pop("duration_s")
     for case in data["cases"]:
         for attempt in case["attempts"]:
             for key in VOLATILE_ATTEMPT:
