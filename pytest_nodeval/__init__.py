@@ -20,6 +20,7 @@ _LAZY = {
     "tool": "pytest_nodeval.agent.adapter",
     "ToolFailed": "pytest_nodeval.agent.adapter",
     "Observed": "pytest_nodeval.runner.session",
+    "record_agent": "pytest_nodeval.runner.session",
     "World": "pytest_nodeval.world",
     "ExecResult": "pytest_nodeval.world",
     "SimulatedUser": "pytest_nodeval.agent.simulated_user",

@@ -46,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nodeval-record-force", action="store_true", default=False,
                     help="In record mode, replace a case's journal even when the attempt failed its checks "
                          "(by default only a passing recording replaces the golden journal).")
+    group.addoption("--nodeval-case", action="append", default=[], metavar="ID",
+                    help="Run only the tests bound to this case (repeatable): its YAML test and the Python "
+                         "tests marked nodeval_case(ID); other tests are deselected.")
     parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
@@ -116,6 +119,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         from .collect import parametrize_case
 
         parametrize_case(metafunc)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = set(config.getoption("nodeval_case"))
+    if not wanted:
+        return
+    kept, dropped = [], []
+    for item in items:
+        ref = case_ref(item)
+        (kept if ref is not None and ref.case_id in wanted else dropped).append(item)
+    unbound = sorted(wanted - {case_ref(item).case_id for item in kept})
+    if unbound:
+        raise pytest.UsageError(f"--nodeval-case: no test is bound to case {', '.join(map(repr, unbound))} among "
+                                "the collected tests (a case directory under nodeval_cases, or a test marked "
+                                "@pytest.mark.nodeval_case(ID))")
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.hookimpl(wrapper=True)

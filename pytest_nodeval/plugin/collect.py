@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..case import CASE_FILE
+from ..case import CASE_FILE, CONFIG_FILE
 from .keys import case_index_key, cases_key, settings_key
 
 if TYPE_CHECKING:
@@ -96,6 +96,8 @@ class CaseFile(pytest.Module):
             _warn_if_stale(self.head)
         except NodevalError as exc:
             raise self.CollectError(str(exc)) from None
+        if not (self.path.parent / CONFIG_FILE).is_file():
+            return []  # your own agent's case: the Python tests bound to it are its tests
         # The shared module defines no fixtures and no xunit setup: Module.collect's
         # parsefactories and its walk over the module's names would find nothing new.
         made = self.ihook.pytest_pycollect_makeitem(collector=self, name="test_scenario", obj=self.obj.test_scenario)

@@ -251,6 +251,31 @@ def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_di
     return observed
 
 
+RECORD_JOURNAL_ENV = "NODEVAL_RECORD_JOURNAL"
+"""Where `nodeval record` asks a case's `_record/record.py` to write the journal it records."""
+
+
+def record_agent(agent: Any, *, case_dir: Path | str | None = None, journal_dir: Path | str | None = None,
+                 inputs: list[str] | None = None) -> Observed:
+    """Record your own agent on a case: what a case's `_record/record.py` calls.
+
+    case_dir: the case directory (default: the current one, where `nodeval record` runs the
+    script). journal_dir: where to write the journal (default: the directory `nodeval record`
+    names in NODEVAL_RECORD_JOURNAL, which checks the recording before installing it; run by
+    hand, the case's journal/, replaced only when the session ends ok).
+    """
+    from ..case.directory import load_case
+
+    case = load_case(Path(case_dir) if case_dir is not None else Path.cwd())
+    target = journal_dir or os.environ.get(RECORD_JOURNAL_ENV)
+    if target:
+        return run_agent_case(agent, case, AttemptSettings(mode="record", install=False), Path(target), inputs)
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-")) / "journal"
+    return run_agent_case(agent, case, AttemptSettings(mode="record", install=True), scratch, inputs)
+
+
 def build_tools(config: EngineConfig, *, stash: ReplayStash | None = None, services: Any = None,
                 resources: ExitStack | None = None) -> dict[str, Any]:
     """The engine's tools; see toolset.build_tools (MCP tools need `resources` to close their sessions)."""

@@ -1,0 +1,181 @@
+"""`nodeval record` for every kind of case (issue 17 point 6): a `_record/record.py`, your own
+agent's bound Python test, the reference engine; a whole root at once; the case's world."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ..conftest import write_case
+
+ANSWER = [{"text": "Hello there."}]
+
+AGENT = """
+from pytest_nodeval import tool
+
+@tool
+def lookup(order_id: str) -> str:
+    return "shipped"
+
+def agent(ctx):
+    for text in ctx.inputs():
+        ctx.output("order A-1 is " + lookup("A-1"))
+"""
+
+BOUND_TEST = """
+import pytest
+from orders_agent import agent
+
+@pytest.mark.nodeval_case("orders")
+def test_orders(nodeval_attempt):
+    nodeval_attempt.run(agent)
+"""
+
+RECORD_SCRIPT = """
+import sys
+sys.path.insert(0, "..")
+from orders_agent import agent
+from pytest_nodeval import record_agent
+
+record_agent(agent)
+"""
+
+
+def _nodeval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_nodeval.cli", *args], cwd=cwd, capture_output=True,
+                          text=True)
+
+
+def _own_agent_case(root: Path, *, assertions: list[dict[str, object]] | None = None) -> Path:
+    case_dir = root / "orders"
+    (case_dir / "input").mkdir(parents=True)
+    (case_dir / "case.yaml").write_text("id: orders\n")
+    (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["where?"]}}))
+    (case_dir / "assertions.yaml").write_text(yaml.safe_dump(
+        assertions if assertions is not None else [{"kind": "output_contains", "text": "shipped"}]))
+    (root / "orders_agent.py").write_text(AGENT)
+    return case_dir
+
+
+def test_a_record_script_writes_the_journal_after_its_checks(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    case_dir = _own_agent_case(root)
+    (case_dir / "_record").mkdir()
+    (case_dir / "_record" / "record.py").write_text(RECORD_SCRIPT)
+    done = _nodeval(nodeval_project.path, "record", "scenarios/orders")
+    assert done.returncode == 0, done.stderr
+    assert "recorded scenarios/orders/journal:" in done.stdout and "(new)" in done.stdout
+    assert "shipped" in (case_dir / "journal" / "events.jsonl").read_text()
+    again = _nodeval(nodeval_project.path, "record", "scenarios/orders")
+    assert again.returncode == 0 and "same " in again.stdout
+
+
+def test_a_record_script_whose_recording_fails_the_checks_leaves_no_journal(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    case_dir = _own_agent_case(root, assertions=[{"kind": "output_contains", "text": "lost"}])
+    (case_dir / "_record").mkdir()
+    (case_dir / "_record" / "record.py").write_text(RECORD_SCRIPT)
+    done = _nodeval(nodeval_project.path, "record", "scenarios/orders")
+    assert done.returncode == 1 and "failed 1 assertion(s)" in done.stderr
+    assert not (case_dir / "journal").exists()
+
+
+def test_a_failing_record_script_is_reported_with_its_output_escaped(nodeval_project: pytest.Pytester) -> None:
+    case_dir = _own_agent_case(nodeval_project.path / "scenarios")
+    (case_dir / "_record").mkdir()
+    (case_dir / "_record" / "record.py").write_text("import sys\nsys.exit('agent crashed \\x1b[2J here')\n")
+    done = _nodeval(nodeval_project.path, "record", "scenarios/orders")
+    assert done.returncode == 1
+    assert "_record/record.py exited 1: agent crashed \\x1b[2J here" in done.stderr
+    assert "\x1b" not in done.stderr
+
+
+def test_an_own_agent_case_records_through_its_bound_test(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    case_dir = _own_agent_case(root)
+    (root / "test_orders.py").write_text(BOUND_TEST)
+    done = _nodeval(nodeval_project.path, "record", "scenarios/orders")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the Python tests bound to case 'orders' passed in record mode" in done.stdout
+    assert "shipped" in (case_dir / "journal" / "events.jsonl").read_text()
+    nodeval_project.runpytest("scenarios").assert_outcomes(passed=1)  # and it replays
+
+
+def test_an_own_agent_case_without_a_way_to_record_says_how_to_add_one(nodeval_project: pytest.Pytester) -> None:
+    _own_agent_case(nodeval_project.path / "scenarios")
+    done = _nodeval(nodeval_project.path, "record", "scenarios/orders")
+    assert done.returncode == 1
+    assert "no test under" in done.stderr and "@pytest.mark.nodeval_case('orders')" in done.stderr
+
+
+def test_an_own_agent_case_is_not_collected_as_an_engine_test(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    _own_agent_case(root)
+    result = nodeval_project.runpytest("scenarios", "--collect-only", "-q")
+    assert "case.yaml" not in result.stdout.str()
+    (root / "test_orders.py").write_text(BOUND_TEST)
+    result = nodeval_project.runpytest("scenarios", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["scenarios/test_orders.py::test_orders[[]orders[]]", "1 test collected*"])
+
+
+def test_nodeval_case_runs_only_the_tests_bound_to_a_case(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    write_case(root, "hello-again", script=ANSWER, inputs=["hi"], assertions=[])
+    result = nodeval_project.runpytest("--nodeval-case=hello", "-q")
+    result.assert_outcomes(passed=1, deselected=1)
+    result = nodeval_project.runpytest("--nodeval-case=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--nodeval-case: no test is bound to case 'nope'*"])
+
+
+def test_a_root_records_every_case_and_says_what_changed(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    write_case(root, "fresh", script=ANSWER, inputs=["hi"], assertions=[], record=False)
+    write_case(root, "hello", script=ANSWER * 2, inputs=["hi", "and again"], assertions=[], record=False)
+    done = _nodeval(nodeval_project.path, "record", "scenarios", "--world", "local")
+    assert done.returncode == 0, done.stderr
+    assert "2 case(s): 2 recorded (2 new or changed), 0 not recorded" in done.stdout
+    assert "changed  scenarios/fresh: new" in done.stdout
+    assert "changed  scenarios/hello: changed: " in done.stdout
+
+
+def test_record_honours_the_case_world_backend(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    case_dir = write_case(root, "counted", script=[{"tool_calls": [{"name": "shell", "args": {"command": "echo hi"}}]},
+                                                  {"text": "done"}],
+                          inputs=["count"], assertions=[], tools=["shell"], record=False,
+                          case={"world": {"backend": "local"}})
+    done = _nodeval(nodeval_project.path, "record", "scenarios/counted")
+    assert done.returncode == 0, done.stderr
+    assert "in a local world" in done.stdout, "auto would take Docker or bubblewrap here"
+    assert (case_dir / "journal" / "events.jsonl").is_file()
+    from ..world.conftest import require_backend
+
+    require_backend("bwrap")
+    done = _nodeval(nodeval_project.path, "record", "scenarios/counted", "--world", "bwrap")
+    assert "in a bwrap world" in done.stdout, "--world wins over the case"
+
+
+def test_record_falls_back_to_bubblewrap_when_docker_has_no_world_image(nodeval_project: pytest.Pytester,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from ..world.conftest import require_backend
+
+    require_backend("docker")
+    require_backend("bwrap")
+    monkeypatch.setenv("NODEVAL_BASE_IMAGE", "nodeval-test-absent:none")
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "counted", script=[{"tool_calls": [{"name": "shell", "args": {"command": "echo hi"}}]},
+                                        {"text": "done"}],
+               inputs=["count"], assertions=[], tools=["shell"], record=False)
+    done = _nodeval(nodeval_project.path, "record", "scenarios/counted")
+    assert done.returncode == 0, done.stderr
+    assert "the Docker engine has no world image" in done.stderr and "recording in bubblewrap instead" in done.stderr
+    assert "in a bwrap world" in done.stdout
+    refused = _nodeval(nodeval_project.path, "record", "scenarios/counted", "--world", "docker")
+    assert refused.returncode != 0 and "no base image" in refused.stdout + refused.stderr, "an explicit --world is kept"
