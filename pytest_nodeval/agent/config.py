@@ -207,6 +207,12 @@ class EngineConfig(_Strict):
     """Needed by `composio:<ACTION>` tools."""
     mcp: McpSpec | None = None
     """Needed by `mcp:<server>` tools."""
+    skills: str | None = None
+    """A directory of skills (each a directory with a SKILL.md), relative to input/: listed to
+    the model at boot, loaded with the `skill` tool."""
+    plan: bool = False
+    """Have the model write a numbered plan before it acts; the journal records it
+    (`plan.created`) and which of its steps were done (`plan.result`)."""
 
     @field_validator("tools", mode="before")
     @classmethod

@@ -1,8 +1,8 @@
 """The reference engine: a small, real tool-calling agent loop.
 
 One *turn* is one step of the loop: a model call and the tool calls it asks for. The
-engine emits session.*, tool.register, io.*, agent.turn.*, tool.* (and, through its
-providers, llm.*) events into the journal. It does not know whether it is live or
+engine emits session.*, tool.register, skill.discover, io.*, agent.turn.*, plan.*, tool.*
+(and, through its providers, llm.*) events into the journal. It does not know whether it is live or
 replayed: the providers' wiring and the replay stash decide where answers come from.
 """
 
@@ -19,7 +19,9 @@ from ..journal.replay import ReplayStash
 from ..journal.writer import JournalWriter
 from ..world import World, snapshot
 from .config import EngineConfig
+from .planning import PLAN_INSTRUCTION, parse_plan, plan_result, with_plan
 from .providers import ModelRequest, ProviderChain, ToolCallRequest
+from .skills import Skill, discover_payload, skills_prompt
 from .simulated_user import SimulatedUser
 from .tools import Tool, ToolContext, ToolOutcome, missing_arguments, register_payload
 
@@ -78,17 +80,26 @@ class Engine:
     session_id: str = ""
     mode: str = "live"
     watch: Sequence[str] = ()
+    skills: Sequence[Skill] = ()
+    """Discovered at boot from the config's `skills` directory (agent/skills.py)."""
     _result: EngineResult = field(init=False)
     _clock: Clock = field(init=False)
+    _system: str = field(init=False, default="")
+    _plan: list[str] | None = field(init=False, default=None)
+    _called: list[str] = field(init=False, default_factory=list)
 
     def run(self) -> EngineResult:
         self._result = EngineResult(status="ok")
         self._clock = Clock(self.journal, replay=self.stash is not None)
+        self._system = self.config.system_prompt
         self.journal.emit("session.start", {
             "engine": "pytest-nodeval", "version": __version__, "session_id": self.session_id,
             "mode": self.mode, "config_digest": self.config.digest()})
         for tool in self.tools.values():
             self.journal.emit("tool.register", register_payload(tool))
+        if self.skills:
+            self.journal.emit("skill.discover", discover_payload(list(self.skills)))
+            self._system = f"{self._system}\n\n{skills_prompt(list(self.skills))}".lstrip()
         try:
             self._conversation()
         except _LimitReached as limit:
@@ -106,6 +117,8 @@ class Engine:
         self._result.error_kind, self._result.infra = kind, infra
 
     def _finish(self) -> None:
+        if self._plan is not None:
+            self.journal.emit("plan.result", plan_result(self._plan, self._called, list(self.tools)))
         self._emit_snapshot()
         recorded = self.stash.recorded_end if self.stash is not None else None
         duration_ms = recorded.payload.duration_ms if recorded else self._clock.elapsed_s() * 1000
@@ -130,8 +143,21 @@ class Engine:
             self.journal.emit("io.input", {"text": turn.text, "source": turn.source},
                               turn=self._result.turns + 1)
             messages.append({"role": "user", "text": turn.text})
+            if self.config.plan and self._plan is None:
+                self._make_plan(messages)
             last_output = self._answer(messages)
             self._result.output = last_output
+
+    def _make_plan(self, messages: list[dict[str, Any]]) -> None:
+        """One model call without tools for the plan, which then stays in the system prompt."""
+        self.journal.set_turn(self._result.turns + 1)
+        reply = self.chain.complete(ModelRequest(
+            system=f"{self._system}\n\n{PLAN_INSTRUCTION}".lstrip(), messages=messages, tools=(),
+            timeout_s=self._remaining_s(), temperature=self.config.temperature))
+        self._count_tokens(reply.input_tokens, reply.output_tokens)
+        self._plan = parse_plan(reply.text)
+        self.journal.emit("plan.created", {"text": reply.text, "steps": self._plan})
+        self._system = with_plan(self._system, reply.text)
 
     def _answer(self, messages: list[dict[str, Any]]) -> str:
         """Steps of the loop until the model replies without asking for tools."""
@@ -150,7 +176,7 @@ class Engine:
         self.journal.set_turn(self._result.turns)
         self.journal.emit("agent.turn.start", {})
         reply = self.chain.complete(ModelRequest(
-            system=self.config.system_prompt, messages=messages,
+            system=self._system, messages=messages,
             tools=tuple(t.definition for t in self.tools.values()),
             timeout_s=remaining, temperature=self.config.temperature))
         self._count_tokens(reply.input_tokens, reply.output_tokens)
@@ -178,6 +204,7 @@ class Engine:
 
     def _call_tool(self, call: ToolCallRequest) -> ToolOutcome:
         self.journal.emit("tool.call", {"tool": call.name, "call_id": call.id, "args": call.args})
+        self._called.append(call.name)
         tool = self.tools.get(call.name)
         recorded = self.stash.tool_result_event(call.name, call.id, call.args) if self.stash is not None else None
         if recorded is not None and (tool is None or tool.side_effects):

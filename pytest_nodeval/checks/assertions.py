@@ -177,6 +177,14 @@ class NoErrors(_Spec):
     allow_fallback: bool = False
 
 
+class PlanFollowed(_Spec):
+    """The engine's plan (`plan: true`) was followed: every step naming a tool was done, in order."""
+
+    kind: Literal["plan_followed"]
+    min_done: float = Field(default=1.0, ge=0, le=1)
+    """The share of the plan's checkable steps that must be done (1.0: all of them, in order)."""
+
+
 class MaxTurns(_Spec):
     kind: Literal["max_turns"]
     value: int = Field(ge=0)
@@ -224,7 +232,7 @@ class Judge(_Spec):
 
 AssertionSpec = Annotated[
     Union[EventPresent, EventAbsent, EventCount, SequenceSpec, ToolCalled, ToolNotCalled,
-          OutputContains, OutputMatches, OutputEquals, OutputJsonSchema, NoErrors, MaxTurns,
+          OutputContains, OutputMatches, OutputEquals, OutputJsonSchema, NoErrors, PlanFollowed, MaxTurns,
           MaxTokens, MaxLatency, SameToolSequence, WorldFileExists, WorldFileContains, Judge],
     Field(discriminator="kind"),
 ]
@@ -468,6 +476,24 @@ def _check_no_errors(spec: NoErrors, evidence: Evidence) -> _Outcome:
     return _fail(f"expected no errors; found {len(bad)}", sorted(bad, key=lambda e: e.seq))
 
 
+def _check_plan_followed(spec: PlanFollowed, evidence: Evidence) -> _Outcome:
+    results = evidence.of_type("plan.result")
+    if not results:
+        created = evidence.of_type("plan.created")
+        return _fail("no plan.result event: the agent made no plan (set `plan: true` in input/config.yaml)"
+                     if not created else "the session ended before the plan's result was recorded", created)
+    result = results[-1].payload
+    if result.checkable == 0:
+        return _fail("the plan names none of the agent's tools, so the journal cannot tell whether it was followed",
+                     results)
+    share = result.done / result.checkable
+    missed = [s["text"] for s in result.steps if s.get("done") is False]
+    if (spec.min_done >= 1.0 and result.followed) or (spec.min_done < 1.0 and share >= spec.min_done):
+        return _ok([results[-1].seq])
+    return _fail(f"expected {spec.min_done:.0%} of the plan's {result.checkable} checkable step(s) done in order; "
+                 f"{result.done} done, not done: {'; '.join(missed) or 'none (done out of order)'}", results)
+
+
 def _check_budget(spec: MaxTurns | MaxTokens | MaxLatency, evidence: Evidence) -> _Outcome:
     ends = evidence.of_type("session.end")
     if not ends:
@@ -567,7 +593,7 @@ _CHECKS: dict[str, Any] = {
     "sequence": _check_sequence, "tool_called": _check_tool_called, "tool_not_called": _check_tool_not_called,
     "output_contains": _check_output_contains, "output_matches": _check_output_matches,
     "output_equals": _check_output_equals, "output_json_schema": _check_json_schema,
-    "no_errors": _check_no_errors, "max_turns": _check_budget, "max_tokens": _check_budget,
+    "no_errors": _check_no_errors, "plan_followed": _check_plan_followed, "max_turns": _check_budget, "max_tokens": _check_budget,
     "max_latency_ms": _check_budget, "same_tool_sequence": _check_same_tools,
     "world_file_exists": _check_world_exists, "world_file_contains": _check_world_contains,
     "judge": _check_judge,

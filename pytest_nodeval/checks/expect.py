@@ -98,6 +98,9 @@ class Expect:
     def no_errors(self, *, allow_tools: list[str] | None = None, allow_fallback: bool = False) -> AssertionResult:
         return self._kind("no_errors", allow_tools=allow_tools, allow_fallback=allow_fallback)
 
+    def plan_followed(self, *, min_done: float = 1.0) -> AssertionResult:
+        return self._kind("plan_followed", min_done=min_done)
+
     def max_turns(self, value: int) -> AssertionResult:
         return self._kind("max_turns", value=value)
 

@@ -156,6 +156,26 @@ class JudgeResponse(_Payload):
     raw: Any = None
 
 
+class SkillDiscover(_Payload):
+    skills: list[dict[str, Any]] = Field(default_factory=list)
+    """Each skill found at boot: name, description, path (its directory under the skills root)."""
+
+
+class PlanCreated(_Payload):
+    text: str
+    steps: list[str] = Field(default_factory=list)
+
+
+class PlanResult(_Payload):
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    """Each step: text, tool (the tool it names, or None) and done (None when it names no tool)."""
+    done: int = 0
+    checkable: int = 0
+    """Steps that name a tool, so the journal can tell whether they were done."""
+    followed: bool = False
+    """Every step that names a tool was done, in the plan's order."""
+
+
 class EvalCandidate(_Payload):
     reason: str
     """"sampled" or "failed"."""
@@ -181,6 +201,9 @@ PAYLOADS: dict[str, type[_Payload]] = {
     "judge.request": JudgeRequest,
     "judge.response": JudgeResponse,
     "eval.candidate": EvalCandidate,
+    "skill.discover": SkillDiscover,
+    "plan.created": PlanCreated,
+    "plan.result": PlanResult,
 }
 
 

@@ -324,6 +324,25 @@ def _describe_judge(p: dict[str, Any]) -> Described:
     return f"judge {p.get('judge', '?')}", fields, p.get("verdict") == "fail"
 
 
+def _describe_skills(p: dict[str, Any]) -> Described:
+    skills = [s for s in p.get("skills") or [] if isinstance(s, dict)]
+    listing = "\n".join(f"{s.get('name', '?')}: {s.get('description', '')}" for s in skills) or "(none)"
+    return f"skills discovered ({len(skills)})", [("skills", clip(listing))], False
+
+
+def _describe_plan(p: dict[str, Any]) -> Described:
+    steps = [str(s) for s in p.get("steps") or []]
+    return f"plan ({len(steps)} steps)", [("steps", clip("\n".join(steps)))], False
+
+
+def _describe_plan_result(p: dict[str, Any]) -> Described:
+    rows = [s for s in p.get("steps") or [] if isinstance(s, dict)]
+    marks = {True: "done", False: "NOT DONE", None: "unchecked"}
+    listing = "\n".join(f"{marks.get(s.get('done'), '?')}: {s.get('text', '')}" for s in rows)
+    title = f"plan result: {p.get('done', 0)} of {p.get('checkable', 0)} checkable steps done"
+    return title, [("steps", clip(listing))], not p.get("followed")
+
+
 def _describe_other(p: dict[str, Any]) -> Described:
     return "event", [("payload", show(p))], False
 
@@ -337,6 +356,7 @@ _DESCRIBERS: dict[str, Any] = {
     "session.end": _describe_session_end, "agent.turn.start": _describe_turn_start,
     "agent.turn.end": _describe_turn_end, "world.snapshot": _describe_snapshot,
     "judge.request": _describe_judge, "judge.response": _describe_judge,
+    "skill.discover": _describe_skills, "plan.created": _describe_plan, "plan.result": _describe_plan_result,
 }
 
 

@@ -181,8 +181,10 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter, st
             chain = build_chain(config.providers, Wiring(writer, stash, keys))
             user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path), llm_url)
             tools = build_tools(config, stash=stash, services=services, resources=resources)
+            skills = _skills(case, config, tools)
             engine = Engine(config, writer, chain, tools, user, world, stash,
-                            session_id=writer.header.session_id, mode=settings.mode, watch=case.spec.world.watch)
+                            session_id=writer.header.session_id, mode=settings.mode, watch=case.spec.world.watch,
+                            skills=skills)
             engine.run()
             if stash is not None:
                 stash.check_complete()
@@ -193,6 +195,18 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter, st
                 chain.close()
         if grade is not None and observed.divergence is None:
             observed.judged = grade(writer, llm_url)
+
+
+def _skills(case: Case, config: Any, tools: dict[str, Any]) -> list[Any]:
+    """The case's skills, discovered live in every mode (boot events are never served)."""
+    if not config.skills:
+        return []
+    from ..agent.skills import TOOL_NAME, SkillTool, discover_skills
+
+    skills = discover_skills(case.directory / "input" / config.skills)
+    if skills:
+        tools[TOOL_NAME] = SkillTool(skills)
+    return skills
 
 
 @contextmanager

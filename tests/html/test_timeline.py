@@ -214,3 +214,18 @@ def test_small_flat_arguments_and_results_show_a_field_per_key() -> None:
     assert _fields(views[0]) == {"call id": "c1", "arguments.command": "du -sh ."}
     assert _fields(views[1]) == {"result.stdout": "12M\t.\nmore\n", "result.exit_code": "0"}  # empty stderr left out
     assert _fields(views[2]) == {"result": '{"entries": ["a", "b"]}'}
+
+
+def test_skills_and_a_plan_are_shown_with_what_was_done() -> None:
+    views = event_views([
+        _event(1, "skill.discover", {"skills": [{"name": "release-notes", "description": "Short notes."}]}),
+        _event(2, "plan.created", {"text": "...", "steps": ["[skill] load it", "[shell] read"]}),
+        _event(3, "plan.result", {"steps": [{"text": "[skill] load it", "tool": "skill", "done": True},
+                                            {"text": "[shell] read", "tool": "shell", "done": False}],
+                                  "done": 1, "checkable": 2, "followed": False}),
+    ])
+    assert [v["title"] for v in views] == ["skills discovered (1)", "plan (2 steps)",
+                                           "plan result: 1 of 2 checkable steps done"]
+    assert _fields(views[0])["skills"] == "release-notes: Short notes."
+    assert _fields(views[2])["steps"] == "done: [skill] load it\nNOT DONE: [shell] read"
+    assert [v["bad"] for v in views] == [False, False, True]

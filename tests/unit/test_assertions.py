@@ -139,3 +139,22 @@ def test_expect_raises_with_the_same_explanation() -> None:
     expect(SESSION).tool_called("shell", {"command": {"regex": "^du"}})
     with pytest.raises(AssertionError, match="calls of tool 'shell'"):
         expect(SESSION).tool_called("shell", times=3)
+
+
+def _plan(steps: list[dict[str, Any]], followed: bool) -> list[Any]:
+    checkable = [s for s in steps if s["tool"]]
+    return _events(("plan.created", {"text": "plan", "steps": [s["text"] for s in steps]}),
+                   ("plan.result", {"steps": steps, "done": sum(1 for s in checkable if s["done"]),
+                                    "checkable": len(checkable), "followed": followed}))
+
+
+def test_plan_followed() -> None:
+    done = {"text": "[shell] measure", "tool": "shell", "done": True}
+    missed = {"text": "[file] write it down", "tool": "file", "done": False}
+    prose = {"text": "[none] answer", "tool": None, "done": None}
+    assert check({"kind": "plan_followed"}, _plan([done, prose], True)).status == "passed"
+    result = check({"kind": "plan_followed"}, _plan([done, missed], False))
+    assert result.status == "failed" and "1 done, not done: [file] write it down" in result.message
+    assert check({"kind": "plan_followed", "min_done": 0.5}, _plan([done, missed], False)).status == "passed"
+    assert "made no plan" in check({"kind": "plan_followed"}).message
+    assert "names none of the agent's tools" in check({"kind": "plan_followed"}, _plan([prose], False)).message

@@ -40,8 +40,9 @@ def test_round_trip_keeps_types_order_and_payloads(tmp_path: Path) -> None:
 
 
 def test_every_event_type_has_its_own_model() -> None:
-    assert {"session.start", "io.ask.response", "llm.response", "world.snapshot", "eval.candidate"} <= set(EVENT_MODELS)
-    assert len(EVENT_MODELS) == 18
+    assert {"session.start", "io.ask.response", "llm.response", "world.snapshot", "eval.candidate",
+            "skill.discover", "plan.created", "plan.result"} <= set(EVENT_MODELS)
+    assert len(EVENT_MODELS) == 21
 
 
 def test_lines_have_the_documented_field_order(tmp_path: Path) -> None:
