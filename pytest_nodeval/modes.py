@@ -10,3 +10,7 @@ REPLAY_MODES: tuple[Mode, ...] = ("deterministic", "full")
 
 MatchLevel = Literal["strict", "default"]
 MATCH_LEVELS: tuple[MatchLevel, ...] = ("default", "strict")
+
+MAX_REPEAT = 10_000
+"""The most attempts per case a run accepts: beyond it, collection alone would take minutes
+and memory without end (a typo such as `repeat: 1000000000` must be an error, not a hang)."""

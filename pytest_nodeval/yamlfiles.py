@@ -13,9 +13,30 @@ from .errors import CaseFormatError
 M = TypeVar("M", bound=BaseModel)
 
 try:  # libyaml is many times faster; fall back to the pure-Python loader where it is missing.
-    _Loader: Any = yaml.CSafeLoader
+    _Base: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    """The safe loader, refusing a key given twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+                seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {first}; YAML would silently keep "
+                    "the last one)", key_node.start_mark)
+        return super().construct_mapping(node, deep)
 
 
 def load_yaml(path: Path) -> Any:
@@ -32,6 +53,18 @@ def load_yaml(path: Path) -> Any:
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise CaseFormatError(f"{path}{where}: invalid YAML: {problem}") from None
+
+
+def valid_regex(pattern: str) -> str:
+    """A validator's check that a regex compiles: re.error is not a ValueError, so pydantic
+    would let it escape as a traceback instead of an error naming the file and the key."""
+    import re
+
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{pattern!r} is not a valid regular expression ({exc})") from None
+    return pattern
 
 
 def load_model(model: type[M], path: Path, data: Any = None, *, optional: bool = False) -> M:

@@ -44,8 +44,8 @@ def write_case(root: Path, case_id: str, *, script: list[dict[str, Any]], inputs
     if answers:
         user["answers"] = answers
     _dump(directory / "input" / "inputs.yaml", {"user": user})
-    if assertions is not None:
-        _dump(directory / "assertions.yaml", assertions)
+    # None: none on purpose (`[]`), as a case without assertions.yaml is an error.
+    _dump(directory / "assertions.yaml", assertions if assertions is not None else [])
     if record:
         record_case(directory)
     return directory

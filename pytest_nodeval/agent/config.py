@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..yamlfiles import load_model
+from ..yamlfiles import load_model, valid_regex
 
 
 class _Strict(BaseModel):
@@ -36,6 +36,11 @@ class MockWhen(_Strict):
     """The latest user input matches this regular expression."""
     after_tool: str | None = None
     """The previous message is the result of this tool."""
+
+    @field_validator("input_matches")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        return None if value is None else valid_regex(value)
 
 
 class MockStep(_Strict):
@@ -186,13 +191,13 @@ MCP_PREFIX = "mcp:"
 
 
 class Limits(_Strict):
-    max_turns: int = Field(default=10, ge=1)
+    max_turns: int = Field(default=10, ge=1, le=10_000)
     """Agent steps (one model call and the tools it asks for) per session."""
     max_tokens: int | None = Field(default=None, ge=1)
     """Input plus output tokens per session."""
-    timeout_s: float = Field(default=120.0, gt=0)
-    """Wall time per session."""
-    tool_timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0, le=86_400)
+    """Wall time per session (at most a day)."""
+    tool_timeout_s: float = Field(default=30.0, gt=0, le=86_400)
 
 
 class EngineConfig(_Strict):

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..agent.config import EngineConfig
 from ..checks.assertions import AssertionsFile
 from ..errors import CaseFormatError
-from ..journal.reader import Journal, read_header, read_journal
+from ..journal.reader import Journal, read_golden, read_header, read_journal
+from ..modes import MAX_REPEAT
 from ..people.inputs import InputsSpec
 from ..yamlfiles import load_model, load_yaml
 from . import ASSERTIONS_FILE, CASE_FILE, CONFIG_FILE, INPUTS_FILE, JOURNAL_DIR
@@ -62,7 +63,7 @@ class CaseSpec(BaseModel):
     freshness: str | None = None
     """Warn when the journal is older than this: 30d, 12w, 6m, 1y."""
     model_baseline: str | None = None
-    repeat: int | None = Field(default=None, ge=1)
+    repeat: int | None = Field(default=None, ge=1, le=MAX_REPEAT)
     """Repeats when the command line does not say --repeat."""
     min_pass_rate: float | None = Field(default=None, ge=0, le=1)
     """With repeats, the case passes when at least this fraction of attempts pass."""
@@ -126,7 +127,7 @@ class Case:
         try:
             stat = (path / "events.jsonl").stat()
         except FileNotFoundError:
-            return read_journal(path)  # raises the clear "missing" error
+            return read_golden(path)  # raises the clear "missing" error
         return JOURNALS.get(path, stat.st_mtime_ns, stat.st_size)
 
     def stale_by(self, now: datetime | None = None) -> timedelta | None:
@@ -150,8 +151,7 @@ class CaseHead:
         assertions_path = directory / ASSERTIONS_FILE
         config = load_model(EngineConfig, config_path) if config_path.is_file() else None
         inputs = load_model(InputsSpec, inputs_path) if inputs_path.is_file() else None
-        assertions = (load_model(AssertionsFile, assertions_path, optional=True).assertions
-                      if assertions_path.is_file() else [])
+        assertions = _assertions(assertions_path)
         if config is not None and inputs is None:
             raise CaseFormatError(f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)")
         return Case(self.id, directory, self.spec, config, inputs, tuple(assertions))
@@ -159,6 +159,18 @@ class CaseHead:
     def stale_by(self, now: datetime | None = None) -> timedelta | None:
         """How far past its freshness window the journal is, if it is (reads the journal's header)."""
         return _stale_by(self.spec, self.directory / JOURNAL_DIR, now)
+
+
+def _assertions(path: Path) -> list[Any]:
+    """assertions.yaml's assertions; a case must have one, or say `[]` on purpose."""
+    if not path.is_file():
+        raise CaseFormatError(f"{path}: missing; a case needs assertions to be judged by (write `[]` in it to "
+                              "say on purpose that it has none, when the Python tests bound to it check it)")
+    data = load_yaml(path)
+    if data is None:
+        raise CaseFormatError(f"{path}: empty; list the case's assertions, or write `[]` to say on purpose "
+                              "that it has none")
+    return load_model(AssertionsFile, path, data).assertions
 
 
 def _stale_by(spec: CaseSpec, journal_dir: Path, now: datetime | None) -> timedelta | None:
@@ -202,7 +214,7 @@ class JournalCache:
             if entry is not None and entry[:2] == (mtime_ns, size):
                 self._entries.move_to_end(key)
                 return entry[2]
-        journal = read_journal(directory)
+        journal = read_golden(directory)
         with self._lock:
             self._put(key, (mtime_ns, size, journal))
         return journal

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from ..agent.config import ProviderSpec
+from ..yamlfiles import valid_regex
 
 _OPERATORS = frozenset({"regex", "contains", "one_of", "gt", "gte", "lt", "lte", "exists"})
 _ABSENT = object()
@@ -75,11 +76,38 @@ def _path(data: Any, path: str) -> Any:
 # -- the assertion kinds ------------------------------------------------------------------
 
 
+def _compile(pattern: Any, where: str) -> None:
+    if not isinstance(pattern, str):
+        raise ValueError(f"{where}: a regex must be a string, got {pattern!r}")
+    try:
+        valid_regex(pattern)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _check_regexes(value: Any, where: str) -> None:
+    """Compile every `{regex: ...}` operator in args/where trees now, so a bad one fails at load."""
+    if isinstance(value, dict):
+        if value and set(value) <= _OPERATORS and "regex" in value:
+            _compile(value["regex"], f"{where}.regex" if where else "regex")
+        for key, item in value.items():
+            _check_regexes(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_regexes(item, f"{where}.{index}" if where else str(index))
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None
     """Shown in reports instead of the generated description."""
+
+    @model_validator(mode="after")
+    def _regexes_compile(self) -> Any:
+        for field in ("args", "where"):
+            _check_regexes(getattr(self, field, None), field)
+        return self
 
 
 class EventPattern(BaseModel):
@@ -87,6 +115,12 @@ class EventPattern(BaseModel):
 
     type: str
     where: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("where")
+    @classmethod
+    def _regexes_compile(cls, where: dict[str, Any]) -> dict[str, Any]:
+        _check_regexes(where, "where")
+        return where
 
 
 class EventPresent(_Spec):
@@ -152,7 +186,7 @@ class OutputMatches(_Spec):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        re.compile(value)
+        _compile(value, "regex")
         return value
 
 

@@ -36,8 +36,29 @@ class Journal(BaseModel):
         return [e for e in self.events if e.type in types]
 
 
-def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None) -> Journal:
-    """Parse a journal directory once; raise JournalError naming the file for what is unusable."""
+def read_golden(directory: Path) -> Journal:
+    """A case's golden journal: what replay serves, so it must be whole.
+
+    An observed journal may end torn after a crash (read_journal warns and keeps what came
+    before); a golden one that is empty, torn or has no session.end is an error, because a
+    replay of it would pass or fail on a recording nobody made.
+    """
+    journal = read_journal(directory, whole=True)
+    path = directory / EVENTS_FILE
+    if not journal.events:
+        raise JournalError(f"{path}: no events (an empty golden journal); re-record it with "
+                           f"`nodeval record {directory.parent}`")
+    if not any(e.type == "session.end" for e in journal.events):
+        raise JournalError(f"{path}: no session.end after seq {journal.events[-1].seq} (the recording was cut "
+                           f"off); re-record it with `nodeval record {directory.parent}`")
+    return journal
+
+
+def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None, whole: bool = False) -> Journal:
+    """Parse a journal directory once; raise JournalError naming the file for what is unusable.
+
+    whole: a torn last line is an error too (a golden journal), not a warning.
+    """
     warn = warn or _warn
     header = read_header(directory)
     path = directory / EVENTS_FILE
@@ -56,6 +77,9 @@ def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None) 
         try:
             event = EVENT_ADAPTER.validate_json(line)
         except ValidationError as exc:
+            if last and torn_tail and whole:
+                raise JournalError(f"{path}:{number}: torn last line (the recording was cut off after "
+                                   f"{len(events)} events); re-record it with `nodeval record {directory.parent}`")
             if last and torn_tail:
                 problems.append(f"{path}:{number}: torn last line ignored (the session was cut off); "
                                 f"the {len(events)} events before it are used")

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..agent.config import ProviderSpec
-from ..yamlfiles import load_model
+from ..yamlfiles import load_model, valid_regex
 
 
 class _Strict(BaseModel):
@@ -22,6 +22,11 @@ class ScriptedAnswer(_Strict):
     text: str
     when: str | None = None
     """A regular expression on the agent's question; answers without one are used in order."""
+
+    @field_validator("when")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        return None if value is None else valid_regex(value)
 
 
 class ScriptedUserSpec(_Strict):

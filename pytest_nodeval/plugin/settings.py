@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ..modes import MATCH_LEVELS, MODES, MatchLevel, Mode
+from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, MatchLevel, Mode
 
 WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
 PROFILE_KEYS = ("mode", "repeat", "match", "world")
@@ -97,8 +97,8 @@ def _validate(key: str, raw: Any, source: str) -> Any:
             value = int(raw)
         except (TypeError, ValueError):
             value = 0
-        if value < 1:
-            raise pytest.UsageError(f"repeat from {source} must be a positive integer, got {raw!r}")
+        if not 1 <= value <= MAX_REPEAT:
+            raise pytest.UsageError(f"repeat from {source} must be an integer from 1 to {MAX_REPEAT}, got {raw!r}")
         return value
     return raw
 

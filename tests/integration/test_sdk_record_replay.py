@@ -29,6 +29,7 @@ def _agent_case(root: Path, case_id: str) -> Path:
     directory = root / case_id
     (directory / "input").mkdir(parents=True)
     (directory / "case.yaml").write_text(f"id: {case_id}\n")
+    (directory / "assertions.yaml").write_text("[]\n")  # none on purpose: the tests check it
     (directory / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["Where is A-1042?"]}}))
     return directory
 

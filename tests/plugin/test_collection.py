@@ -113,7 +113,7 @@ def test_bad_profile_value_names_its_source(nodeval_project: pytest.Pytester) ->
 def test_bad_ini_repeat_names_the_ini_file(nodeval_project: pytest.Pytester) -> None:
     nodeval_project.makeini(PROJECT_INI + "nodeval_repeat = 0\n")
     result = nodeval_project.runpytest()
-    result.stderr.fnmatch_lines(["*repeat from *tox.ini must be a positive integer, got '0'*"])
+    result.stderr.fnmatch_lines(["*repeat from *tox.ini must be an integer from 1 to 10000, got '0'*"])
 
 
 def test_record_mode_refuses_repeats(nodeval_project: pytest.Pytester) -> None:

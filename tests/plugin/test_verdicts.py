@@ -62,6 +62,7 @@ def _own_agent_case(project: pytest.Pytester) -> Path:
     case_dir = project.path / "scenarios" / "orders"
     (case_dir / "input").mkdir(parents=True)
     (case_dir / "case.yaml").write_text("id: orders\n")
+    (case_dir / "assertions.yaml").write_text("[]\n")  # none on purpose: the tests check it
     (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["where?"]}}))
     (project.path / "scenarios" / "test_orders.py").write_text(OWN_AGENT.format(order="A-1"))
     recorded = project.runpytest("scenarios/test_orders.py::test_only_runs", "--nodeval-mode", "record")
@@ -226,6 +227,7 @@ def test_an_own_agent_without_a_key_is_an_infrastructure_error(nodeval_project: 
     case_dir = nodeval_project.path / "scenarios" / "hello"
     (case_dir / "input").mkdir(parents=True)
     (case_dir / "case.yaml").write_text("id: hello\n")
+    (case_dir / "assertions.yaml").write_text("[]\n")  # none on purpose: the tests check it
     (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["hi"]}}))
     (nodeval_project.path / "scenarios" / "test_own.py").write_text("""
 import pytest
