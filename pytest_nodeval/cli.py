@@ -1,7 +1,9 @@
 """The `nodeval` command. Each subcommand lives in the module of its concept and loads lazily.
 
 A subcommand is `add_arguments(parser)` + `run(args) -> int` in its module; this file
-only maps names to them. User mistakes (NodevalError) print one line on stderr and exit 2.
+only maps names to them. A problem prints one line on stderr and exits with pytest's status
+for it: 4 for a usage error (a bad argument, a missing or invalid file), 7 for the machine's
+(infrastructure: no Docker engine, no key, a provider down).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 # name -> (module, one-line help). Keep sorted.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -27,12 +29,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("pytest_nodeval.commands.report", "Render a run's report.html again from its report.json."),
 }
 
-EXIT_USAGE = 2
+EXIT_USAGE = 4
+"""pytest's ExitCode.USAGE_ERROR: the same problem exits the same from `pytest` and `nodeval`."""
+EXIT_INFRA = 7
+"""The plugin's EXIT_INFRA_ERROR (report/models.py)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse's own status would be 2
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nodeval", description="pytest-nodeval: agent evaluations as pytest tests.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = _Parser(prog="nodeval", description="pytest-nodeval: agent evaluations as pytest tests.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in sorted(COMMANDS.items()):
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(_module=module)
@@ -52,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(importlib.import_module(args._module).run(args))
     except NodevalError as exc:
         print(f"nodeval {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_INFRA if exc.infrastructure else EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

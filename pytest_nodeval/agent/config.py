@@ -219,6 +219,14 @@ class EngineConfig(_Strict):
     """Have the model write a numbered plan before it acts; the journal records it
     (`plan.created`) and which of its steps were done (`plan.result`)."""
 
+    def offered_tools(self) -> set[str] | None:
+        """The tool names the engine offers the model, or None when outside services (Composio,
+        MCP) name their own tools at run time."""
+        names = {t.name for t in self.tools}
+        if any(n.startswith((COMPOSIO_PREFIX, MCP_PREFIX)) for n in names):
+            return None
+        return names | ({"skill"} if self.skills else set())
+
     @field_validator("tools", mode="before")
     @classmethod
     def _names_as_specs(cls, tools: Any) -> Any:

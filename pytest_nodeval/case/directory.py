@@ -128,7 +128,9 @@ class Case:
             stat = (path / "events.jsonl").stat()
         except FileNotFoundError:
             return read_golden(path)  # raises the clear "missing" error
-        return JOURNALS.get(path, stat.st_mtime_ns, stat.st_size)
+        journal = JOURNALS.get(path, stat.st_mtime_ns, stat.st_size)
+        _check_journal_tools(journal, self.config)
+        return journal
 
     def stale_by(self, now: datetime | None = None) -> timedelta | None:
         """How far past its freshness window the journal is, if it is."""
@@ -154,11 +156,37 @@ class CaseHead:
         assertions = _assertions(assertions_path)
         if config is not None and inputs is None:
             raise CaseFormatError(f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)")
+        if config is not None:
+            _check_assertion_tools(assertions_path, assertions, config.offered_tools())
         return Case(self.id, directory, self.spec, config, inputs, tuple(assertions))
 
     def stale_by(self, now: datetime | None = None) -> timedelta | None:
         """How far past its freshness window the journal is, if it is (reads the journal's header)."""
         return _stale_by(self.spec, self.directory / JOURNAL_DIR, now)
+
+
+def _check_assertion_tools(path: Path, assertions: list[Any], offered: set[str] | None) -> None:
+    """An assertion about a tool the agent does not have is a typo, not a check."""
+    if offered is None:
+        return
+    for index, spec in enumerate(assertions):
+        tool = getattr(spec, "tool", None)
+        if isinstance(tool, str) and tool not in offered:
+            raise CaseFormatError(f"{path}: {index}.tool: {spec.kind} names tool {tool!r}, which input/config.yaml "
+                                  f"does not offer (tools: {', '.join(sorted(offered)) or 'none'})")
+
+
+def _check_journal_tools(journal: Journal, config: EngineConfig | None) -> None:
+    """A golden journal calling a tool the config lacks would replay a session this agent cannot have."""
+    offered = config.offered_tools() if config is not None else None
+    if offered is None:
+        return
+    for event in journal.events:
+        if event.type == "tool.call" and event.payload.tool not in offered:
+            raise CaseFormatError(
+                f"{journal.directory / 'events.jsonl'}: seq {event.seq} calls tool {event.payload.tool!r}, which "
+                f"input/config.yaml does not offer (tools: {', '.join(sorted(offered)) or 'none'}); re-record the "
+                "journal, or add the tool to the config")
 
 
 def _assertions(path: Path) -> list[Any]:

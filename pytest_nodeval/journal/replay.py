@@ -83,6 +83,9 @@ class ReplayStash:
         self._tools: dict[str, tuple[Any, Any]] = {}
         self._asks: dict[str, Any] = {}
         self.stopped: ReplayDivergence | None = None
+        self.path = journal.directory / "events.jsonl"
+        self._served_llm: dict[str, int] = {}
+        """The seq of the last recorded response served per provider (named in a divergence)."""
         self._seed(journal.events, journal.raw_payloads)
 
     def _seed(self, events: list[Any], raw_payloads: dict[int, bytes]) -> None:
@@ -150,6 +153,7 @@ class ReplayStash:
                 or recorded.path != path):
             return None
         queue.popleft()
+        self._served_llm[provider] = head.response_event.seq
         journal.emit_recorded(head.request_event, raw_payload=head.raw_request)
         return journal.emit_recorded(head.response_event, raw_payload=head.raw_response).payload_dict()  # type: ignore[no-any-return]
 
@@ -169,9 +173,11 @@ class ReplayStash:
             for exchange in list(queue)[1:]:
                 if exchange.request_event.payload.body == request.get("body"):
                     queue.remove(exchange)
+                    self._served_llm[provider] = exchange.response_event.seq
                     return exchange
             self._stop(self._request_diff(head, request))
         queue.popleft()
+        self._served_llm[provider] = head.response_event.seq
         return head
 
     def tool_result(self, tool: str, call_id: str, args: Any) -> dict[str, Any]:
@@ -247,13 +253,16 @@ class ReplayStash:
                 f"the request differs from the recording:\n" + _json_diff(expected, actual))
 
     def _extra_call_message(self, provider: str, request: dict[str, Any]) -> str:
-        return (f"the agent made an LLM call to '{provider}' that the journal does not have "
+        last = self._served_llm.get(provider)
+        where = (f"after its last recorded response to '{provider}' (seq {last})" if last is not None
+                 else f"which has no call to '{provider}'")
+        return (f"the agent made an LLM call to '{provider}' that the journal does not have, {where} "
                 f"(recorded providers with calls left: {', '.join(k for k, q in self._llm.items() if q) or 'none'}); "
                 f"request body starts {_short(request.get('body'), 160)}")
 
     def _stop(self, detail: str) -> NoReturn:
         self.stopped = ReplayDivergence(
-            f"replay of '{self.case}' diverged from its journal: {detail}\n"
+            f"replay of '{self.case}' diverged from its journal ({self.path}): {detail}\n"
             f"If the change is intended, re-record the journal: nodeval record {self.case}"
         )
         raise ReplayStopped(self.stopped)

@@ -48,6 +48,7 @@ class Controller:
         self.diff: Any = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._check_baseline()
         if self.settings.mode in ("live", "record") and self.settings.world in ("auto", "docker"):
             self._clean_stale_worlds()
 
@@ -136,6 +137,20 @@ class Controller:
         self._write(report)
         if self.settings.update_baseline:
             self._bless(report)
+
+    def _check_baseline(self) -> None:
+        """A baseline that cannot be read is a usage error now, not after the whole run."""
+        from ..errors import NodevalError
+        from ..report.baseline import load
+
+        path = self.settings.baseline
+        if path is None or (not path.exists() and not self.settings.baseline_from_cli):
+            return  # nodeval_baseline naming a file not blessed yet: the run says how to make one
+        try:
+            load(path)
+        except NodevalError as exc:
+            source = "--nodeval-baseline" if self.settings.baseline_from_cli else "nodeval_baseline"
+            raise pytest.UsageError(f"{source}: {exc}") from None
 
     def _gate(self, report: RunReport, session: pytest.Session) -> None:
         """Compare with the baseline; a FAIL gives its own exit status when the tests passed."""

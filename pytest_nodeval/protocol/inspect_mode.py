@@ -56,8 +56,8 @@ EXIT_CODES: dict[str, int] = {
     "internal_error": 17,
 }
 """Exit status of the command per outcome. 1 alone means "the agent ran and did not
-succeed"; protocol and infrastructure errors have codes of their own (2 stays argparse's
-"bad command line", which happens before any JSON is read)."""
+succeed"; protocol and infrastructure errors have codes of their own (4, a usage error as
+for pytest, stays the "bad command line", which happens before any JSON is read)."""
 
 InspectMode = Literal["live", "deterministic", "record"]
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"

@@ -63,7 +63,7 @@ def test_nodeval_report_finds_the_project_from_the_run_directory(run_dir: Path, 
 
 
 def test_nodeval_report_says_when_there_is_no_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", str(tmp_path)]) == 2
+    assert main(["report", str(tmp_path)]) == 4
     assert capsys.readouterr().err == f"nodeval report: {tmp_path}: not a run directory (no report.json)\n"
 
 

@@ -46,12 +46,12 @@ def test_a_closed_stdin_is_an_empty_request(tmp_path: Path) -> None:
     assert response.error is not None and "empty" in response.error.message
 
 
-def test_a_bad_command_line_exits_2_without_json() -> None:
+def test_a_bad_command_line_exits_4_without_json() -> None:
     result = subprocess.run([*CLI, "inspect-mode", "--no-such-option"], input=b"{}", capture_output=True,
                             timeout=COMMAND_TIMEOUT_S)
-    assert result.returncode == 2 and result.stdout == b""
+    assert result.returncode == 4 and result.stdout == b""
     result = subprocess.run([*CLI, "eval"], input=b"{}", capture_output=True, timeout=COMMAND_TIMEOUT_S)
-    assert result.returncode == 2 and b"--inspect-mode" in result.stderr
+    assert result.returncode == 4 and b"--inspect-mode" in result.stderr
 
 
 def test_the_deadline_stops_the_session_and_its_commands(tmp_path: Path) -> None:

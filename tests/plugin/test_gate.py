@@ -69,19 +69,21 @@ def test_an_unchanged_rerun_passes_the_gate(project: pytest.Pytester) -> None:
     assert report.gate is not None and report.gate["breached"] == [] and report.gate["verdict"] == "OK"
 
 
-def test_a_missing_baseline_is_an_error_naming_it(project: pytest.Pytester) -> None:
-    result, _ = _run(project, "--nodeval-baseline=reports/nope.json")
+def test_a_missing_baseline_is_an_error_naming_it_before_anything_runs(project: pytest.Pytester) -> None:
+    result = project.runpytest("--nodeval-baseline=reports/nope.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*the baseline gate could not run: *reports/nope.json: no such report or run directory*"])
+    result.stderr.fnmatch_lines(["ERROR: --nodeval-baseline: *reports/nope.json: no such report or run directory*"])
+    assert "passed" not in result.stdout.str() and not (project.path / "reports" / "latest").exists()
 
 
 def test_a_corrupt_baseline_is_an_error_naming_it(project: pytest.Pytester) -> None:
     bad = project.path / "reports" / "bad.json"
     bad.parent.mkdir(parents=True)
     bad.write_text('{"schema_version": "1", "run_id": 3')
-    result, _ = _run(project, "--nodeval-baseline=reports/bad.json")
+    result = project.runpytest("--nodeval-baseline=reports/bad.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*reports/bad.json: not a valid report.json (schema_version 1)*"])
+    result.stderr.fnmatch_lines(["*reports/bad.json: not a valid report.json (schema_version 1)*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 def test_new_and_missing_cases_are_listed(project: pytest.Pytester) -> None:
@@ -119,7 +121,7 @@ def test_the_command_line_compares_and_blesses(project: pytest.Pytester) -> None
     assert compared.returncode == 0 and "nodeval gate: OK" in compared.stdout
     assert json.loads((run_dir / "diff.json").read_text())["verdict"] == "OK"
     listing = subprocess.run([*nodeval, "baseline", "--against", "reports"], cwd=project.path, capture_output=True, text=True)
-    assert listing.returncode == 2 and "holds" in listing.stderr and "name one of them" in listing.stderr
+    assert listing.returncode == 4 and "holds" in listing.stderr and "name one of them" in listing.stderr
 
 
 def test_history_keeps_every_run(project: pytest.Pytester) -> None:

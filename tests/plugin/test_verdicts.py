@@ -76,7 +76,7 @@ def test_an_own_agent_that_diverges_fails_whatever_the_test_does_after_run(nodev
     (nodeval_project.path / "scenarios" / "test_orders.py").write_text(OWN_AGENT.format(order="B-2"))
     result = nodeval_project.runpytest("scenarios/test_orders.py")
     result.assert_outcomes(failed=3)
-    result.stdout.fnmatch_lines(["*replay of *orders* diverged from its journal: at seq 4 (tool.call lookup-1):*", "*at args.order_id: recorded *A-1*, now *B-2*", "*re-record the journal: nodeval record *orders*"])
+    result.stdout.fnmatch_lines(["*replay of *orders* diverged from its journal (*orders/journal/events.jsonl): at seq 4 (tool.call lookup-1):*", "*at args.order_id: recorded *A-1*, now *B-2*", "*re-record the journal: nodeval record *orders*"])
     assert "observed 0" not in result.stdout.str()
     result.stdout.fnmatch_lines(["orders * 0/1 * failed (1 diverged)", "*1 of the failures diverged from their journal*"])
     attempts = _report(nodeval_project).case("orders").attempts

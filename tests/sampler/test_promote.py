@@ -86,7 +86,7 @@ def test_promoting_onto_an_existing_id_fails_clearly(
     (cases / "disk-usage" / "assertions.yaml").write_text("- kind: no_errors\n")  # a person's edits
     capsys.readouterr()
 
-    assert main(["promote", str(disk_sample), "--id", "disk-usage", "--cases-dir", str(cases)]) == 2
+    assert main(["promote", str(disk_sample), "--id", "disk-usage", "--cases-dir", str(cases)]) == 4
     assert capsys.readouterr().err == (
         f"nodeval promote: {cases / 'disk-usage'} already exists; promote never overwrites a case. "
         "Choose another --id, or pass --force to replace it\n")
@@ -111,7 +111,7 @@ def test_an_id_used_by_another_case_directory_is_refused(tmp_path: Path, disk_sa
 ])
 def test_an_invalid_id_is_refused_with_the_case_yaml_rule(
         tmp_path: Path, disk_sample: Path, capsys: pytest.CaptureFixture[str], case_id: str, rule: str) -> None:
-    assert main(["promote", str(disk_sample), "--id", case_id, "--cases-dir", str(tmp_path / "scenarios")]) == 2
+    assert main(["promote", str(disk_sample), "--id", case_id, "--cases-dir", str(tmp_path / "scenarios")]) == 4
     err = capsys.readouterr().err
     assert f"--id {case_id!r} is not a valid case id: it {rule}" in err
     assert not (tmp_path / "scenarios").exists()
@@ -140,7 +140,7 @@ def test_a_sample_can_be_named_by_its_id(
     code = main(["promote", disk_sample.name, "--id", "by-id", "--samples-dir", str(disk_sample.parent),
                  "--cases-dir", str(tmp_path / "scenarios")])
     assert code == 0 and (tmp_path / "scenarios" / "by-id" / "case.yaml").is_file()
-    assert main(["promote", "no-such-sample", "--id", "x", "--samples-dir", str(disk_sample.parent)]) == 2
+    assert main(["promote", "no-such-sample", "--id", "x", "--samples-dir", str(disk_sample.parent)]) == 4
     assert "no-such-sample: no such sample directory" in capsys.readouterr().err
 
 
