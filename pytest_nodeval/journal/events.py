@@ -247,7 +247,8 @@ class UnknownEvent(_EventBase):
 
 def _tag(value: Any) -> str:
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in EVENT_MODELS else "unknown"
+    # Not a string (a list, say): "unknown", whose model then says what is wrong with it.
+    return kind if isinstance(kind, str) and kind in EVENT_MODELS else "unknown"
 
 
 Event = Annotated[

@@ -99,7 +99,8 @@ class Attempt:
             except NodevalError as exc:
                 if exc.infrastructure:
                     self.infra_cause = str(exc)
-                pytest.fail(str(exc), pytrace=False)
+                # from None: the message once, not again as "During handling of the above exception"
+                raise pytest.fail.Exception(str(exc), pytrace=False) from None
             if reusable and self.checks_here > 1:
                 self.shared[key] = [self.observed, self.checks_here - 1]
         if self.observed.divergence:

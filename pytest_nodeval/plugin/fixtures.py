@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import pytest
 
@@ -172,8 +172,8 @@ def _serve_fake(request: pytest.FixtureRequest, kind: str) -> Iterator[Any]:
             running.pop(kind, None)
 
 
-def _fail(request: pytest.FixtureRequest, exc: Exception) -> None:
+def _fail(request: pytest.FixtureRequest, exc: Exception) -> NoReturn:
     """Fail the test on a NodevalError, marking it an infrastructure error when the machine is at fault."""
     if getattr(exc, "infrastructure", False):
         request.node.stash[infra_key] = str(exc)
-    pytest.fail(str(exc), pytrace=False)
+    raise pytest.fail.Exception(str(exc), pytrace=False) from None  # the message once, unchained
