@@ -62,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(importlib.import_module(args._module).run(args))
     except NodevalError as exc:
-        print(f"nodeval {args.command}: {exc}", file=sys.stderr)
+        from .text import printable
+
+        print(printable(f"nodeval {args.command}: {exc}"), file=sys.stderr)
         return EXIT_INFRA if exc.infrastructure else EXIT_USAGE
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 from typing import Any
 
+from ..text import printable
 from .assertions import ASSERTION, AssertionResult, Evidence, evaluate
 
 # Where expect()'s results are listed besides being raised: the running attempt's results,
@@ -55,7 +56,7 @@ class Expect:
         result = evaluate(ASSERTION.validate_python(spec), self._evidence)
         note_results([result])
         if result.status == "failed":
-            raise AssertionError(f"{result.description}\n{result.message}")
+            raise AssertionError(printable(f"{result.description}\n{result.message}"))
         return result
 
     def _kind(self, kind: str, **fields: Any) -> AssertionResult:

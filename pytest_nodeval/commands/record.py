@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NodevalError
+from ..text import printable
 
 SCRIPT = Path("_record") / "record.py"
 PROJECT_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -55,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
         outcome = _record(directory, args)
         if outcome.recorded:
             outcome = Outcome(directory, True, outcome.detail, _change(before, _shape(directory / "journal")))
-            print(f"recorded {directory / 'journal'}: {outcome.detail} ({outcome.change})")
+            print(printable(f"recorded {directory / 'journal'}: {outcome.detail} ({outcome.change})"))
         else:
-            print(f"not recorded {directory}: {outcome.detail}", file=sys.stderr)
+            print(printable(f"not recorded {directory}: {outcome.detail}"), file=sys.stderr)
         outcomes.append(outcome)
     if len(outcomes) > 1:
         print(_summary(outcomes))
@@ -228,10 +229,10 @@ def _project_root(directory: Path) -> Path:
 
 
 def _tail(text: str, lines: int = 3) -> str:
+    from ..text import printable
+
     kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    joined = " | ".join(kept)
-    # A script's or a server's output must not drive the user's terminal (escape codes, bidi).
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in joined) or "(no output)"
+    return printable(" | ".join(kept)) or "(no output)"
 
 
 def _shape(journal: Path) -> tuple[str, ...] | None:

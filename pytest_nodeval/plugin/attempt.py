@@ -18,6 +18,7 @@ from ..checks.expect import collect_results, stop_collecting
 from ..errors import NodevalError
 from ..report.models import AssertionRecord, AttemptRecord, CaseMeta
 from ..runner.session import AttemptSettings, Observed, run_agent_case, run_case
+from ..text import printable
 from .collect import CaseRef
 from .settings import Settings
 
@@ -100,15 +101,15 @@ class Attempt:
                 if exc.infrastructure:
                     self.infra_cause = str(exc)
                 # from None: the message once, not again as "During handling of the above exception"
-                raise pytest.fail.Exception(str(exc), pytrace=False) from None
+                raise pytest.fail.Exception(printable(str(exc)), pytrace=False) from None
             if reusable and self.checks_here > 1:
                 self.shared[key] = [self.observed, self.checks_here - 1]
         if self.observed.divergence:
-            pytest.fail(self.observed.divergence, pytrace=False)
+            pytest.fail(printable(self.observed.divergence), pytrace=False)
         end = self.observed.end
         if end is not None and end.infra:  # a provider or key failed: nothing to judge
             self.infra_cause = str(end.reason)
-            pytest.fail(f"infrastructure error, not the agent's: {self.infra_cause}", pytrace=False)
+            pytest.fail(printable(f"infrastructure error, not the agent's: {self.infra_cause}"), pytrace=False)
         return self.observed
 
     @property
@@ -135,7 +136,7 @@ class Attempt:
         self.results += evaluate_all(self.case.assertions, observed.evidence)
         problems = self.problems()
         if problems:
-            pytest.fail(self.explain(problems), pytrace=False)
+            pytest.fail(printable(self.explain(problems)), pytrace=False)
 
     def problems(self) -> list[str]:
         found = []

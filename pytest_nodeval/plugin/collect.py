@@ -160,7 +160,9 @@ def load_case_cached(config: pytest.Config, directory: Path) -> Case:
             return case
         except NodevalError as exc:
             state.broken[key] = str(exc)
-    pytest.fail(state.broken[key], pytrace=False)
+    from ..text import printable
+
+    pytest.fail(printable(state.broken[key]), pytrace=False)
 
 
 def case_for(metafunc: pytest.Metafunc) -> CaseHead:

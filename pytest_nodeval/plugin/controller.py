@@ -283,6 +283,7 @@ class Controller:
         if self.report is None:
             return
         from ..report.terminal import summary_lines
+        from ..text import printable
 
         terminalreporter.section("nodeval")
         if self.cleaned:
@@ -295,9 +296,9 @@ class Controller:
             for line in format_diff_table(self.diff):
                 terminalreporter.line(line, red=bool(self.diff.breached))
         for note in self.notes:
-            terminalreporter.line(f"nodeval: {note}")
+            terminalreporter.line(printable(f"nodeval: {note}"))
         if self.problem:
-            terminalreporter.line(f"nodeval: {self.problem}", red=True)
+            terminalreporter.line(printable(f"nodeval: {self.problem}"), red=True)
         elif self.report_path is not None:
             html = f", {self.html_path.name}" if self.html_path is not None else ""
             terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}{html}")

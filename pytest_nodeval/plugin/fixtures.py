@@ -176,4 +176,6 @@ def _fail(request: pytest.FixtureRequest, exc: Exception) -> NoReturn:
     """Fail the test on a NodevalError, marking it an infrastructure error when the machine is at fault."""
     if getattr(exc, "infrastructure", False):
         request.node.stash[infra_key] = str(exc)
-    raise pytest.fail.Exception(str(exc), pytrace=False) from None  # the message once, unchained
+    from ..text import printable
+
+    raise pytest.fail.Exception(printable(str(exc)), pytrace=False) from None  # the message once, unchained

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..stats.gate_models import CaseDiff, Diff, Movement, Verdict
+from ..text import printable
 
 if TYPE_CHECKING:
     from .models import CaseReport, RunReport
@@ -22,6 +23,10 @@ _CASE_WIDTH = 22
 
 def format_diff_table(diff: Diff, max_rows: int = 20) -> list[str]:
     """Plain-text lines: gate verdicts, then the cases that moved, regressions first."""
+    return [printable(line) for line in _diff_lines(diff, max_rows)]
+
+
+def _diff_lines(diff: Diff, max_rows: int) -> list[str]:
     breached = f" (breached: {', '.join(diff.breached)})" if diff.breached else ""
     lines = [f"nodeval gate: {diff.verdict}{breached}"]
     for note in diff.notes:  # e.g. runs of different modes: the reader must see it first
@@ -171,6 +176,11 @@ def totals_line(report: RunReport) -> str:
 
 
 def summary_lines(report: RunReport, verbosity: int = 0) -> list[str]:
+    """The run summary for the terminal and summary.txt, control characters escaped (text.py)."""
+    return [printable(line) for line in _summary_lines(report, verbosity)]
+
+
+def _summary_lines(report: RunReport, verbosity: int) -> list[str]:
     lines = []
     if verbosity >= 0:
         lines += case_lines(report, limit=None if verbosity > 0 else 50)

@@ -196,3 +196,15 @@ def test_report_json_sums_the_run_up_by_case(nodeval_project: pytest.Pytester,
         "cases": 3, "passed": 1, "failed": 1, "infra": 1, "errors": 0, "skipped": 0, "not_run": 0,
         "pass_rate": 0.5}, "the infrastructure error's case is in no pass rate"
     assert report.summary.duration_s == report.duration_s > 0
+
+
+def test_hostile_text_reaches_the_terminal_and_summary_escaped(nodeval_project: pytest.Pytester) -> None:
+    write_case(nodeval_project.path / "scenarios", "hostile", script=[{"text": "done \x1b[2J\x1b[31m"}], inputs=["hi"],
+               assertions=[{"kind": "output_contains", "text": "bye", "name": "looks \u202eright"}])
+    result = nodeval_project.runpytest()
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "\x1b" not in output and "\u202e" not in output
+    assert "done \\x1b[2J\\x1b[31m" in output and "looks \\u202eright" in output
+    summary = (nodeval_project.path / "reports" / "latest" / "summary.txt").read_text()
+    assert "\x1b" not in summary and "\u202e" not in summary

@@ -21,7 +21,7 @@ ENTRY_MODULE = "pytest_nodeval.plugin"
 # layer do not know each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_nodeval",),  # the root __init__: __version__ and the table of lazily imported public names
-    ("errors", "modes"),
+    ("errors", "modes", "text"),
     ("yamlfiles",),
     ("journal", "world", "stats"),
     ("agent",),
