@@ -24,6 +24,7 @@ from ..agent.config import EngineConfig
 from ..checks.assertions import AssertionsFile
 from ..errors import CaseFormatError
 from ..journal.reader import Journal, read_golden, read_header, read_journal
+from ..journal.writer import recover_journal
 from ..modes import MAX_REPEAT
 from ..people.inputs import InputsSpec
 from ..yamlfiles import load_model, load_yaml
@@ -127,7 +128,9 @@ class Case:
         try:
             stat = (path / "events.jsonl").stat()
         except FileNotFoundError:
-            return read_golden(path)  # raises the clear "missing" error
+            if not recover_journal(path):  # a recording's install that a killed process left half done
+                return read_golden(path)  # raises the clear "missing" error
+            stat = (path / "events.jsonl").stat()
         journal = JOURNALS.get(path, stat.st_mtime_ns, stat.st_size)
         _check_journal_tools(journal, self.config)
         return journal

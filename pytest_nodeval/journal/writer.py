@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import IO, Any
 
@@ -171,3 +172,72 @@ def write_atomic(path: Path, text: str, *, durable: bool = True) -> None:
         if durable:
             os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def install_journal(source: Path, target: Path) -> None:
+    """Replace a case's journal directory with a freshly recorded one, never leaving it torn.
+
+    The new journal is copied (and synced) beside the old one, the old one renamed aside,
+    the new one renamed into place, the old one removed. A process killed between the two
+    renames leaves no `journal/` but a complete `.journal.old-*`: `recover_journal` (run by
+    the next install and by every golden-journal read) puts it back.
+    """
+    recover_journal(target)
+    staging = target.with_name(f".journal.new-{os.getpid()}")
+    old = target.with_name(f".journal.old-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    _sync_tree(staging)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(staging, target)
+    _sync_dir(target.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_journal(target: Path) -> bool:
+    """Undo an install a killed process left half done; True when a journal was put back.
+
+    With `journal/` in place, leftovers of killed installs are only removed. Without it, the
+    newest `.journal.old-*` (the journal as it was before the install) becomes `journal/`
+    again: the recording that was being installed is dropped, never half used.
+    """
+    if not target.parent.is_dir():
+        return False
+    leftovers = sorted(target.parent.glob(".journal.old-*"), key=lambda p: p.stat().st_mtime_ns)
+    restored = False
+    if not target.exists() and leftovers:
+        os.replace(leftovers.pop(), target)
+        restored = True
+    for stale in [*leftovers, *target.parent.glob(".journal.new-*")]:
+        if not _owned_by_live_process(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    return restored
+
+
+def _owned_by_live_process(path: Path) -> bool:
+    pid = path.name.rpartition("-")[2]
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sync_tree(directory: Path) -> None:
+    for path in directory.iterdir():
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+    _sync_dir(directory)
+
+
+def _sync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

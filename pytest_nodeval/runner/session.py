@@ -10,7 +10,6 @@ Whatever the mode, the attempt writes its own observed journal; assertions read 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from ..checks.assertions import Evidence
 from ..errors import NodevalError
 from ..journal.events import EngineInfo, JournalHeader, new_session_id, now_iso
 from ..journal.replay import ReplayStash, ReplayStopped
-from ..journal.writer import JournalWriter
+from ..journal.writer import JournalWriter, install_journal
 from ..modes import REPLAY_MODES, MatchLevel, Mode
 
 WORLD_TOOLS = frozenset({"shell", "file", "code_exec"})
@@ -318,16 +317,3 @@ def _open_world(case: Case, settings: AttemptSettings) -> Any:
 
     return open_world(settings.world_backend, run_id=settings.run_id, seed_dir=case.directory / "input" / "world",
                       network=case.spec.world.network, lock_dir=settings.work_dir)
-
-
-def install_journal(source: Path, target: Path) -> None:
-    """Replace a case's journal with a freshly recorded one, never leaving it half-written."""
-    staging = target.with_name(f".journal.new-{os.getpid()}")
-    old = target.with_name(f".journal.old-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging)
-    if target.exists():
-        os.replace(target, old)
-    os.replace(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
-
