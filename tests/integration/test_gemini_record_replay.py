@@ -159,3 +159,22 @@ def test_the_reference_engine_records_and_replays_through_gemini(stream: bool, t
     assert replayed.metrics()["llm_calls"] == 2 and replayed.metrics()["tool_calls"] == 1
     assert GEMINI_KEY not in (case_dir / "journal" / "events.jsonl").read_text()
     assert not os.environ.get("GEMINI_API_KEY")
+
+
+SEED = Path(__file__).parents[2] / "scenarios" / "gemini-changelog"
+
+
+def test_the_gemini_seed_scenario_runs_live_against_the_fake(tmp_path: Path) -> None:
+    live = run_case(load_case(SEED), AttemptSettings(mode="live", seed=1, world_backend="local"), tmp_path / "live")
+    assert live.status == "ok", live.metrics()
+    assert live.output == "2.3.0 adds retries with backoff to the HTTP client and drops Python 3.10."
+
+
+def test_the_gemini_seed_scenario_replays_with_no_network(tmp_path: Path, block_network: Any) -> None:
+    attempts = block_network()
+    replayed = run_case(load_case(SEED), AttemptSettings(mode="deterministic"), tmp_path / "rep")
+    assert replayed.divergence is None and replayed.status == "ok"
+    assert attempts == []
+    usage = [e.payload.usage for e in replayed.events if e.type == "llm.response"]
+    assert [(u.input_tokens, u.output_tokens) for u in usage] == [(96, 18), (171, 22)]
+    assert usage[1].model_extra == {"cache_read_tokens": 64}
