@@ -178,3 +178,35 @@ def test_the_gemini_seed_scenario_replays_with_no_network(tmp_path: Path, block_
     usage = [e.payload.usage for e in replayed.events if e.type == "llm.response"]
     assert [(u.input_tokens, u.output_tokens) for u in usage] == [(96, 18), (171, 22)]
     assert usage[1].model_extra == {"cache_read_tokens": 64}
+
+
+def test_a_gemini_persona_and_a_gemini_judge(tmp_path: Path, block_network: Any) -> None:
+    import shutil
+
+    from pytest_nodeval.people.judge import make_grader
+
+    case_dir = tmp_path / "persona-refund"
+    shutil.copytree(SEED.parent / "persona-refund", case_dir, ignore=shutil.ignore_patterns("journal"))
+    gemini = {"name": "gemini", "model": "gemini-2.5-flash", "base_url": "fake", "max_retries": 0}
+    for name, key in (("inputs.yaml", ("user", "provider")), ("config.yaml", ("providers",))):
+        path = case_dir / "input" / name
+        data = yaml.safe_load(path.read_text())
+        if key == ("providers",):
+            data["providers"] = [gemini]
+        else:
+            data["user"]["provider"] = gemini
+        path.write_text(yaml.safe_dump(data))
+    assertions = yaml.safe_load((case_dir / "assertions.yaml").read_text())
+    assertions[-1]["judge"] = {**gemini, "model": "judge-1"}
+    (case_dir / "assertions.yaml").write_text(yaml.safe_dump(assertions))
+    case = load_case(case_dir)
+    rubrics = [a for a in case.assertions if a.kind == "judge"]
+    live = run_case(case, AttemptSettings(mode="record", seed=1), tmp_path / "rec",
+                    grade=make_grader(rubrics, None, None, False))
+    assert live.status == "ok" and live.end.user_ending == "done"
+    assert [e.payload.source for e in live.events if e.type == "io.input"] == ["persona"]
+    assert live.judged["Confirms the refund for the right order"]["verdict"] == "pass"
+    assert {e.payload.api for e in live.events if e.type == "llm.request"} == {"gemini.generate_content"}
+    attempts = block_network()
+    replayed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep")
+    assert replayed.divergence is None and replayed.status == "ok" and attempts == []
