@@ -210,3 +210,36 @@ def test_a_gemini_persona_and_a_gemini_judge(tmp_path: Path, block_network: Any)
     attempts = block_network()
     replayed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep")
     assert replayed.divergence is None and replayed.status == "ok" and attempts == []
+
+
+def test_an_overloaded_gemini_falls_back_to_openai_and_replays_the_same_way(
+        tmp_path: Path, block_network: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    case_dir = write_case(tmp_path, "fallback", script=[], inputs=["Status?"], tools=[], record=False, providers=[
+        {"name": "gemini", "model": "gemini-2.5-flash", "base_url": "fake", "max_retries": 0},
+        {"name": "openai", "model": "gpt-5-mini", "base_url": "fake", "max_retries": 0}])
+    (case_dir / "input" / "llm.yaml").write_text(yaml.safe_dump({"rules": [
+        {"when": {"api": "gemini"}, "respond": {"fault": {"kind": "overloaded"}}},
+        {"when": {"api": "openai_chat"}, "respond": {"text": "All green."}}]}))
+    live = run_case(load_case(case_dir), AttemptSettings(mode="record", seed=1), tmp_path / "rec")
+    assert live.status == "ok" and live.output == "All green.", live.metrics()
+    statuses = [e.payload.status for e in live.events if e.type == "llm.response" and e.payload.provider == "gemini"]
+    assert statuses == [503]
+    fallback = next(e.payload for e in live.events if e.type == "provider.fallback")
+    assert (fallback.from_provider, fallback.to_provider) == ("gemini", "openai") and "503" in fallback.error
+    attempts = block_network()
+    replayed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep")
+    assert replayed.divergence is None and replayed.output == "All green." and attempts == []
+    assert [e.type for e in replayed.events] == [e.type for e in live.events]
+
+
+def test_a_recorded_retry_replays_as_a_retry(tmp_path: Path, block_network: Any) -> None:
+    case_dir = write_case(tmp_path, "retry", script=[], inputs=["Status?"], tools=[], record=False, providers=[
+        {"name": "gemini", "model": "gemini-2.5-flash", "base_url": "fake", "max_retries": 1}])
+    (case_dir / "input" / "llm.yaml").write_text(yaml.safe_dump({"responses": [
+        {"fault": {"kind": "rate_limit"}}, {"text": "All green."}]}))
+    live = run_case(load_case(case_dir), AttemptSettings(mode="record", seed=1), tmp_path / "rec")
+    assert live.status == "ok" and live.output == "All green.", live.metrics()
+    attempts = block_network()
+    replayed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep")
+    assert replayed.divergence is None and replayed.output == "All green." and attempts == []
+    assert [e.payload.status for e in replayed.events if e.type == "llm.response"] == [429, 200]

@@ -159,3 +159,12 @@ def test_gemini_failures_out_of_an_own_agent_are_infrastructure_or_not(exc: Base
 def test_a_gemini_judge_can_be_named_in_the_ini() -> None:
     spec = parse_judge_spec("gemini gemini-2.5-flash", "ini")
     assert spec is not None and (spec.name, spec.model, spec.key) == ("gemini", "gemini-2.5-flash", "judge")
+
+
+def test_replay_retries_without_the_recorded_backoff() -> None:
+    from pytest_nodeval.agent.providers import gemini_retries
+
+    replay, live = gemini_retries(2, replaying=True), gemini_retries(2, replaying=False)
+    assert replay.attempts == live.attempts == 3
+    assert (replay.initial_delay, replay.max_delay, replay.jitter) == (0.0, 0.0, 0.0)
+    assert live.initial_delay is None  # the SDK's own backoff when live
