@@ -436,7 +436,9 @@ class GeminiProvider:
         return self._reply(chunks)
 
     def _reply(self, chunks: list[Any]) -> ModelReply:
-        texts, calls, finish, usage = [], [], None, None
+        texts: list[str] = []
+        calls: list[ToolCallRequest] = []
+        finish, usage = None, None
         for chunk in chunks:
             usage = chunk.usage_metadata or usage
             candidate = chunk.candidates[0] if chunk.candidates else None
@@ -445,14 +447,14 @@ class GeminiProvider:
             finish = candidate.finish_reason or finish
             for part in (candidate.content.parts or []) if candidate.content else []:
                 if part.function_call is not None:
-                    calls.append(self._call(part, len(calls)))
+                    calls.append(self._call(part))
                 elif part.text and not part.thought:
                     texts.append(part.text)
         stop = "tool_use" if calls else gemini_stop_reason(finish)
         return ModelReply("".join(texts), tuple(calls), stop, (usage.prompt_token_count or 0) if usage else 0,
                           gemini_output_tokens(usage))
 
-    def _call(self, part: Any, index: int) -> ToolCallRequest:
+    def _call(self, part: Any) -> ToolCallRequest:
         call = part.function_call
         call_id = call.id
         if not call_id:
