@@ -20,7 +20,9 @@ from .llm import RecordedLLMRequest, ScriptedResponse
 if TYPE_CHECKING:
     from .llm import Fault, LLMFake
 
-_ID_PREFIX = {"anthropic": "msg_fake_", "openai_chat": "chatcmpl-fake-", "openai_responses": "resp_fake_"}
+_ID_PREFIX = {"anthropic": "msg_fake_", "openai_chat": "chatcmpl-fake-", "openai_responses": "resp_fake_",
+              "gemini": "gemini-fake-"}
+# Gemini's function calls carry no id unless the script gives one.
 _CALL_PREFIX = {"anthropic": "toolu_fake_", "openai_chat": "call_fake_", "openai_responses": "call_fake_"}
 _SSE_HEADERS = {"cache-control": "no-cache"}
 
@@ -49,12 +51,19 @@ def build_app(fake: LLMFake) -> Starlette:
     async def endpoint(request: Request) -> Response:
         return await _handle(fake, request)
 
-    routes = [Route(path, endpoint, methods=["POST"]) for path in wire.API_PATHS]
+    routes = [Route(path, endpoint, methods=["POST"]) for path in (*wire.API_PATHS, *wire.GEMINI_PATHS)]
     return Starlette(routes=routes)
 
 
+def _api_and_params(request: Request) -> tuple[Any, dict[str, str]]:
+    if "model" not in request.path_params:
+        return wire.API_PATHS[request.url.path], {}
+    method = request.url.path.rpartition(":")[2]
+    return "gemini", {"model": request.path_params["model"], "method": method}
+
+
 async def _handle(fake: LLMFake, request: Request) -> Response:
-    api = wire.API_PATHS[request.url.path]
+    api, path_params = _api_and_params(request)
     body = await _json_object(request)
     if body is None:
         return _error(api, 400, "fakes.llm: the request body is not a JSON object")
@@ -62,7 +71,7 @@ async def _handle(fake: LLMFake, request: Request) -> Response:
     if not _key_ok(fake, api, request):
         _record(fake, api, request, headers, body, "rejected", "error")
         return _error(api, 401, "fakes.llm: invalid API key")
-    view = wire.read_request(api, body)
+    view = wire.read_request(api, body, path_params)
     choice = fake._choose(view)
     # Recorded before answering, so a test sees requests whose client gave up waiting.
     _record(fake, api, request, headers, body, choice.answered_by, _outcome(choice.response))
@@ -97,6 +106,9 @@ def _key_ok(fake: LLMFake, api: str, request: Request) -> bool:
     if fake.api_key is None:
         return True
     bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    if api == "gemini":
+        # Gemini's key travels in a header; the REST API also takes it as `?key=`.
+        return fake.api_key in (request.headers.get("x-goog-api-key"), request.query_params.get("key"))
     sent = request.headers.get("x-api-key") if api == "anthropic" else None
     return fake.api_key in (sent, bearer)
 
@@ -134,7 +146,7 @@ def _completion(
 ) -> wire.Completion:
     n = fake._next_id()
     calls = tuple(
-        wire.CompletedCall(id=c.id or f"{_CALL_PREFIX[api]}{n:04d}_{i}", name=c.name, args=dict(c.args))
+        wire.CompletedCall(id=c.id or _call_id(api, n, i), name=c.name, args=dict(c.args))
         for i, c in enumerate(response.tool_calls)
     )
     usage = response.usage
@@ -146,7 +158,12 @@ def _completion(
         input_tokens=usage.input_tokens if usage else estimate_tokens(body),
         output_tokens=usage.output_tokens if usage else _answer_tokens(response),
         stop_reason=response.stop_reason,
+        cached_tokens=usage.cached_tokens if usage else 0,
     )
+
+
+def _call_id(api: str, n: int, i: int) -> str:
+    return f"{_CALL_PREFIX[api]}{n:04d}_{i}" if api in _CALL_PREFIX else ""
 
 
 def _answer_tokens(response: ScriptedResponse) -> int:
@@ -164,7 +181,7 @@ def _error(api: Any, status: int, message: str, headers: dict[str, str] | None =
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie"})
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie"})
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -192,7 +209,7 @@ async def stall(request: Any, seconds: float) -> bool:
 
 def _fault_status(kind: str, api: str) -> int:
     if kind == "overloaded":
-        # Anthropic's own 529 (the SDK's OverloadedError); OpenAI has no 529 and answers 503.
+        # Anthropic's own 529 (the SDK's OverloadedError); OpenAI and Gemini answer 503.
         return 529 if api == "anthropic" else 503
     return {"rate_limit": 429, "server_error": 500}[kind]
 
@@ -250,6 +267,8 @@ def _first_content_delta(api: str, events: list[bytes]) -> int:
     """
     if api == "openai_chat":
         return 1  # the first chunk after the role-only opening chunk
+    if api == "gemini":
+        return 0  # every Gemini chunk carries content
     marker = {
         "anthropic": b"event: content_block_delta",
         "openai_responses": b"event: response.output_text.delta",

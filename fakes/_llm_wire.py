@@ -1,10 +1,10 @@
-"""Wire formats of the three LLM APIs that `fakes.llm` serves.
+"""Wire formats of the four LLM APIs that `fakes.llm` serves.
 
 Each API has three parts here: reading a request into a neutral `RequestView`, rendering a
 neutral `Completion` as a JSON body or as the SSE events the official SDK parses, and the
-provider's error body. Shapes follow what anthropic 2.14 and openai 3.57 parse (their
-`types/` and `lib/streaming/` accumulators), not the full public schemas: fields the SDKs
-do not read are omitted or given fixed values.
+provider's error body. Shapes follow what anthropic 2.14, openai 3.57 and google-genai 3.6
+parse (their `types/` and streaming accumulators), not the full public schemas: fields the
+SDKs do not read are omitted or given fixed values.
 """
 
 from __future__ import annotations
@@ -28,13 +28,18 @@ __all__ = [
     "sse_event",
 ]
 
-Api = Literal["anthropic", "openai_chat", "openai_responses"]
+Api = Literal["anthropic", "openai_chat", "openai_responses", "gemini"]
 
 API_PATHS: dict[str, Api] = {
     "/v1/messages": "anthropic",
     "/v1/chat/completions": "openai_chat",
     "/v1/responses": "openai_responses",
 }
+GEMINI_PATHS = (
+    # The model is part of the path; the SDK puts its API version (v1beta, v1) first.
+    "/{version}/models/{model}:generateContent",
+    "/{version}/models/{model}:streamGenerateContent",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +78,17 @@ class Completion:
     input_tokens: int = 1
     output_tokens: int = 1
     stop_reason: str | None = None
+    cached_tokens: int = 0
     created: int = field(default_factory=lambda: int(time.time()))
 
 
 # ---- reading requests ---------------------------------------------------------------
 
 
-def read_request(api: Api, body: Mapping[str, Any]) -> RequestView:
+def read_request(api: Api, body: Mapping[str, Any], path_params: Mapping[str, str] | None = None) -> RequestView:
+    """`path_params`: the model and the method, for Gemini, whose body names neither."""
+    if api == "gemini":
+        return _read_gemini(body, path_params or {})
     readers = {
         "anthropic": _read_anthropic,
         "openai_chat": _read_openai_chat,
@@ -157,6 +166,31 @@ def _read_openai_responses(body: Mapping[str, Any]) -> RequestView:
     )
 
 
+def _gemini_text(content: Any) -> str:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    texts = [str(p["text"]) for p in parts or [] if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "\n".join(t for t in texts if t)
+
+
+def _read_gemini(body: Mapping[str, Any], path_params: Mapping[str, str]) -> RequestView:
+    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+    # Function results come back in user contents too; the user's words are the text parts.
+    users = [text for c in contents if c.get("role", "user") == "user" and (text := _gemini_text(c))]
+    last_parts = contents[-1].get("parts") or [] if contents else []
+    declarations = [d for t in body.get("tools") or [] if isinstance(t, dict)
+                    for d in t.get("functionDeclarations") or [] if isinstance(d, dict)]
+    return RequestView(
+        api="gemini",
+        model=str(path_params.get("model", "")),
+        stream=str(path_params.get("method", "")).startswith("stream"),
+        include_usage=True,
+        system=_gemini_text(body.get("systemInstruction")),
+        last_user=users[-1] if users else "",
+        tool_names=tuple(str(d.get("name", "")) for d in declarations),
+        after_tool_result=any(isinstance(p, dict) and "functionResponse" in p for p in last_parts),
+    )
+
+
 # ---- JSON bodies ---------------------------------------------------------------------
 
 
@@ -165,6 +199,7 @@ def render_json(api: Api, done: Completion) -> dict[str, Any]:
         "anthropic": _anthropic_message,
         "openai_chat": _chat_completion,
         "openai_responses": lambda c: _response_object(c, status="completed"),
+        "gemini": _gemini_response,
     }
     return renderers[api](done)
 
@@ -289,6 +324,56 @@ def _responses_usage(done: Completion) -> dict[str, Any]:
     }
 
 
+def _gemini_usage(done: Completion, *, partial: bool = False) -> dict[str, int]:
+    if partial:  # what a stream's early chunks report: the prompt, before the answer is counted
+        return {"promptTokenCount": done.input_tokens, "totalTokenCount": done.input_tokens}
+    usage = {
+        "promptTokenCount": done.input_tokens,
+        "candidatesTokenCount": done.output_tokens,
+        "totalTokenCount": done.input_tokens + done.output_tokens,
+    }
+    if done.cached_tokens:
+        usage["cachedContentTokenCount"] = done.cached_tokens
+    return usage
+
+
+def _gemini_call_parts(done: Completion) -> list[dict[str, Any]]:
+    parts = []
+    for index, call in enumerate(done.calls):
+        function_call: dict[str, Any] = {"name": call.name, "args": call.args}
+        if call.id:  # Gemini leaves ids out unless the script gives one
+            function_call["id"] = call.id
+        part: dict[str, Any] = {"functionCall": function_call}
+        if index == 0:
+            # Gemini 3 signs the first call of a turn and wants the signature sent back.
+            part["thoughtSignature"] = gemini_signature(done.response_id)
+        parts.append(part)
+    return parts
+
+
+def gemini_signature(response_id: str) -> str:
+    import base64
+
+    return base64.b64encode(f"fake-signature-{response_id}".encode()).decode()
+
+
+def _gemini_chunk(done: Completion, parts: list[dict[str, Any]], *, last: bool) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if last:
+        candidate["finishReason"] = done.stop_reason or "STOP"
+    return {
+        "candidates": [candidate],
+        "usageMetadata": _gemini_usage(done, partial=not last),
+        "modelVersion": done.model,
+        "responseId": done.response_id,
+    }
+
+
+def _gemini_response(done: Completion) -> dict[str, Any]:
+    parts = [{"text": done.text}] if done.text else []
+    return _gemini_chunk(done, parts + _gemini_call_parts(done), last=True)
+
+
 # ---- SSE streams ---------------------------------------------------------------------
 
 
@@ -304,6 +389,8 @@ def render_sse(api: Api, done: Completion, *, include_usage: bool) -> list[bytes
         return list(_anthropic_events(done))
     if api == "openai_chat":
         return list(_chat_chunks(done, include_usage=include_usage))
+    if api == "gemini":
+        return list(_gemini_chunks(done))
     return list(_responses_events(done))
 
 
@@ -431,6 +518,17 @@ def _responses_call_events(call: CompletedCall, index: int, event: Any) -> Itera
     yield event("response.output_item.done", output_index=index, item=finished)
 
 
+def _gemini_chunks(done: Completion) -> Iterator[bytes]:
+    """Text in several chunks, then the calls whole (Gemini never splits a call's arguments);
+    the last chunk carries the finish reason and the full usage."""
+    batches = [[{"text": piece}] for piece in pieces(done.text or "")]
+    if done.calls:
+        batches.append(_gemini_call_parts(done))
+    batches = batches or [[{"text": ""}]]
+    for index, parts in enumerate(batches):
+        yield sse_event(_gemini_chunk(done, parts, last=index == len(batches) - 1))
+
+
 # ---- errors --------------------------------------------------------------------------
 
 _ANTHROPIC_ERROR_TYPES = {
@@ -451,8 +549,22 @@ _OPENAI_ERROR_TYPES = {
 }
 
 
+_GOOGLE_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
 def error_body(api: Api, status: int, message: str) -> dict[str, Any]:
     """The provider's error envelope, so the SDK maps `status` to its own exception class."""
+    if api == "gemini":
+        return {"error": {"code": status, "message": message, "status": _GOOGLE_STATUSES.get(status, "UNKNOWN")}}
     if api == "anthropic":
         kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}

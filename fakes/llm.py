@@ -1,4 +1,4 @@
-"""A scripted fake of the Anthropic and OpenAI HTTP APIs, for the official SDKs.
+"""A scripted fake of the Anthropic, OpenAI and Gemini HTTP APIs, for the official SDKs.
 
 Covered routes (JSON and SSE streaming for each):
 
@@ -12,9 +12,16 @@ Covered routes (JSON and SSE streaming for each):
 * ``POST /v1/responses``: OpenAI Responses. Streams ``response.created`` …
   ``response.output_text.delta`` / ``response.function_call_arguments.delta`` …
   ``response.completed``.
+* ``POST /{version}/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``:
+  Gemini. A ``GenerateContentResponse`` with text and ``functionCall`` parts (no call ``id``
+  unless the script gives one; the first call carries a ``thoughtSignature``, as Gemini 3
+  sends), ``finishReason`` and ``usageMetadata``; streamed as text chunks, then the calls
+  whole, the last chunk with the finish reason and the full usage. The key is read from
+  ``x-goog-api-key`` (or ``?key=``).
 
-Point the SDKs at it with ``anthropic.Anthropic(base_url=fake.url, api_key=...)`` and
-``openai.OpenAI(base_url=fake.url + "/v1", api_key=...)``.
+Point the SDKs at it with ``anthropic.Anthropic(base_url=fake.url, api_key=...)``,
+``openai.OpenAI(base_url=fake.url + "/v1", api_key=...)`` and
+``genai.Client(api_key=..., http_options={"base_url": fake.url})``.
 
 What the fake answers is scripted per scenario by an `LLMScript` (YAML or dict)::
 
@@ -35,10 +42,11 @@ What the fake answers is scripted per scenario by an `LLMScript` (YAML or dict):
         usage: {input_tokens: 12, output_tokens: 3}
 
 ``when`` keys (all optional, all must hold): ``api`` (anthropic | openai_chat |
-openai_responses), ``model``, ``last_user_contains``, ``last_user_regex``,
+openai_responses | gemini), ``model``, ``last_user_contains``, ``last_user_regex``,
 ``system_contains``, ``tools_include`` (names that must all be offered),
 ``after_tool_result``, ``stream``. Fault kinds: ``rate_limit`` (429, optional Retry-After),
-``server_error`` (500), ``overloaded`` (Anthropic 529 ``overloaded_error``; OpenAI 503),
+``server_error`` (500), ``overloaded`` (Anthropic 529 ``overloaded_error``; OpenAI and
+Gemini 503),
 ``timeout`` (the server stalls ``sleep_s`` seconds, longer than the client waits) and
 ``malformed_stream`` (``mode: cut`` drops the connection mid-event; ``mode: invalid_json``
 sends an event whose data is not JSON). A request that no rule and no remaining response
@@ -78,7 +86,7 @@ __all__ = [
     "Usage",
 ]
 
-Api = Literal["anthropic", "openai_chat", "openai_responses"]
+Api = Literal["anthropic", "openai_chat", "openai_responses", "gemini"]
 
 
 class _Model(BaseModel):
@@ -90,15 +98,17 @@ class Usage(_Model):
     """Prompt tokens reported to the SDK."""
     output_tokens: int = Field(ge=0)
     """Completion tokens reported to the SDK."""
+    cached_tokens: int = Field(default=0, ge=0)
+    """Gemini only: the part of the prompt served from a cache (`cachedContentTokenCount`)."""
 
 
 class ScriptedToolCall(_Model):
     name: str
     """Tool name, as offered in the request's `tools`."""
     args: dict[str, Any] = {}
-    """Arguments; sent as an object (Anthropic) or a JSON string (OpenAI)."""
+    """Arguments; sent as an object (Anthropic, Gemini) or a JSON string (OpenAI)."""
     id: str | None = None
-    """Tool call id; generated (``toolu_fake_…`` / ``call_fake_…``) when omitted."""
+    """Tool call id; generated (``toolu_fake_…`` / ``call_fake_…``; none for Gemini) when omitted."""
 
 
 class Fault(_Model):

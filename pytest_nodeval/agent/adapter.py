@@ -13,6 +13,7 @@ from the journal (replay), and it wraps its local side-effecting functions with
 
     def my_agent(ctx: AgentContext) -> None:
         client = ctx.anthropic()                  # anthropic.Anthropic, wired to the journal
+                                                  # (ctx.openai(), ctx.gemini() likewise)
         for text in ctx.inputs():
             ...                                   # the agent's own loop
             ctx.output(answer)
@@ -93,16 +94,38 @@ class AgentContext:
 
         return self._sdk(openai.AsyncOpenAI, name, "openai", "OPENAI_API_KEY", True, kwargs)
 
+    def gemini(self, *, name: str = "gemini", **kwargs: Any) -> Any:
+        """A `google.genai.Client` (Gemini API key); its `.aio` client is journaled too.
+
+        `http_options` (a dict or `types.HttpOptions`, e.g. with `base_url`) is kept; only its
+        httpx clients are replaced by journaled ones.
+        """
+        from google import genai
+        from google.genai import types
+
+        from .providers import GEMINI_API
+
+        self._key(kwargs, "genai.Client", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+        options = kwargs.get("http_options") or {}
+        options = types.HttpOptions.model_validate(options) if isinstance(options, dict) else options
+        kwargs["http_options"] = options.model_copy(update={
+            "httpx_client": self.http_client(name, api=GEMINI_API),
+            "httpx_async_client": self.http_client(name, api=GEMINI_API, asynchronous=True)})
+        return genai.Client(**kwargs)
+
     def _sdk(self, cls: Any, name: str, api: str, key_env: str, asynchronous: bool, kwargs: dict[str, Any]) -> Any:
+        self._key(kwargs, cls.__name__, key_env)
+        kwargs["http_client"] = self.http_client(name, api=api, asynchronous=asynchronous)
+        return cls(**kwargs)
+
+    def _key(self, kwargs: dict[str, Any], what: str, *key_envs: str) -> None:
         import os
 
         if self.replaying:
             kwargs["api_key"] = "nodeval-replay-needs-no-key"
-        elif "api_key" not in kwargs and not os.environ.get(key_env):
-            raise ProviderError(f"{cls.__name__}: no API key; set {key_env} or pass api_key=, "
-                               "or replay the journal in deterministic mode, which needs no key")
-        kwargs["http_client"] = self.http_client(name, api=api, asynchronous=asynchronous)
-        return cls(**kwargs)
+        elif "api_key" not in kwargs and not any(os.environ.get(env) for env in key_envs):
+            raise ProviderError(f"{what}: no API key; set {' or '.join(key_envs)} or pass api_key=, "
+                                "or replay the journal in deterministic mode, which needs no key")
 
     # -- the conversation ---------------------------------------------------------------------
 
@@ -272,6 +295,8 @@ def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: 
 # a timeout, overload or a 5xx after the SDK's own retries.
 _SDK_INFRA_ERRORS = frozenset({"APIConnectionError", "APITimeoutError", "AuthenticationError",
                                "InternalServerError", "RateLimitError", "OverloadedError", "ServiceUnavailableError"})
+# google-genai has one APIError class per side (ClientError, ServerError) and an HTTP code.
+_GOOGLE_INFRA_CODES = frozenset({401, 403, 408, 429})
 
 
 def infrastructure_failure(exc: BaseException) -> bool:
@@ -279,8 +304,13 @@ def infrastructure_failure(exc: BaseException) -> bool:
     if getattr(exc, "infrastructure", False):
         return True
     module = type(exc).__module__.split(".")[0]
-    return module in ("anthropic", "openai", "google") and any(
-        cls.__name__ in _SDK_INFRA_ERRORS for cls in type(exc).__mro__)
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if module == "google" and "APIError" in names:
+        code = getattr(exc, "code", None)
+        return isinstance(code, int) and (code >= 500 or code in _GOOGLE_INFRA_CODES)
+    if module == "httpx2":  # google-genai lets a refused connection or a timeout through unwrapped
+        return "TransportError" in names
+    return module in ("anthropic", "openai", "google") and bool(names & _SDK_INFRA_ERRORS)
 
 
 async def _awaited(awaitable: Any) -> Any:

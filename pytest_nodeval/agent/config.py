@@ -63,14 +63,15 @@ class MockStep(_Strict):
 class ProviderSpec(_Strict):
     """One provider in the chain; the first that answers is used."""
 
-    name: Literal["mock", "anthropic", "openai"]
+    name: Literal["mock", "anthropic", "openai", "gemini"]
     model: str
     label: str | None = None
     """Name in the journal; defaults to `name` (must be unique in the chain)."""
     base_url: str | None = None
     """Any compatible server, e.g. a local fake or an OpenAI-compatible gateway."""
     api_key_env: str | None = None
-    """Environment variable holding the key (default ANTHROPIC_API_KEY / OPENAI_API_KEY)."""
+    """Environment variable holding the key (default ANTHROPIC_API_KEY / OPENAI_API_KEY;
+    gemini: GEMINI_API_KEY, then GOOGLE_API_KEY)."""
     api: Literal["chat", "responses"] = "chat"
     """OpenAI only: Chat Completions or the Responses API."""
     stream: bool = False

@@ -1,7 +1,7 @@
 """LLM providers of the reference engine and the fallback chain over them.
 
 The engine speaks one neutral message format; each provider translates it to its API.
-`mock` is scripted and keyless; `anthropic` and `openai` go through the official SDKs,
+`mock` is scripted and keyless; `anthropic`, `openai` and `gemini` go through the official SDKs,
 whose HTTP traffic passes through a journaling or replaying httpx2 transport (see
 `journal/transport.py`), so recording and replay never depend on which provider is used.
 
@@ -18,7 +18,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Collection, Mapping, Protocol
 
 from ..errors import ProviderError
 from ..journal.events import EngineInfo, JournalHeader, new_session_id, now_iso
@@ -198,11 +198,13 @@ def sdk_http_client(wiring: Wiring, provider: str, api: str, *, asynchronous: bo
     return client_cls(transport=transport, trust_env=False)
 
 
-def api_key(spec: ProviderSpec, wiring: Wiring, default_env: str) -> str:
+def api_key(spec: ProviderSpec, wiring: Wiring, default_env: str, *other_envs: str) -> str:
+    """The provider's key: given to the wiring, else from api_key_env, else the default variables."""
     if wiring.stash is not None:
         return "nodeval-replay-needs-no-key"
     env = spec.api_key_env or default_env
-    key = wiring.api_keys.get(spec.key) or os.environ.get(env)
+    envs = (env,) if spec.api_key_env else (default_env, *other_envs)
+    key = wiring.api_keys.get(spec.key) or next((os.environ[e] for e in envs if os.environ.get(e)), None)
     if not key:
         raise ProviderError(f"provider '{spec.key}': no API key; set the environment variable {env} "
                             "(or api_key_env in input/config.yaml), or replay the case's journal "
@@ -383,6 +385,155 @@ def from_openai_responses(response: Any) -> ModelReply:
                       usage.input_tokens if usage else 0, usage.output_tokens if usage else 0)
 
 
+class GeminiProvider:
+    """Gemini through google-genai; both of its httpx2 clients (sync and `aio`) are ours.
+
+    Two things the neutral message format does not carry live on the provider, which lasts
+    one session (and is rebuilt the same way in replay, so requests stay byte for byte equal):
+    the ids it made up for function calls that came without one (never sent back to the API)
+    and the thought signatures that Gemini 3 wants back with each function call.
+    """
+
+    def __init__(self, spec: ProviderSpec, wiring: Wiring) -> None:
+        import httpx2
+        from google import genai
+        from google.genai import errors, types
+
+        self.key, self._spec, self._types = spec.key, spec, types
+        # The SDK raises its APIError for HTTP failures and UnknownApiResponseError for a body
+        # that is not JSON, but lets httpx2's transport errors (refused connection, timeout,
+        # a stream cut short) through unwrapped: all mean "this provider failed".
+        self.errors = (errors.APIError, errors.UnknownApiResponseError, httpx2.TransportError)
+        self._made_up_ids: set[str] = set()
+        self._signatures: dict[str, bytes] = {}
+        options = types.HttpOptions(
+            base_url=spec.base_url, timeout=round(spec.timeout_s * 1000),
+            retry_options=gemini_retries(spec.max_retries, replaying=wiring.stash is not None),
+            httpx_client=sdk_http_client(wiring, spec.key, GEMINI_API),
+            httpx_async_client=sdk_http_client(wiring, spec.key, GEMINI_API, asynchronous=True))
+        self._client = genai.Client(api_key=api_key(spec, wiring, "GEMINI_API_KEY", "GOOGLE_API_KEY"),
+                                    http_options=options)
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        types = self._types
+        config = types.GenerateContentConfig(
+            system_instruction=request.system or None,
+            max_output_tokens=self._spec.max_output_tokens,
+            temperature=request.temperature,
+            tools=[types.Tool(function_declarations=[
+                types.FunctionDeclaration(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+                for t in request.tools])] if request.tools else None,
+            # The engine runs the tools itself; the SDK must never call Python functions.
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+            http_options=types.HttpOptions(timeout=round(min(self._spec.timeout_s, request.timeout_s) * 1000)),
+        )
+        contents = to_gemini(request.messages, self._made_up_ids, self._signatures)
+        if self._spec.stream:
+            chunks = list(self._client.models.generate_content_stream(
+                model=self._spec.model, contents=contents, config=config))
+        else:
+            chunks = [self._client.models.generate_content(model=self._spec.model, contents=contents, config=config)]
+        return self._reply(chunks)
+
+    def _reply(self, chunks: list[Any]) -> ModelReply:
+        texts: list[str] = []
+        calls: list[ToolCallRequest] = []
+        finish, usage = None, None
+        for chunk in chunks:
+            usage = chunk.usage_metadata or usage
+            candidate = chunk.candidates[0] if chunk.candidates else None
+            if candidate is None:
+                continue
+            finish = candidate.finish_reason or finish
+            for part in (candidate.content.parts or []) if candidate.content else []:
+                if part.function_call is not None:
+                    calls.append(self._call(part))
+                elif part.text and not part.thought:
+                    texts.append(part.text)
+        stop = "tool_use" if calls else gemini_stop_reason(finish)
+        return ModelReply("".join(texts), tuple(calls), stop, (usage.prompt_token_count or 0) if usage else 0,
+                          gemini_output_tokens(usage))
+
+    def _call(self, part: Any) -> ToolCallRequest:
+        call = part.function_call
+        call_id = call.id
+        if not call_id:
+            # Gemini may leave ids out; the engine needs one to pair the call with its result.
+            call_id = f"gemini-call-{len(self._made_up_ids) + 1}"
+            self._made_up_ids.add(call_id)
+        if part.thought_signature:
+            self._signatures[call_id] = part.thought_signature
+        return ToolCallRequest(call_id, call.name or "", dict(call.args or {}))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+GEMINI_API = "gemini.generate_content"
+
+
+def gemini_retries(max_retries: int, *, replaying: bool) -> Any:
+    """The SDK's retry policy (it retries nothing unless told to); no waiting in replay."""
+    from google.genai import types
+
+    if replaying:  # recorded failures are served at once; the recorded backoff is not worth repeating
+        return types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=0.0, max_delay=0.0, jitter=0.0)
+    return types.HttpRetryOptions(attempts=max_retries + 1)
+
+
+def gemini_stop_reason(finish: Any) -> str:
+    name = str(getattr(finish, "value", finish) or "STOP")
+    return {"STOP": "end_turn", "MAX_TOKENS": "max_tokens"}.get(name, name.lower())
+
+
+def gemini_output_tokens(usage: Any) -> int:
+    # Thinking tokens are billed as output but not counted in candidates_token_count.
+    if usage is None:
+        return 0
+    return (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
+
+
+def to_gemini(messages: list[dict[str, Any]], made_up_ids: Collection[str] = (),
+              signatures: Mapping[str, bytes] | None = None) -> list[dict[str, Any]]:
+    """Neutral messages as Gemini `contents` (dicts the SDK validates into its types)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "user":
+            out.append({"role": "user", "parts": [{"text": message["text"]}]})
+        elif message["role"] == "assistant":
+            out.append({"role": "model", "parts": _gemini_model_parts(message, made_up_ids, signatures or {})})
+        else:
+            part = _gemini_result_part(message, made_up_ids)
+            # The results of one turn's calls travel together, in one user content.
+            if out and out[-1]["role"] == "user" and all("function_response" in p for p in out[-1]["parts"]):
+                out[-1]["parts"].append(part)
+            else:
+                out.append({"role": "user", "parts": [part]})
+    return [content for content in out if content["parts"]]  # a model turn that said nothing
+
+
+def _gemini_model_parts(message: dict[str, Any], made_up_ids: Collection[str],
+                        signatures: Mapping[str, bytes]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"text": message["text"]}] if message["text"] else []
+    for call in message.get("tool_calls", []):
+        function_call: dict[str, Any] = {"name": call["name"], "args": call["args"]}
+        if call["id"] not in made_up_ids:
+            function_call["id"] = call["id"]
+        part: dict[str, Any] = {"function_call": function_call}
+        if call["id"] in signatures:
+            part["thought_signature"] = signatures[call["id"]]
+        parts.append(part)
+    return parts
+
+
+def _gemini_result_part(message: dict[str, Any], made_up_ids: Collection[str]) -> dict[str, Any]:
+    response = {"error" if message["is_error"] else "output": message["content"]}
+    function_response: dict[str, Any] = {"name": message["name"], "response": response}
+    if message["call_id"] not in made_up_ids:
+        function_response["id"] = message["call_id"]
+    return {"function_response": function_response}
+
+
 def _parse_args(arguments: str | None) -> dict[str, Any]:
     try:
         parsed = json.loads(arguments or "{}")
@@ -392,7 +543,8 @@ def _parse_args(arguments: str | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"_value": parsed}
 
 
-PROVIDERS = {"mock": MockProvider, "anthropic": AnthropicProvider, "openai": OpenAIProvider}
+PROVIDERS = {"mock": MockProvider, "anthropic": AnthropicProvider, "openai": OpenAIProvider,
+             "gemini": GeminiProvider}
 
 
 class ProviderChain:

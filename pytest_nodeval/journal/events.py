@@ -27,6 +27,9 @@ class _Payload(BaseModel):
 
 
 class Usage(BaseModel):
+    # Provider-specific counts ride along (Gemini's `cache_read_tokens`, from cachedContentTokenCount).
+    model_config = ConfigDict(extra="allow")
+
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -87,7 +90,7 @@ class LlmRequest(_Payload):
     provider: str
     """Name of the provider in the chain (or of the client an adapted agent uses)."""
     api: str
-    """"anthropic.messages", "openai.chat", "openai.responses" or "mock"."""
+    """"anthropic.messages", "openai.chat", "openai.responses", "gemini.generate_content" or "mock"."""
     method: str = "POST"
     path: str = ""
     stream: bool = False

@@ -1,7 +1,8 @@
 """Redactors: run over every event payload before anything touches the disk.
 
 A redactor is `(event_type, payload) -> payload`. The default one removes credential
-headers and fields, API-key and bearer-token shaped strings, and the values of secret
+headers and fields (`x-goog-api-key` among them), API-key and bearer-token shaped strings
+(Anthropic, OpenAI and Google keys, a `key=` in a URL's query), and the values of secret
 environment variables (`*_API_KEY`, `*_TOKEN`, `*_SECRET`) wherever they appear.
 `pii_redactor` also removes e-mail addresses and card-like numbers (used by the sampler).
 """
@@ -32,7 +33,11 @@ _START = r"(?:(?<=\\[nrtbf])|\b)"
 _SECRET_PATTERNS = [re.compile(
     r"sk-ant-[A-Za-z0-9_\-]{8,}"
     r"|" + _START + r"sk-[A-Za-z0-9_\-]{16,}"
-    r"|(?i:" + _START + r"bearer\s+[A-Za-z0-9._~+/=\-]{8,})")]
+    r"|(?i:" + _START + r"bearer\s+[A-Za-z0-9._~+/=\-]{8,})"
+    # Google API keys (Gemini's x-goog-api-key), and any key in a URL's query (`?key=...`).
+    r"|" + _START + r"AIza[A-Za-z0-9_\-]{30,}"
+    # (No backslash in the value, so the JSON-encoded text redacts as the raw value does.)
+    r"|(?<=[?&]key=)[^&\s\"'#\\]{8,}")]
 _PII_PATTERNS = [re.compile(
     r"(?<!\\)[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
     r"|" + _START + r"(?:\d[ \-]?){13,19}\b")]
@@ -69,7 +74,8 @@ def might_hold_secrets(payload: Any, patterns: list[re.Pattern[str]], literals: 
     lowered = text.lower()
     # The credential patterns all contain one of these; a substring test is far cheaper
     # than running the patterns over a 40 KB request body.
-    hinted = "sk-" in lowered or "bearer" in lowered or patterns is not _SECRET_PATTERNS
+    hinted = ("sk-" in lowered or "bearer" in lowered or "aiza" in lowered or "key=" in lowered
+              or patterns is not _SECRET_PATTERNS)
     return (any(f'"{key}"' in lowered for key in SECRET_KEYS)
             or (hinted and any(p.search(text) for p in patterns))
             or any(literal in text for literal in literals))

@@ -20,7 +20,9 @@ from .reader import Journal
 
 # In "default" matching these request keys must agree; the rest (temperature, metadata,
 # max_tokens, stream options) may change without invalidating the recorded answers.
-_MATCHED_KEYS = ("model", "system", "instructions", "messages", "input", "tools", "tool_choice")
+_MATCHED_KEYS = ("model", "system", "instructions", "messages", "input", "tools", "tool_choice",
+                 # Gemini (its model is in the path, which always has to match)
+                 "contents", "systemInstruction", "toolConfig")
 
 
 class ReplayStopped(BaseException):
@@ -285,14 +287,16 @@ def _matched_part(body: Any) -> Any:
         return body
     part = {k: body[k] for k in _MATCHED_KEYS if k in body}
     if "tools" in part and isinstance(part["tools"], list):
-        part["tools"] = sorted(_tool_name(t) for t in part["tools"])
+        part["tools"] = sorted(name for t in part["tools"] for name in _tool_names(t))
     return part
 
 
-def _tool_name(tool: Any) -> str:
-    if isinstance(tool, dict):
-        return str(tool.get("name") or tool.get("function", {}).get("name"))
-    return str(tool)
+def _tool_names(tool: Any) -> list[str]:
+    if not isinstance(tool, dict):
+        return [str(tool)]
+    if isinstance(tool.get("functionDeclarations"), list):  # Gemini: one tool declares many functions
+        return [str(d.get("name") if isinstance(d, dict) else d) for d in tool["functionDeclarations"]]
+    return [str(tool.get("name") or tool.get("function", {}).get("name"))]
 
 
 def first_difference(expected: Any, actual: Any, path: str = "") -> tuple[str, Any, Any] | None:

@@ -1,7 +1,8 @@
 """httpx2 transports that journal (record, live) or serve (replay) an SDK's HTTP traffic.
 
-The anthropic, openai and mcp SDKs speak httpx2; these transports are handed to them
-through `http_client=httpx2.Client(transport=...)`, never patched in. Both write the
+The anthropic, openai, google-genai and mcp SDKs speak httpx2; these transports are handed
+to them through `http_client=httpx2.Client(transport=...)` (google-genai: `http_options`'
+`httpx_client` and `httpx_async_client`), never patched in. Both write the
 observed `llm.request` / `llm.response` events, so a replayed session's journal looks
 like the recorded one.
 """
@@ -22,13 +23,16 @@ KEPT_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "re
 
 
 def request_payload(request: httpx2.Request, provider: str, api: str, body: bytes) -> dict[str, Any]:
+    # The path only: a query string may hold a credential (Gemini's `?key=`).
     parsed = _parse_json(body)
+    path = request.url.path
     return {
         "provider": provider,
         "api": api,
         "method": request.method,
-        "path": request.url.path,
-        "stream": bool(isinstance(parsed, dict) and parsed.get("stream")),
+        "path": path,
+        # Gemini says "stream" in the path (`:streamGenerateContent`), the others in the body.
+        "stream": bool(isinstance(parsed, dict) and parsed.get("stream")) or path.endswith(":streamGenerateContent"),
         "body": parsed,
     }
 
@@ -55,7 +59,10 @@ def error_payload(provider: str, exc: Exception, latency_ms: float) -> dict[str,
 
 
 def extract_usage(body: Any, sse: str | None) -> dict[str, int] | None:
-    """Token usage from a Messages / Chat Completions / Responses body or event stream."""
+    """Token usage from a Messages / Chat Completions / Responses / Gemini body or event stream.
+
+    Gemini's `cachedContentTokenCount` (part of its prompt count) is kept as `cache_read_tokens`.
+    """
     documents = [body] if sse is None else list(_sse_documents(sse))
     found = False
     usage = {"input_tokens": 0, "output_tokens": 0}
@@ -63,16 +70,29 @@ def extract_usage(body: Any, sse: str | None) -> dict[str, int] | None:
         for candidate in _usage_dicts(doc):
             found = True
             # Streams report usage piecewise and cumulatively: the largest value is the total.
-            usage["input_tokens"] = max(usage["input_tokens"], _int(candidate, "input_tokens", "prompt_tokens"))
-            usage["output_tokens"] = max(usage["output_tokens"], _int(candidate, "output_tokens", "completion_tokens"))
+            for key, value in candidate.items():
+                usage[key] = max(usage.get(key, 0), value)
     return usage if found else None
 
 
-def _usage_dicts(doc: Any) -> list[dict[str, Any]]:
+def _usage_dicts(doc: Any) -> list[dict[str, int]]:
     if not isinstance(doc, dict):
         return []
+    if isinstance(doc.get("usageMetadata"), dict):
+        return [_gemini_usage(doc["usageMetadata"])]
     holders = [doc, doc.get("message"), doc.get("response")]
-    return [h["usage"] for h in holders if isinstance(h, dict) and isinstance(h.get("usage"), dict)]
+    return [{"input_tokens": _int(h["usage"], "input_tokens", "prompt_tokens"),
+             "output_tokens": _int(h["usage"], "output_tokens", "completion_tokens")}
+            for h in holders if isinstance(h, dict) and isinstance(h.get("usage"), dict)]
+
+
+def _gemini_usage(metadata: dict[str, Any]) -> dict[str, int]:
+    # Thinking is billed as output but counted apart from the answer's tokens.
+    usage = {"input_tokens": _int(metadata, "promptTokenCount"),
+             "output_tokens": _int(metadata, "candidatesTokenCount") + _int(metadata, "thoughtsTokenCount")}
+    if "cachedContentTokenCount" in metadata:
+        usage["cache_read_tokens"] = _int(metadata, "cachedContentTokenCount")
+    return usage
 
 
 def _int(usage: dict[str, Any], *keys: str) -> int:

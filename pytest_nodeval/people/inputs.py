@@ -48,7 +48,7 @@ class PersonaUserSpec(_Strict):
 
     kind: Literal["persona"]
     provider: ProviderSpec
-    """The model that plays the user (mock, anthropic or openai; `base_url: fake` works)."""
+    """The model that plays the user (mock, anthropic, openai or gemini; `base_url: fake` works)."""
     persona: str
     reason: str
     """Why the user starts this conversation."""

@@ -45,8 +45,9 @@ def parse_judge_spec(text: str, where: str) -> ProviderSpec | None:
     parts = text.split()
     if not parts:
         return None
-    if len(parts) not in (2, 3) or parts[0] not in ("anthropic", "openai", "mock"):
-        raise ConfigError(f"nodeval_judge ({where}) must be '<anthropic|openai> <model> [base_url]', got {text!r}")
+    if len(parts) not in (2, 3) or parts[0] not in ("anthropic", "openai", "gemini", "mock"):
+        raise ConfigError(f"nodeval_judge ({where}) must be '<anthropic|openai|gemini> <model> [base_url]', "
+                          f"got {text!r}")
     fields: dict[str, Any] = {"name": parts[0], "model": parts[1], "label": "judge"}
     if len(parts) == 3:
         fields["base_url"] = parts[2]

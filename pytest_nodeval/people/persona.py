@@ -1,6 +1,6 @@
 """The persona user: an LLM plays the user from a persona and structured instructions.
 
-It talks through the same providers as the engine (anthropic, openai, mock; `base_url: fake`
+It talks through the same providers as the engine (anthropic, openai, gemini, mock; `base_url: fake`
 reaches the local LLM fake). Its own model calls are not part of the agent's session, so
 they are not journaled; what it says is (`io.input`, `io.ask.response`, source "persona"),
 and replay re-emits that without calling any model. The conversation ends when the model

@@ -58,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nodeval_baseline", "Baseline report.json for the gate.", default="")
     for name, help_text in GATE_INI_KEYS.items():
         parser.addini(f"nodeval_{name}", help_text, default="")
-    parser.addini("nodeval_judge", "Default judge model: '<anthropic|openai> <model> [base_url]'.", default="")
+    parser.addini("nodeval_judge", "Default judge model: '<anthropic|openai|gemini> <model> [base_url]'.", default="")
     parser.addini("nodeval_history", "SQLite file every run appends its summary to ('' disables).",
                   default="reports/history.sqlite")
     parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=5'.", type="linelist",

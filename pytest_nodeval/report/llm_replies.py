@@ -1,8 +1,8 @@
 """What an LLM call returned, read from a journaled response of any provider API.
 
 The journal keeps responses as the provider sent them: the mock's `{text, tool_calls}`,
-Anthropic Messages, OpenAI Chat Completions and Responses bodies, or the whole event
-stream of a streaming call. `reply_of` reduces each to its text and tool calls, as far as
+Anthropic Messages, OpenAI Chat Completions and Responses, Gemini GenerateContent bodies,
+or the whole event stream of a streaming call. `reply_of` reduces each to its text and tool calls, as far as
 it can; anything it does not recognise gives an empty reply, never an error.
 """
 
@@ -16,12 +16,12 @@ Reply = tuple[str, list[tuple[str, Any]]]
 
 
 def reply_of(body: Any, sse: str | None) -> Reply:
-    """The text and tool calls (name, arguments) of a mock, Anthropic or OpenAI response."""
+    """The text and tool calls (name, arguments) of a mock, Anthropic, OpenAI or Gemini response."""
     if sse:
         return _reply_of_stream(sse)
     if not isinstance(body, dict):
         return _as_text(body), []
-    for extract in (_reply_mock, _reply_anthropic, _reply_openai_chat, _reply_openai_responses):
+    for extract in (_reply_mock, _reply_anthropic, _reply_openai_chat, _reply_openai_responses, _reply_gemini):
         found = extract(body)
         if found is not None:
             return found
@@ -67,6 +67,17 @@ def _reply_openai_responses(body: dict[str, Any]) -> Reply | None:
     return "".join(texts), calls
 
 
+def _reply_gemini(body: dict[str, Any]) -> Reply | None:
+    candidates = body.get("candidates")
+    if not isinstance(candidates, list):
+        return None
+    parts = _list(_dig(candidates[0], "content", "parts")) if candidates else []
+    texts = [str(p["text"]) for p in parts if isinstance(p, dict) and "text" in p and not p.get("thought")]
+    calls = [(str(_dig(p, "functionCall", "name")), _dig(p, "functionCall", "args"))
+             for p in parts if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)]
+    return "".join(texts), calls
+
+
 def _reply_of_stream(sse: str) -> Reply:
     """Text and tool calls reassembled from a recorded event stream (best effort)."""
     texts: list[str] = []
@@ -74,6 +85,12 @@ def _reply_of_stream(sse: str) -> Reply:
     for doc in _sse_documents(sse):
         if _dig(doc, "type") == "response.completed" and isinstance(_dig(doc, "response"), dict):
             return _reply_openai_responses(doc["response"]) or ("", [])
+        if "candidates" in doc:  # Gemini: every chunk is a whole response with a piece of the answer
+            text, whole_calls = _reply_gemini(doc) or ("", [])
+            texts.append(text)
+            for name, args in whole_calls:
+                calls[f"g{len(calls)}"] = [name, json.dumps(args)]
+            continue
         texts.append(_stream_text(doc))
         _collect_stream_call(doc, calls)
     return "".join(texts), [(name, "".join(parts)) for name, *parts in calls.values()]

@@ -143,7 +143,7 @@ class _Requests:
 
     def view(self, event: dict[str, Any], payload: dict[str, Any]) -> EventView:
         body = payload.get("body")
-        self.model = _dig(payload, "body", "model") or self.model
+        self.model = _dig(payload, "body", "model") or _model_in_path(payload.get("path")) or self.model
         patch = request_patch(self.previous if self.count else None, body)
         view = event_view(event, payload, self.model)
         view["fields"] = [[label, text] for label, text in _patch_fields(self.model, body, patch, self.count == 0)
@@ -373,11 +373,19 @@ def _dig(data: Any, *keys: str) -> Any:
 # -- what an LLM was sent ---------------------------------------------------------------
 
 
-_MESSAGE_KEYS = ("messages", "input")
+_MESSAGE_KEYS = ("messages", "input", "contents")
+
+
+def _model_in_path(path: Any) -> str | None:
+    # Gemini names the model in the path: /v1beta/models/gemini-2.5-flash:generateContent.
+    if not isinstance(path, str) or "/models/" not in path:
+        return None
+    return path.rpartition("/models/")[2].partition(":")[0] or None
 
 
 def _messages_of(body: Any) -> list[Any]:
-    # Anthropic and OpenAI chat (and the mock) send "messages"; OpenAI Responses sends "input".
+    # Anthropic and OpenAI chat (and the mock) send "messages"; OpenAI Responses sends
+    # "input"; Gemini sends "contents".
     for key in _MESSAGE_KEYS:
         value = _dig(body, key)
         if isinstance(value, list):

@@ -8,7 +8,8 @@ import pytest
 
 from pytest_nodeval.journal.redact import REDACTED, chain, default_redactor, pii_redactor
 
-SECRETS = ["sk-ant-api03-abcdefghijkl", "sk-proj-abcdefghijklmnopqrstuv", "Bearer abcdefghijklmnop"]
+SECRETS = ["sk-ant-api03-abcdefghijkl", "sk-proj-abcdefghijklmnopqrstuv", "Bearer abcdefghijklmnop",
+           "AIzaSyA1234567890abcdefghijklmnopqrstu"]
 PII = ["jane.doe@example.com", "4111 1111 1111 1111", "4111-1111-1111-1111"]
 
 
