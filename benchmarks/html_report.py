@@ -158,9 +158,9 @@ def main() -> int:
         memory_child(args)
         return 0
     if args.open:
-        for html, values in measure_browser(args.open, args.runs).items():
+        for html, measured in measure_browser(args.open, args.runs).items():
             print(f"{html} ({html.stat().st_size:,} bytes)")
-            for name, times in values.items():
+            for name, times in measured.items():
                 print(f"  chromium {name}: {summary(times)}")
         print(f"machine: {os.cpu_count()} CPU, load average {os.getloadavg()[0]:.1f}")
         return 0
