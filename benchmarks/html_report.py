@@ -15,6 +15,9 @@ Chromium (until `html[data-ready]`), plus opening one attempt's timeline.
 --memory N ... builds N x repeats in a fresh process per N and reports the peak of Python
 allocations during `write_html` (tracemalloc) and the process's peak RSS.
 --code DIR imports pytest_nodeval from DIR (e.g. an export of an older commit) to compare.
+--keep FILE copies the page built to FILE; --open PAGE ... then measures only opening pages
+in Chromium, the pages taking turns in one browser (so pages built by different code are
+compared under the same load).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,27 +72,34 @@ def summary(values: list[float]) -> str:
     return f"median {statistics.median(values):.2f} s (min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
 
 
-def measure_browser(html: Path, runs: int) -> dict[str, list[float]]:
+def measure_browser(pages: list[Path], runs: int) -> dict[Path, dict[str, list[float]]]:
+    """Per page: navigation to `html[data-ready]`, the page's own ready mark, opening one attempt.
+    The pages take turns, run by run, in one browser."""
     from playwright.sync_api import sync_playwright
 
-    found: dict[str, list[float]] = {"load": [], "ready_mark": [], "attempt": []}
+    found: dict[Path, dict[str, list[float]]] = {html: {"load": [], "ready_mark": [], "attempt": []} for html in pages}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         for _ in range(runs):
-            page = browser.new_page(viewport=VIEWPORT)
-            start = time.perf_counter()
-            page.goto(html.as_uri(), timeout=120_000)
-            page.wait_for_selector("html[data-ready]", state="attached", timeout=120_000)
-            found["load"].append(time.perf_counter() - start)
-            found["ready_mark"].append(page.evaluate("performance.getEntriesByName('nodeval:ready')[0].startTime") / 1000)
-            page.locator("tr.case-row").first.click()
-            start = time.perf_counter()
-            page.locator("button.open-attempt").first.click()
-            page.locator("#attempt-body .ev").first.wait_for()
-            found["attempt"].append(time.perf_counter() - start)
-            page.close()
+            for html in pages:
+                _open_once(browser, html, found[html])
         browser.close()
     return found
+
+
+def _open_once(browser: Any, html: Path, found: dict[str, list[float]]) -> None:
+    page = browser.new_page(viewport=VIEWPORT)
+    start = time.perf_counter()
+    page.goto(html.as_uri(), timeout=120_000)
+    page.wait_for_selector("html[data-ready]", state="attached", timeout=120_000)
+    found["load"].append(time.perf_counter() - start)
+    found["ready_mark"].append(page.evaluate("performance.getEntriesByName('nodeval:ready')[0].startTime") / 1000)
+    page.locator("tr.case-row").first.click()
+    start = time.perf_counter()
+    page.locator("button.open-attempt").first.click()
+    page.locator("#attempt-body .ev").first.wait_for()
+    found["attempt"].append(time.perf_counter() - start)
+    page.close()
 
 
 def build(scratch: Path, args: argparse.Namespace, cases: int) -> Any:
@@ -139,10 +150,19 @@ def main() -> int:
     parser.add_argument("--no-browser", action="store_true", help="Skip the Chromium measurements.")
     parser.add_argument("--no-timing", action="store_true", help="Only the --memory measurements.")
     parser.add_argument("--code", help="Import pytest_nodeval from this directory.")
+    parser.add_argument("--keep", type=Path, help="Copy the page built to this file.")
+    parser.add_argument("--open", type=Path, nargs="+", default=[], help="Only measure opening these pages, taking turns.")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args)
+        return 0
+    if args.open:
+        for html, measured in measure_browser(args.open, args.runs).items():
+            print(f"{html} ({html.stat().st_size:,} bytes)")
+            for name, times in measured.items():
+                print(f"  chromium {name}: {summary(times)}")
+        print(f"machine: {os.cpu_count()} CPU, load average {os.getloadavg()[0]:.1f}")
         return 0
     if args.memory:
         measure_memory(args)
@@ -161,8 +181,10 @@ def main() -> int:
             print(f"build, wall: {summary([w for w, _ in warm])}")
             print(f"build, CPU:  {summary([c for _, c in warm])}")
             print(f"report.html: {size:,} bytes ({size / 1e6:.1f} MB)", flush=True)
+            if args.keep:
+                shutil.copyfile(html, args.keep)
             if not args.no_browser:
-                for name, values in measure_browser(html, args.runs).items():
+                for name, values in measure_browser([html], args.runs)[html].items():
                     print(f"chromium {name}: {summary(values)}")
     print(f"machine: {os.cpu_count()} CPU, load average {os.getloadavg()[0]:.1f}, Python {platform.python_version()}")
     return 0

@@ -2,27 +2,30 @@
 
 The page makes no network request of any kind: a Content-Security-Policy allows only
 its own style and script (by hash) and data: images. Everything that comes from a run
-(agent output, tool results, case names) travels as JSON inside
-`<script type="application/json">` elements, escaped so that no string can end the
-element, and the page's script puts it on screen as text only. The jinja2 template is
+(agent output, tool results, case names) travels as compressed JSON inside
+`<script type="application/json">` elements, each a JSON string of base64 (`html_pack`),
+so that nothing in it can end the element, and the page's script puts it on screen as
+text only. The jinja2 template is
 autoescaped for the few values it renders itself.
 
 The page is built and written one scenario at a time (`render_chunks`): a scenario's
 journals are read, reduced to event views, written out and dropped before the next
 scenario's are read, so the memory it takes does not grow with the number of attempts.
-Each scenario's timelines are one script element holding gzip-compressed JSON (base64),
-inflated by the page only when one of its attempts is opened, so a large run loads fast.
-Inside it, an event view shared by several attempts (a replay equal to its golden
-journal, or to another repeat) is stored once, and each LLM request holds only what
-changed since the previous request of its attempt. Above `EMBED_ALL_LIMIT` attempts only
-the failed ones and the first attempt of each scenario are embedded (the page says so).
+Each scenario's timelines are one script element, compressed (`html_pack`: deflate against
+a dictionary the page shares, the start of the first scenario's timelines) and inflated by
+the page only when one of its attempts is opened, so a large run loads fast; the run's own
+data is one gzip element, inflated on load. Inside a scenario's block, an event view shared
+by several attempts (a replay equal to its golden journal, or to another repeat) is stored
+once, a long string that several views hold (an answer, which is also the next request's
+last message) is stored once, and each LLM request holds only what changed since the
+previous request of its attempt. Above `EMBED_ALL_LIMIT` attempts only the failed ones and
+the first attempt of each scenario are embedded (the page says so).
 """
 
 from __future__ import annotations
 
 import base64
 import functools
-import gzip
 import hashlib
 import json
 import os
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from . import html_data as data
+from .html_pack import Dictionary, pack_text, unpack_text
 from .models import AttemptRecord, CaseReport, RunReport
 from .timeline import GoldenJournal, event_views, load_events
 
@@ -43,6 +47,11 @@ EMBED_ALL_LIMIT = 1_000
 """Up to this many attempts, every attempt's timeline is embedded."""
 REGRESSIONS_SHOWN = 12
 """Rows of the regressions table above the fold; the scenarios table has them all."""
+DICTIONARY_ID = "nodeval-dict"
+SHARED_STRING = 64
+"""Strings of views this long or longer are stored once per block and referred to."""
+STRING_REF = "\x01"
+"""Starts a reference to a block's shared string (a string that starts with it itself gets a second one)."""
 
 
 def render(report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None) -> str:
@@ -62,7 +71,7 @@ def render_chunks(report: RunReport, run_dir: Path, *, rootdir: Path | None,
     chunks = _template().generate(
         **_assets(), run=page["run"], banner=page["banner"], gate=gate,
         regressions=regressions[:REGRESSIONS_SHOWN], more_regressions=max(0, len(regressions) - REGRESSIONS_SHOWN),
-        page_json=embed_json(page), timelines=_scenario_blocks(report, run_dir, rootdir, slots),
+        page_json=_inert(pack_text(_json(page))), timelines=_scenario_blocks(report, run_dir, rootdir, slots),
     )
     for chunk in chunks:
         # A lone surrogate (from a tool's undecodable bytes) cannot be written as UTF-8.
@@ -98,15 +107,6 @@ def read_history(path: Path | None, case_ids: list[str]) -> dict[str, Any] | Non
         return trends(path, case_ids)
     except sqlite3.Error:
         return None
-
-
-def embed_json(value: Any) -> Markup:
-    """JSON that is safe inside a <script> element: no '<', '>' or '&' (so no '</script>' or
-    '<!--'), and ASCII only (so U+2028/2029 and lone surrogates are escapes, not characters)."""
-    from markupsafe import Markup
-
-    encoded = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return Markup(encoded.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
 def content_security_policy(script: str, style: str) -> str:
@@ -192,7 +192,9 @@ def _slots(report: RunReport) -> tuple[Slots, str]:
 
 def _scenario_blocks(report: RunReport, run_dir: Path, rootdir: Path | None,
                      slots: Slots) -> Iterator[tuple[str, Markup]]:
-    """(element id, content) per case with embedded timelines, one case in memory at a time."""
+    """(element id, content) per case with embedded timelines, one case in memory at a time;
+    before the first, the dictionary that every case's block is compressed against."""
+    dictionary: Dictionary | None = None
     for index, case in enumerate(report.cases):
         embedded = [a for a, slot in zip(case.attempts, slots[index]) if slot is not None]
         if not embedded:
@@ -200,7 +202,11 @@ def _scenario_blocks(report: RunReport, run_dir: Path, rootdir: Path | None,
         block, golden = _Block(), _Golden(case, rootdir)
         for attempt in embedded:
             block.add(attempt, run_dir, golden)
-        yield _block_id(index), block.encoded()
+        text = block.text()
+        if dictionary is None:
+            dictionary = Dictionary(text)
+            yield DICTIONARY_ID, _inert(dictionary.element())
+        yield _block_id(index), _inert(dictionary.pack(text))
 
 
 class _Block:
@@ -211,6 +217,7 @@ class _Block:
         self.views: list[str] = []  # each view as JSON, in the order first seen
         self._index: dict[str, int] = {}
         self.attempts: list[dict[str, Any]] = []
+        self.strings = _Strings()
 
     def add(self, attempt: AttemptRecord, run_dir: Path, golden: _Golden) -> None:
         events, note = (load_events(run_dir / attempt.journal) if attempt.journal
@@ -226,32 +233,87 @@ class _Block:
 
     def intern(self, view: dict[str, Any]) -> int:
         try:
-            key = _json(view)
+            key = _json(self.strings.refer(view))
         except ValueError:  # NaN in a request body: show the request without its patch
-            key = _json({**view, "req": None})
+            key = _json(self.strings.refer({**view, "req": None}))
         found = self._index.get(key)
         if found is None:
             found = self._index[key] = len(self.views)
             self.views.append(key)
         return found
 
-    def encoded(self) -> Markup:
-        """The block as a JSON string of base64 gzip: inert inside <script>, whatever the data."""
-        from markupsafe import Markup
+    def text(self) -> str:
+        """The block as JSON (ASCII): views first, so the dictionary taken from the first
+        block holds the shape of events rather than one scenario's long texts."""
+        return ('{"views":[' + ",".join(self.views) + '],"attempts":' + _json(self.attempts)
+                + ',"strings":' + _json(self.strings.items) + "}")
 
-        text = '{"views":[' + ",".join(self.views) + '],"attempts":' + _json(self.attempts) + "}"
-        packed = base64.b64encode(gzip.compress(text.encode("ascii"), compresslevel=6, mtime=0)).decode("ascii")
-        return Markup(f'"{packed}"')
+
+class _Strings:
+    """A block's long strings, each stored once: in views they become STRING_REF + index."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def refer(self, value: Any) -> Any:
+        """`value` with its long strings (values, not keys) replaced by references."""
+        if isinstance(value, str):
+            if len(value) >= SHARED_STRING:
+                return STRING_REF + str(self._number(value))
+            return STRING_REF + value if value.startswith(STRING_REF) else value
+        if isinstance(value, list):
+            return [self.refer(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.refer(item) for key, item in value.items()}
+        return value
+
+    def _number(self, value: str) -> int:
+        found = self._index.get(value)
+        if found is None:
+            found = self._index[value] = len(self.items)
+            self.items.append(value)
+        return found
+
+
+def resolve_strings(value: Any, strings: list[str]) -> Any:
+    """A view with its references replaced by the strings (as report.js does)."""
+    if isinstance(value, str):
+        if not value.startswith(STRING_REF):
+            return value
+        return value[1:] if value[1:2] == STRING_REF else strings[int(value[1:])]
+    if isinstance(value, list):
+        return [resolve_strings(item, strings) for item in value]
+    if isinstance(value, dict):
+        return {key: resolve_strings(item, strings) for key, item in value.items()}
+    return value
+
+
+def _inert(packed: str) -> Markup:
+    """A packed element's text (a JSON string of base64: nothing in it can end the element)
+    as markup, so the template writes its quotes as they are."""
+    from markupsafe import Markup
+
+    return Markup(packed)
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-def decode_block(text: str) -> dict[str, Any]:
-    """The JSON of one case's timelines element, as the page's script reads it."""
-    decoded: dict[str, Any] = json.loads(gzip.decompress(base64.b64decode(json.loads(text))))
+def decode_page_data(element_text: str) -> dict[str, Any]:
+    """The run's data element, as the page's script reads it."""
+    decoded: dict[str, Any] = json.loads(unpack_text(element_text))
     return decoded
+
+
+def decode_block(element_text: str, dictionary_text: str) -> dict[str, Any]:
+    """One case's timelines element ({"views", "attempts"}), inflated against the page's
+    dictionary element and with its shared strings put back, as the page's script reads it."""
+    block: dict[str, Any] = json.loads(Dictionary.from_element(dictionary_text).unpack(element_text))
+    strings = block.pop("strings")
+    block["views"] = [resolve_strings(view, strings) for view in block["views"]]
+    return block
 
 
 class _Golden:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-from pytest_nodeval.report.html import decode_block
+from pytest_nodeval.report.html import DICTIONARY_ID, decode_block, decode_page_data
 
 
 @dataclass
@@ -29,16 +28,14 @@ class Page:
         return [e for e in self.elements if e.tag == "script"]
 
     def data(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.json("nodeval-data")
-        return data
-
-    def json(self, element_id: str) -> Any:
-        element = next(e for e in self.scripts() if e.attrs.get("id") == element_id)
-        return json.loads(element.text)
+        element = next(e for e in self.scripts() if e.attrs.get("id") == "nodeval-data")
+        return decode_page_data(element.text)
 
     def blocks(self) -> dict[str, dict[str, Any]]:
         """Each case's timelines element, inflated: {"views": [...], "attempts": [...]}."""
-        return {e.attrs["id"]: decode_block(e.text) for e in self.scripts() if e.attrs.get("id", "").startswith("nodeval-c")}
+        dictionary = next((e.text for e in self.scripts() if e.attrs.get("id") == DICTIONARY_ID), "")
+        return {e.attrs["id"]: decode_block(e.text, dictionary) for e in self.scripts()
+                if e.attrs.get("id", "").startswith("nodeval-c")}
 
     def timelines(self) -> dict[str, Any]:
         """Every embedded attempt's timeline as the page's script sees it ("<element id>/<slot>" -> timeline)."""

@@ -140,6 +140,33 @@ def test_the_full_request_of_a_later_call_is_rebuilt_from_the_compact_timeline(
     report_page.assert_clean()
 
 
+def test_a_timeline_compressed_against_the_pages_dictionary_opens_with_its_text(
+        tmp_path: Path, report_page: ReportPage) -> None:
+    """The third case's block is deflate that refers back into the dictionary (the start of
+    the first case's block); its long answers are shared strings. Both come back as text,
+    and a string that merely looks like a shared-string reference shows as itself."""
+    run = build_run(tmp_path, cases=3, repeats=1, real_size=True, fail_rate=0.0, regressed=0, gate=False)
+    case, attempt = run.report.cases[2], run.report.cases[2].attempts[0]
+    path = run.run_dir / str(attempt.journal) / "events.jsonl"
+    journal = [json.loads(line) for line in path.read_text().splitlines()]
+    question = next(e for e in journal if e["type"] == "io.input")
+    question["payload"]["text"] = "\u00010 is not a reference"
+    path.write_text("".join(json.dumps(e) + "\n" for e in journal))
+    answer = [e for e in journal if e["type"] == "io.output"][-1]
+    html = _write(run)
+    assert answer["payload"]["text"] not in html.read_text()
+    report_page.open(html)
+    page = report_page.page
+    page.locator("tr.case-row", has_text=case.id).click()
+    page.locator("button.open-attempt").click()
+    shown(page, "timeline")
+    card = page.locator(f'.ev[data-seq="{answer["seq"]}"]')
+    card.locator("button", has_text="show all").click()
+    assert answer["payload"]["text"] in " ".join(card.inner_text().split())
+    assert "\u00010 is not a reference" in str(page.locator(f'.ev[data-seq="{question["seq"]}"]').text_content())
+    report_page.assert_clean()
+
+
 def test_hostile_run_data_stays_inert_text(tmp_path: Path, report_page: ReportPage) -> None:
     run = build_run(tmp_path, cases=len(HOSTILE) + 2, repeats=2, hostile=True)
     report_page.open(_write(run))

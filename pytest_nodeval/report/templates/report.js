@@ -3,8 +3,7 @@
   // Every value from the run reaches the page through textContent, createTextNode or
   // setAttribute("title"/"data-*"); nothing from the run is ever parsed as markup.
 
-  var DATA = JSON.parse(document.getElementById("nodeval-data").textContent);
-  var CASES = DATA.cases;
+  var DATA, CASES;  // the run's data, inflated on load (see start() at the end)
   var SVGNS = "http://www.w3.org/2000/svg";
   var SEVERITY = { error: 0, failed: 1, tolerated: 2, passed: 3, not_run: 4, skipped: 5 };
   var GATE_SEVERITY = { FAIL: 3, INCONCLUSIVE: 2, WARN: 1, OK: 0 };
@@ -368,15 +367,57 @@
     location.hash = "attempt-" + r.i + "-" + a.repeat;
   }
 
-  // A case's timelines are gzip-compressed JSON in base64, inflated the first time one of
-  // its attempts is opened. Views shared by several attempts are stored once, by index.
+  // -- what the page carries compressed (html_pack.py) -----------------------------------
+  // Each element is a JSON string of base64. The run's data is gzip. A case's timelines are
+  // deflate against a dictionary the page shares (the start of the first case's timelines):
+  // DecompressionStream takes no preset dictionary, so the dictionary goes first as a stored
+  // deflate block of a zlib stream, and is cut from what comes out.
+
+  function bytesOf(id) {
+    var packed = atob(JSON.parse(document.getElementById(id).textContent));
+    var bytes = new Uint8Array(packed.length);
+    for (var i = 0; i < packed.length; i++) bytes[i] = packed.charCodeAt(i);
+    return bytes;
+  }
+
+  function inflate(parts, format) {
+    var stream = new Blob(parts).stream().pipeThrough(new DecompressionStream(format));
+    return new Response(stream).arrayBuffer().then(function (buffer) { return new Uint8Array(buffer); });
+  }
+
+  function jsonOf(bytes) { return JSON.parse(new TextDecoder().decode(bytes)); }
+
+  var dictionary = null;
+  function unpackBlock(id) {
+    dictionary = dictionary || inflate([bytesOf("nodeval-dict")], "gzip");
+    return dictionary.then(function (dict) {
+      var n = dict.length, stored = new Uint8Array([0x78, 0x01, 0, n & 255, n >> 8, ~n & 255, (~n >> 8) & 255]);
+      return inflate([stored, dict, bytesOf(id)], "deflate").then(function (bytes) { return jsonOf(bytes.subarray(n)); });
+    });
+  }
+
+  // A long string held by several views of a case is stored once: "\u0001" + its index
+  // (a string that itself starts with "\u0001" has a second one). Replaced in place, so a
+  // "__proto__" key from the run stays a key.
+  function withStrings(value, strings) {
+    if (typeof value === "string") {
+      if (value.charCodeAt(0) !== 1) return value;
+      return value.charCodeAt(1) === 1 ? value.slice(1) : strings[Number(value.slice(1))];
+    }
+    if (value && typeof value === "object") {
+      Object.keys(value).forEach(function (k) { value[k] = withStrings(value[k], strings); });
+    }
+    return value;
+  }
+
+  // A case's timelines are inflated the first time one of its attempts is opened. Views
+  // shared by several attempts are stored once, by index.
   function blockOf(id) {
     if (!blocks[id]) {
-      var packed = atob(JSON.parse(document.getElementById(id).textContent));
-      var bytes = new Uint8Array(packed.length);
-      for (var i = 0; i < packed.length; i++) bytes[i] = packed.charCodeAt(i);
-      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-      blocks[id] = new Response(stream).text().then(JSON.parse);
+      blocks[id] = unpackBlock(id).then(function (block) {
+        block.views = block.views.map(function (v) { return withStrings(v, block.strings); });
+        return block;
+      });
     }
     return blocks[id];
   }
@@ -613,26 +654,33 @@
 
   // -- wiring -------------------------------------------------------------------------------
 
-  document.querySelectorAll("#scenario-table th[data-sort]").forEach(function (th) {
-    th.setAttribute("tabindex", "0");
-    th.addEventListener("click", function () { onSortClick(th); });
-    th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); onSortClick(th); } });
-  });
-  ["text", "tag", "status", "change"].forEach(function (k) { filters[k].addEventListener("input", update); });
-  document.querySelectorAll("button.jump").forEach(function (b) {
-    b.addEventListener("click", function () { jumpTo(b.getAttribute("data-case-id")); });
-  });
-  document.getElementById("attempt-close").addEventListener("click", closeAttempt);
-  tabs.timeline.addEventListener("click", function () { showTab("timeline"); });
-  tabs.diff.addEventListener("click", function () { showTab("diff"); });
-  document.addEventListener("keydown", function (e) { if (e.key === "Escape" && !view.hidden) closeAttempt(); });
-  window.addEventListener("hashchange", route);
-  document.getElementById("timeline-policy").textContent = "Attempt timelines: " + DATA.timeline_policy + ".";
+  function start(data) {
+    DATA = data;
+    CASES = data.cases;
 
-  fillTagOptions();
-  update();
-  watchMoreRow();
-  route();
-  document.documentElement.setAttribute("data-ready", "1");
-  performance.mark("nodeval:ready");
+    document.querySelectorAll("#scenario-table th[data-sort]").forEach(function (th) {
+      th.setAttribute("tabindex", "0");
+      th.addEventListener("click", function () { onSortClick(th); });
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); onSortClick(th); } });
+    });
+    ["text", "tag", "status", "change"].forEach(function (k) { filters[k].addEventListener("input", update); });
+    document.querySelectorAll("button.jump").forEach(function (b) {
+      b.addEventListener("click", function () { jumpTo(b.getAttribute("data-case-id")); });
+    });
+    document.getElementById("attempt-close").addEventListener("click", closeAttempt);
+    tabs.timeline.addEventListener("click", function () { showTab("timeline"); });
+    tabs.diff.addEventListener("click", function () { showTab("diff"); });
+    document.addEventListener("keydown", function (e) { if (e.key === "Escape" && !view.hidden) closeAttempt(); });
+    window.addEventListener("hashchange", route);
+    document.getElementById("timeline-policy").textContent = "Attempt timelines: " + DATA.timeline_policy + ".";
+
+    fillTagOptions();
+    update();
+    watchMoreRow();
+    route();
+    document.documentElement.setAttribute("data-ready", "1");
+    performance.mark("nodeval:ready");
+  }
+
+  inflate([bytesOf("nodeval-data")], "gzip").then(jsonOf).then(start);
 })();
