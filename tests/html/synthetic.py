@@ -39,6 +39,7 @@ HOSTILE = [
     BROKEN_UTF8,
     "NUL \x00 and ANSI \x1b[31mred\x1b[0m",
     "&lt;script&gt; already escaped &amp;",
+    "name ‮esrever‬ then the rest",
 ]
 """Each must appear on the page as the very text it is."""
 OUTPUT_SEQ = 16

@@ -185,6 +185,8 @@ def test_hostile_run_data_stays_inert_text(tmp_path: Path, report_page: ReportPa
         page.locator("#attempt-close").click()
     report_page.screenshot("hostile", full_page=True)
     assert page.evaluate("typeof window.__pwned") == "undefined"
+    isolated = page.evaluate("Array.from(document.querySelectorAll('bdi')).map(b => b.textContent)")
+    assert isolated and all("\u202e" in text for text in isolated), "a bidi override stays inside its value"
     assert page.evaluate("document.querySelectorAll('img, iframe, base, a, meta[http-equiv=refresh]').length") == 0
     assert page.evaluate("document.querySelectorAll('script').length") == len(parse(_write(run).read_text()).scripts())
     report_page.assert_clean()

@@ -13,17 +13,27 @@
 
   // -- building DOM ---------------------------------------------------------------------
 
+  // Bidirectional controls (U+202E and friends) in run text: the value goes in a <bdi>, so
+  // an override reorders that value only, never the rest of its line.
+  var BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+  function textOf(value) {
+    var text = String(value);
+    if (!BIDI.test(text)) return document.createTextNode(text);
+    var isolated = document.createElement("bdi");
+    isolated.textContent = text;
+    return isolated;
+  }
   function fill(node, attrs, children) {
     Object.keys(attrs || {}).forEach(function (name) {
       var value = attrs[name];
       if (value === null || value === undefined || value === false) return;
-      if (name === "text") node.textContent = String(value);
+      if (name === "text") { node.textContent = ""; node.appendChild(textOf(value)); }
       else node.setAttribute(name, String(value));
     });
     children.forEach(function add(child) {
       if (child === null || child === undefined || child === false) return;
       if (Array.isArray(child)) child.forEach(add);
-      else node.appendChild(typeof child === "object" ? child : document.createTextNode(String(child)));
+      else node.appendChild(typeof child === "object" ? child : textOf(child));
     });
     return node;
   }
@@ -511,7 +521,7 @@
     if (value.length <= LONG_TEXT) return el("pre", { text: value });
     var pre = el("pre", { text: value.slice(0, LONG_TEXT) + " …" });
     var more = el("button", { type: "button", "class": "linkish", text: "show all " + value.length.toLocaleString("en") + " characters" });
-    more.addEventListener("click", function () { pre.textContent = value; more.remove(); });
+    more.addEventListener("click", function () { pre.textContent = ""; pre.appendChild(textOf(value)); more.remove(); });
     return el("div", {}, pre, more);
   }
 
