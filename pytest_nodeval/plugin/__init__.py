@@ -73,6 +73,10 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     config.stash[run_id_key] = workerinput[WORKER_RUN_ID] if workerinput else new_run_id()
     config.addinivalue_line("markers", "nodeval_case(case_id): bind a Python scenario to a case directory.")
+    from . import markers
+
+    markers.register_markers(config)
+    config.pluginmanager.register(markers, "nodeval-markers")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "nodeval-xdist")
     if workerinput is None:

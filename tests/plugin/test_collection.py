@@ -149,3 +149,22 @@ def test_node_ids_case_directories_and_last_failed_select_cases(nodeval_project:
     last_failed = nodeval_project.runpytest("--lf", "--repeat", "2", "-v")
     last_failed.assert_outcomes(failed=2)
     last_failed.stdout.fnmatch_lines(["scenarios/beta/case.yaml::test_scenario[[]beta[]] FAILED*"])
+
+
+def test_pytest_markers_lists_the_profiles_and_the_case_tags(nodeval_project: pytest.Pytester) -> None:
+    nodeval_project.makeini(PROJECT_INI + "nodeval_profiles =\n    pr: repeat=1\n    release: mode=live repeat=5\n")
+    write_case(nodeval_project.path / "scenarios", "tagged", script=[{"text": "hi"}], inputs=["hi"],
+               case={"tags": ["pr", "billing"]})
+    result = nodeval_project.runpytest("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.pr: the nodeval profile 'pr' (nodeval_profiles: repeat=1)*",
+                                 "@pytest.mark.release: the nodeval profile 'release'*",
+                                 "@pytest.mark.billing: cases tagged 'billing' (pytest-nodeval)"])
+    assert result.stdout.str().count("@pytest.mark.pr:") == 1
+
+
+def test_a_case_outside_the_case_roots_gets_a_hint(nodeval_project: pytest.Pytester) -> None:
+    write_case(nodeval_project.path / "elsewhere", "lost", script=[{"text": "hi"}], inputs=["hi"])
+    result = nodeval_project.runpytest("elsewhere/lost")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["nodeval: elsewhere/lost holds a case, but it is not under the case roots "
+                                 "(nodeval_cases: scenarios), so it is not collected; add its root to nodeval_cases"])
