@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "--inspect-mode (same as `nodeval inspect-mode`)."),
     "inspect-mode": ("pytest_nodeval.commands.inspect_mode", "One JSON request on stdin, one JSON response on "
                      "stdout: the protocol for external harnesses (docs/inspect-mode.md)."),
+    "new": ("pytest_nodeval.commands.new", "Create a case that records and replays at once (--agent: your own agent)."),
+    "schemas": ("pytest_nodeval.commands.schemas", "Copy the JSON Schemas of the case files into a project (editors)."),
     "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
     "samples": ("pytest_nodeval.commands.samples", "List the sessions the production sampler captured."),
     "report": ("pytest_nodeval.commands.report", "Render a run's report.html again from its report.json."),
