@@ -52,9 +52,17 @@ class ToolFailed(Exception):
     """A replayed tool call that failed when it was recorded."""
 
 
+FAKE_KEY = "nodeval-fake-key"
+"""The key the SDK clients send to a local fake (which needs one, and never checks it)."""
+
+
 class AgentContext:
-    def __init__(self, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None = None) -> None:
+    def __init__(self, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None = None,
+                 fakes: dict[str, Any] | None = None) -> None:
         self.journal, self.user, self.stash = journal, user, stash
+        self.fakes = fakes or {}
+        """Fakes started for this attempt by kind: with an `llm` one, live and record sessions send
+        the SDK clients there unless a base_url is given."""
         self._clients: list[Any] = []
         self._registered: set[str] = set()
         self._calls = 0
@@ -105,18 +113,31 @@ class AgentContext:
 
         from .providers import GEMINI_API
 
-        self._key(kwargs, "genai.Client", "GEMINI_API_KEY", "GOOGLE_API_KEY")
         options = kwargs.get("http_options") or {}
         options = types.HttpOptions.model_validate(options) if isinstance(options, dict) else options
+        fake = self._fake_url()
+        if fake is not None and options.base_url is None:
+            options = options.model_copy(update={"base_url": fake})
+            kwargs.setdefault("api_key", FAKE_KEY)
+        self._key(kwargs, "genai.Client", "GEMINI_API_KEY", "GOOGLE_API_KEY")
         kwargs["http_options"] = options.model_copy(update={
             "httpx_client": self.http_client(name, api=GEMINI_API),
             "httpx_async_client": self.http_client(name, api=GEMINI_API, asynchronous=True)})
         return genai.Client(**kwargs)
 
     def _sdk(self, cls: Any, name: str, api: str, key_env: str, asynchronous: bool, kwargs: dict[str, Any]) -> Any:
+        fake = self._fake_url()
+        if fake is not None and "base_url" not in kwargs:
+            kwargs["base_url"] = fake + ("/v1" if api.startswith("openai") else "")
+            kwargs.setdefault("api_key", FAKE_KEY)
         self._key(kwargs, cls.__name__, key_env)
         kwargs["http_client"] = self.http_client(name, api=api, asynchronous=asynchronous)
         return cls(**kwargs)
+
+    def _fake_url(self) -> str | None:
+        """The running fake LLM's URL in a live or record session (replay never calls out)."""
+        fake = self.fakes.get("llm")
+        return None if fake is None or self.replaying else str(fake.url)
 
     def _key(self, kwargs: dict[str, Any], what: str, *key_envs: str) -> None:
         import os
@@ -134,7 +155,8 @@ class AgentContext:
         last: str | None = None
         while (turn := self.user.next_input(last)) is not None:
             self._turn += 1
-            self.journal.emit("io.input", {"text": turn.text, "source": turn.source}, turn=self._turn)
+            self.journal.set_turn(self._turn)  # what the agent does next belongs to this turn
+            self.journal.emit("io.input", {"text": turn.text, "source": turn.source})
             yield turn.text
             last = self._last_output()
 
@@ -263,9 +285,9 @@ def tool(fn: F | None = None, *, name: str | None = None) -> Any:
 
 
 def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None,
-              *, mode: str) -> tuple[str | None, str | None]:
+              *, mode: str, fakes: dict[str, Any] | None = None) -> tuple[str | None, str | None]:
     """Run a user's agent; returns (divergence, error). The journal gets session.start/end."""
-    ctx = AgentContext(journal, user, stash)
+    ctx = AgentContext(journal, user, stash, fakes)
     journal.emit("session.start", {"engine": getattr(agent, "__qualname__", type(agent).__name__),
                                    "version": __version__, "session_id": journal.header.session_id, "mode": mode})
     start = time.perf_counter()

@@ -96,7 +96,8 @@ class Attempt:
                     self.observed = run_case(self.case, self.attempt_settings, self.journal_dir, world=self.world,
                                              grade=self._grader(), fakes=self.fakes)
                 else:
-                    self.observed = run_agent_case(agent, self.case, self.attempt_settings, self.journal_dir, inputs)
+                    self.observed = run_agent_case(agent, self.case, self.attempt_settings, self.journal_dir, inputs,
+                                                   fakes=self.fakes)
             except NodevalError as exc:
                 if exc.infrastructure:
                     self.infra_cause = str(exc)

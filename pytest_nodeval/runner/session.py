@@ -235,7 +235,7 @@ def judge_provider_specs(case: Case, settings: AttemptSettings) -> list[Any]:
 
 
 def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_dir: Path,
-                   inputs: list[str] | None = None) -> Observed:
+                   inputs: list[str] | None = None, fakes: Mapping[str, Any] | None = None) -> Observed:
     """Run a user's own agent (see agent/adapter.py) on a case in the given mode."""
     from ..agent.adapter import run_agent
     from ..people.inputs import ScriptedUserSpec
@@ -254,7 +254,7 @@ def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_di
     start = time.perf_counter()
     writer = JournalWriter(journal_dir, journal_header(source, None), durable=not settings.replay)
     try:
-        divergence, _ = run_agent(agent, writer, user, stash, mode=settings.mode)
+        divergence, _ = run_agent(agent, writer, user, stash, mode=settings.mode, fakes=dict(fakes or {}))
     finally:
         writer.close()
     observed = Observed(case.id, settings.mode, writer.events, journal_dir, divergence=divergence,
