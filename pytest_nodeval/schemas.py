@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .commands.schemas import SHIPPED, USER_FILES
+from .case.schema_files import SHIPPED, USER_FILES
 
 __all__ = ["SHIPPED", "USER_FILES", "export", "render", "schemas"]
 

@@ -9,7 +9,6 @@ of the schemas (`nodeval schemas`), so editors complete and check the keys.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 from pathlib import Path
@@ -39,7 +38,9 @@ def run(args: argparse.Namespace) -> int:
     if directory.exists() or taken:
         where = directory if directory.exists() else taken[0]
         raise NodevalError(f"case {case_id!r} already exists at {where}; choose another id")
-    schemas = _schemas_for(root)
+    from ..case.schema_files import project_schemas
+
+    schemas = project_schemas(root)
     try:
         (_agent_case if args.agent else _engine_case)(directory, case_id, schemas)
         observed = _record(directory, agent=args.agent)
@@ -50,27 +51,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _schemas_for(root: Path) -> Path:
-    """The project's copy of the schemas, written now if missing (beside the case root)."""
-    from .schemas import DEFAULT_DIR, export_shipped
-
-    target = root.resolve().parent / DEFAULT_DIR
-    if not (target / "case.schema.json").is_file():
-        export_shipped(target)
-    return target
-
-
-def _header(path: Path, schemas: Path, schema: str) -> str:
-    relative = os.path.relpath(schemas / schema, path.parent)
-    return f"# yaml-language-server: $schema={relative}\n"
-
-
 def _write(path: Path, schemas: Path, relative: str, body: str) -> None:
-    from .schemas import USER_FILES
+    from ..case.schema_files import schema_line
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = _header(path, schemas, USER_FILES[relative]) if relative in USER_FILES else ""
-    path.write_text(header + body)
+    path.write_text(schema_line(path, relative, schemas) + body)
 
 
 def _case_yaml(case_id: str, description: str) -> str:

@@ -297,7 +297,15 @@ def case_files(facts: SampleFacts, options: PromoteOptions, *, has_config: bool)
              ASSERTIONS_FILE: render_assertions(facts, propose_assertions(facts))}
     if has_config or facts.inputs:
         files[INPUTS_FILE] = _inputs_yaml(facts)
-    return files
+    return {name: _with_schema_line(options, name, text) for name, text in files.items()}
+
+
+def _with_schema_line(options: PromoteOptions, name: str, text: str) -> str:
+    """Editors complete and check a promoted file through its schema (docs/editors.md)."""
+    from ..case.schema_files import project_schemas, schema_line
+
+    path = options.cases_dir / options.case_id / name
+    return schema_line(path, name, project_schemas(options.cases_dir)) + text
 
 
 def _case_yaml(facts: SampleFacts, options: PromoteOptions) -> str:

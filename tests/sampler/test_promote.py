@@ -48,6 +48,8 @@ def test_promote_writes_a_case_for_review(tmp_path: Path, disk_sample: Path) -> 
     assert inputs == {"user": {"kind": "scripted", "inputs": ["How big is the workspace? Reply to [REDACTED]"]}}
 
     text = (case_dir / "assertions.yaml").read_text()
+    schema_line, _, text = text.partition("\n")
+    assert schema_line == "# yaml-language-server: $schema=../../.nodeval/schemas/assertions.schema.json"
     assert text.startswith("# Proposed by `nodeval promote` from the trace of sample")
     kinds = [a.kind for a in AssertionsFile.model_validate(yaml.safe_load(text)).assertions]
     assert kinds == ["same_tool_sequence", "tool_called", "no_errors", "output_contains", "max_turns"]
@@ -93,7 +95,7 @@ def test_promoting_onto_an_existing_id_fails_clearly(
     assert (cases / "disk-usage" / "assertions.yaml").read_text() == "- kind: no_errors\n"
 
     assert main(["promote", str(disk_sample), "--id", "disk-usage", "--cases-dir", str(cases), "--force"]) == 0
-    assert (cases / "disk-usage" / "assertions.yaml").read_text().startswith("# Proposed")
+    assert "\n# Proposed" in (cases / "disk-usage" / "assertions.yaml").read_text()
     assert [p.name for p in cases.iterdir()] == ["disk-usage"], "no staging leftovers"
 
 
