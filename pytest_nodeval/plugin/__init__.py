@@ -49,6 +49,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nodeval-case", action="append", default=[], metavar="ID",
                     help="Run only the tests bound to this case (repeatable): its YAML test and the Python "
                          "tests marked nodeval_case(ID); other tests are deselected.")
+    group.addoption("--nodeval-progress", default=None, choices=("auto", "tty", "plain", "off"),
+                    help="Progress of the run's attempts: auto (default: a live line on a terminal, a plain line "
+                         "every nodeval_progress_interval seconds otherwise), tty, plain or off.")
     parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
@@ -61,6 +64,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nodeval_judge", "Default judge model: '<anthropic|openai|gemini> <model> [base_url]'.", default="")
     parser.addini("nodeval_history", "SQLite file every run appends its summary to ('' disables).",
                   default="reports/history.sqlite")
+    parser.addini("nodeval_progress", "Progress display: auto, tty, plain or off.", default="")
+    parser.addini("nodeval_progress_interval", "Seconds between plain progress lines (0: at every test event).",
+                  default="30")
     parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=5'.", type="linelist",
                   default=[])
 
@@ -82,7 +88,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         from .controller import Controller
 
-        config.pluginmanager.register(Controller(config), "nodeval-controller")
+        controller = Controller(config)
+        config.pluginmanager.register(controller, "nodeval-controller")
+        if config.stash[settings_key].progress != "off":
+            from .progress import Progress
+
+            config.pluginmanager.register(Progress(config, controller.expected), "nodeval-progress")
 
 
 def new_run_id() -> str:

@@ -22,6 +22,7 @@ import pytest
 from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, MatchLevel, Mode
 
 WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
+PROGRESS_MODES = ("auto", "tty", "plain", "off")
 PROFILE_KEYS = ("mode", "repeat", "match", "world")
 DEFAULTS: dict[str, Any] = {"mode": "deterministic", "repeat": 1, "match": "default", "world": "auto"}
 
@@ -47,6 +48,10 @@ class Settings:
     """Record mode: install recordings that failed their checks too (--nodeval-record-force)."""
     gate_policy: dict[str, float] = field(default_factory=dict)
     """Gate thresholds set in ini/pyproject (the rest keep GatePolicy's defaults)."""
+    progress: str = "auto"
+    """How the controller shows a run's progress: auto, tty (a live line), plain (a line per interval) or off."""
+    progress_interval_s: float = 30.0
+    """Seconds between plain progress lines (nodeval_progress_interval)."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
 
@@ -137,7 +142,27 @@ def from_config(config: pytest.Config) -> Settings:
         judge=_judge(config.getini("nodeval_judge"), where), judge_reuse=bool(config.getoption("nodeval_judge_reuse")),
         baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
         record_force=bool(config.getoption("nodeval_record_force")),
+        progress=_progress_mode(config, where), progress_interval_s=_progress_interval(config, where),
     )
+
+
+def _progress_mode(config: pytest.Config, where: str) -> str:
+    # --nodeval-progress (argparse checked its choices) > ini nodeval_progress > auto
+    mode = config.getoption("nodeval_progress") or config.getini("nodeval_progress").strip() or "auto"
+    if mode not in PROGRESS_MODES:
+        raise pytest.UsageError(f"nodeval_progress ({where}) must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
+    return mode
+
+
+def _progress_interval(config: pytest.Config, where: str) -> float:
+    raw = config.getini("nodeval_progress_interval")
+    try:
+        seconds = float(raw)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds >= 0:  # also refuses nan
+        raise pytest.UsageError(f"nodeval_progress_interval ({where}) must be a number of seconds >= 0, got {raw!r}")
+    return seconds
 
 
 def _judge(text: str, where: str) -> Any:

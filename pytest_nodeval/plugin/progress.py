@@ -1,0 +1,219 @@
+"""The run's progress while it runs: a live status line on a terminal, plain lines in CI logs.
+
+Registered on the controller only, when --nodeval-progress is not `off`: xdist workers print
+nothing, and the controller sees every worker's `pytest_runtest_logstart`, `logreport` and
+`logfinish`. A run without nodeval attempts prints nothing. What is counted, and what "in
+flight" means, is `report/progress.py`'s.
+
+`auto` picks the live line when pytest writes to a terminal that can move its cursor (not
+TERM=dumb) and captures the tests' output (not -s: what a test prints would cross the line);
+plain lines otherwise. `tty` and `plain` force one of them.
+
+**Plain lines** (at most one per `nodeval_progress_interval`, 30 s) are written when a test
+starts, before pytest writes anything for it, or when one finishes, with pytest's own `write_line`, which ends
+pytest's current line first; pytest then starts the test's line afresh (its file name again
+before the dots). They come with test events, never from a
+background thread: the terminal writer is not thread-safe, and while a test runs in-process
+pytest captures the output file descriptors. A stretch with no test event at all (one long
+attempt without -n) therefore prints nothing until that attempt ends.
+
+**The live line** is drawn on the row below pytest's cursor, and the cursor is put back where
+pytest left it:
+
+    "\\n" + status + ESC[1A (up a row) + "\\r" + ESC[<col>C (forward to pytest's column)
+
+so pytest's own partial line (dots, a -v line waiting for its PASSED) stays as it is. Before
+anything else reaches the terminal through pytest's terminal writer, the status is erased
+with ESC[J, which erases from the cursor to the end of the screen: the cursor sits at the end
+of pytest's text, so that is exactly the status row. For this the writer's file is wrapped
+(`TerminalWriter._file`, the one internal of pytest this relies on; without it the run falls
+back to plain lines), so pytest's progress, -v lines, warnings, xdist's messages and live
+logs all erase the status before they write. It is drawn again after each test event's hooks
+have run, and erased for good when the run loop ends, so the final output holds none of it.
+Bytes that bypass the writer (a subprocess writing straight to the terminal) can still cross it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Generator
+from typing import Any, TextIO
+
+import pytest
+
+from ..report.progress import Tally, format_line
+
+ERASE_BELOW = "\x1b[J"
+UP_ONE_ROW = "\x1b[1A"
+
+
+class Progress:
+    def __init__(self, config: pytest.Config, tests: dict[str, tuple[str, int]]) -> None:
+        from .keys import settings_key
+
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self.tally = Tally(tests)
+        self.workers: set[str] = set()
+        self.out: _LiveLine | _PlainLines | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Here, not in __init__: the terminal reporter is registered by its own pytest_configure.
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        mode = choose_mode(self.settings.progress, reporter, self.config)
+        if mode == "tty":
+            self.out = _LiveLine(reporter._tw)
+        elif mode == "plain":
+            self.out = _PlainLines(reporter, self.settings.progress_interval_s, time.monotonic())
+
+    @pytest.hookimpl(optionalhook=True)  # only exists when pytest-xdist is active
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.workers.add(str(node.gateway.id))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Generator[None, None, None]:
+        if isinstance(self.out, _PlainLines) and self.out.due(time.monotonic()):
+            self._show(self.out)  # before pytest starts this test's line: its dots stay on one line
+        yield
+        self.tally.start(nodeid, time.monotonic())
+        self._redraw()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        yield  # the controller has read the report: a Python scenario's test is known by now
+        self._count(report, time.monotonic())
+        self._redraw()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Generator[None, None, None]:
+        yield
+        now = time.monotonic()
+        self.tally.finish(nodeid, now)
+        if isinstance(self.out, _PlainLines) and self.out.due(now):
+            self._show(self.out)  # under xdist the last attempts start nothing more: say it here
+        self._redraw()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            if isinstance(self.out, _LiveLine):
+                self.out.close()
+            self.out = None
+
+    def _count(self, report: pytest.TestReport, now: float) -> None:
+        if report.outcome == "rerun":  # type: ignore[comparison-overlap]  # pytest-rerunfailures
+            self.tally.rerun(report.nodeid)
+        elif report.when == "???":  # type: ignore[comparison-overlap]  # xdist: the worker crashed
+            self.tally.crash(report.nodeid, now)
+        else:
+            attempt = attempt_payload(report)
+            if attempt is not None:
+                self.tally.result(report.nodeid, str(attempt.get("outcome", "")), bool(attempt.get("infra_error")),
+                                  cost_of(attempt), now)
+
+    def _redraw(self) -> None:
+        """The live line again, after whatever pytest wrote for this event erased it."""
+        if isinstance(self.out, _LiveLine):
+            self._show(self.out)
+
+    def _show(self, out: _LiveLine | _PlainLines) -> None:
+        snapshot = self.tally.snapshot(workers=len(self.workers) or 1)
+        if snapshot.total:
+            out.show(format_line(snapshot))
+
+
+def choose_mode(setting: str, reporter: Any, config: pytest.Config) -> str | None:
+    """tty, plain or None (nothing to write to, or off)."""
+    if setting == "off" or reporter is None:
+        return None
+    if setting == "auto":
+        live = (reporter.isatty() and os.environ.get("TERM") != "dumb"
+                and config.getoption("capture", "fd") in ("fd", "sys"))
+        setting = "tty" if live else "plain"
+    if setting == "tty" and not hasattr(getattr(reporter, "_tw", None), "_file"):
+        return "plain"  # a pytest whose writer is built otherwise: plain lines never garble it
+    return setting
+
+
+def attempt_payload(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The attempt's result the report carries (see report_payload.py), as plain JSON types."""
+    payload = getattr(report, "nodeval", None)
+    attempt = payload.get("attempt") if isinstance(payload, dict) else None
+    return attempt if isinstance(attempt, dict) else None
+
+
+def cost_of(attempt: dict[str, Any]) -> float | None:
+    """The attempt's spend in USD, when the run prices its attempts (`cost_usd`), else None."""
+    value = attempt.get("cost_usd")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class _PlainLines:
+    def __init__(self, reporter: Any, interval_s: float, started: float) -> None:
+        self.reporter = reporter
+        self.interval_s = interval_s
+        self.last = started
+
+    def due(self, now: float) -> bool:
+        if now - self.last < self.interval_s:
+            return False
+        self.last = now
+        return True
+
+    def show(self, line: str) -> None:
+        writer = getattr(self.reporter, "_tw", None)
+        if getattr(writer, "width_of_current_line", 0) and not self.reporter.currentfspath:
+            # write_line ends pytest's line only when it knows of one (a file name before the
+            # dots); under xdist the dots run on without one: end it here.
+            self.reporter.write("\n")
+        self.reporter.write_line(line)
+
+
+class _LiveLine:
+    """Stands in for the terminal writer's file: whatever is written erases the status first."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self.file: TextIO = writer._file
+        self.shown: str | None = None
+
+    def show(self, status: str) -> None:
+        if status == self.shown:
+            return  # still on screen: nothing was written since it was drawn
+        width = self.writer.fullwidth
+        column = self.writer.width_of_current_line
+        if column and column % width == 0:
+            return  # the cursor waits at the right margin: no column to come back to
+        self.erase()
+        back = f"\r\x1b[{column % width}C" if column % width else "\r"
+        self.file.write("\n" + status[: width - 1] + UP_ONE_ROW + back)
+        self.file.flush()
+        self.shown = status
+        if self.writer._file is not self:
+            self.writer._file = self
+
+    def erase(self) -> None:
+        if self.shown is not None:
+            self.shown = None
+            self.file.write(ERASE_BELOW)
+
+    def close(self) -> None:
+        self.erase()
+        self.file.flush()
+        if self.writer._file is self:
+            self.writer._file = self.file
+
+    # -- the file's face, for the terminal writer ---------------------------------------------
+
+    def write(self, text: str) -> int:
+        self.erase()
+        return self.file.write(text)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
