@@ -60,11 +60,13 @@ class Progress:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Here, not in __init__: the terminal reporter is registered by its own pytest_configure.
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
         mode = choose_mode(self.settings.progress, reporter, self.config)
+        if mode is None:
+            return
         if mode == "tty":
             self.out = _LiveLine(reporter._tw)
-        elif mode == "plain":
+        else:
             self.out = _PlainLines(reporter, self.settings.progress_interval_s, time.monotonic())
 
     @pytest.hookimpl(optionalhook=True)  # only exists when pytest-xdist is active

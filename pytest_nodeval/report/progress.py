@@ -21,8 +21,8 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Callable, Mapping
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 
 __all__ = ["ETA_WINDOW", "Snapshot", "Tally", "format_eta", "format_line"]
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_nodeval.report.progress import ETA_WINDOW, Snapshot, Tally, format_eta, format_line
+from pytest_nodeval.report.progress import (
+    ETA_WINDOW,
+    Snapshot,
+    Tally,
+    format_eta,
+    format_line,
+)
 
 
 def _tests(*attempts: tuple[str, str, int]) -> dict[str, tuple[str, int]]:
