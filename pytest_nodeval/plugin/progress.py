@@ -10,12 +10,12 @@ TERM=dumb) and captures the tests' output (not -s: what a test prints would cros
 plain lines otherwise. `tty` and `plain` force one of them.
 
 **Plain lines** (at most one per `nodeval_progress_interval`, 30 s) are written when a test
-starts, before pytest writes anything for it, or when one finishes, with pytest's own `write_line`, which ends
-pytest's current line first; pytest then starts the test's line afresh (its file name again
-before the dots). They come with test events, never from a
-background thread: the terminal writer is not thread-safe, and while a test runs in-process
-pytest captures the output file descriptors. A stretch with no test event at all (one long
-attempt without -n) therefore prints nothing until that attempt ends.
+starts, before pytest writes anything for it, or when one finishes (or its worker crashes),
+with pytest's own `write_line`, which ends pytest's current line first; pytest then starts
+the test's line afresh (its file name again before the dots). They come with test events,
+never from a background thread: the terminal writer is not thread-safe, and while a test
+runs in-process pytest captures the output file descriptors. A stretch with no test event
+at all (one long attempt without -n) therefore prints nothing until that attempt ends.
 
 **The live line** is drawn on the row below pytest's cursor, and the cursor is put back where
 pytest left it:
@@ -30,7 +30,9 @@ of pytest's text, so that is exactly the status row. For this the writer's file 
 back to plain lines), so pytest's progress, -v lines, warnings, xdist's messages and live
 logs all erase the status before they write. It is drawn again after each test event's hooks
 have run, and erased for good when the run loop ends, so the final output holds none of it.
-Bytes that bypass the writer (a subprocess writing straight to the terminal) can still cross it.
+Before --pdb's debugger starts (`pytest_exception_interact`) it is erased too. Bytes that
+bypass the writer (a subprocess writing straight to the terminal, a `breakpoint()` in a
+test) can still cross it.
 """
 
 from __future__ import annotations
@@ -84,7 +86,11 @@ class Progress:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         yield  # the controller has read the report: a Python scenario's test is known by now
-        self._count(report, time.monotonic())
+        now = time.monotonic()
+        self._count(report, now)
+        crashed = report.when == "???"  # type: ignore[comparison-overlap]  # no logfinish follows
+        if crashed and isinstance(self.out, _PlainLines) and self.out.due(now):
+            self._show(self.out)
         self._redraw()
 
     @pytest.hookimpl(wrapper=True)
@@ -95,6 +101,13 @@ class Progress:
         if isinstance(self.out, _PlainLines) and self.out.due(now):
             self._show(self.out)  # under xdist the last attempts start nothing more: say it here
         self._redraw()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_exception_interact(self) -> None:
+        # --pdb writes through a terminal writer of its own: the live line must be gone first.
+        if isinstance(self.out, _LiveLine):
+            self.out.erase()
+            self.out.flush()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:

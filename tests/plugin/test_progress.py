@@ -85,6 +85,50 @@ def test_with_xdist_the_controller_counts_every_workers_attempts(nodeval_project
     assert max(line[2] for line in lines) <= 2, "at most one attempt in flight per worker"
 
 
+CRASH = """
+import os
+import pytest
+
+@pytest.mark.nodeval_case("alpha")
+def test_crash(nodeval_run, request):
+    if request.node.callspec.params["nodeval_case"].repeat == 2:
+        os._exit(1)   # the worker dies in the middle of this attempt
+"""
+
+
+def test_with_xdist_an_attempt_whose_worker_crashed_is_counted_as_infra(nodeval_project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    _replay_suite(nodeval_project)
+    (nodeval_project.path / "scenarios" / "test_crash.py").write_text(CRASH)
+    result = nodeval_project.runpytest("scenarios/test_crash.py", "--repeat", "3", "-n", "2",
+                                       "--nodeval-progress", "plain", *EVERY_EVENT)
+    assert result.ret == 7
+    assert _progress(result)[-1] == (3, 3, 0, 0, 1)
+
+
+SPEND = """
+import pytest
+
+# What a run that prices its attempts carries (AttemptRecord.cost_usd, issue 16). Added after
+# the controller has read the payload, so this works whether the record knows the field or not.
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    attempt = getattr(report, "nodeval", {}).get("attempt")
+    if attempt is not None:
+        attempt["cost_usd"] = 0.125
+"""
+
+
+def test_spend_is_the_sum_of_the_attempts_cost_usd_when_they_carry_one(nodeval_project: pytest.Pytester) -> None:
+    _replay_suite(nodeval_project)
+    result = nodeval_project.runpytest("--repeat", "2", "--nodeval-progress", "plain", *EVERY_EVENT)
+    assert "$" not in "".join(line for line in result.outlines if PROGRESS_LINE.search(line))
+    (nodeval_project.path / "conftest.py").write_text(SPEND)
+    result = nodeval_project.runpytest("--repeat", "2", "--nodeval-progress", "plain", *EVERY_EVENT)
+    last = [line for line in result.outlines if PROGRESS_LINE.search(line)][-1]
+    assert last == "nodeval: 6/6 attempts, 0 in flight, 2 failed, 0 infra, $0.75"
+
+
 @pytest.mark.parametrize("switch", [("--nodeval-progress", "off"), ("-o", "nodeval_progress=off")])
 def test_off_prints_nothing(nodeval_project: pytest.Pytester, switch: tuple[str, str]) -> None:
     _replay_suite(nodeval_project)
