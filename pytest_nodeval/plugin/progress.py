@@ -45,6 +45,7 @@ from typing import Any, TextIO
 import pytest
 
 from ..report.progress import Tally, format_line
+from .keys import settings_key
 
 ERASE_BELOW = "\x1b[J"
 UP_ONE_ROW = "\x1b[1A"
@@ -52,8 +53,6 @@ UP_ONE_ROW = "\x1b[1A"
 
 class Progress:
     def __init__(self, config: pytest.Config, tests: dict[str, tuple[str, int]]) -> None:
-        from .keys import settings_key
-
         self.config = config
         self.settings = config.stash[settings_key]
         self.tally = Tally(tests)
