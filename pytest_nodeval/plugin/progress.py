@@ -199,8 +199,10 @@ class _LiveLine:
             return  # still on screen: nothing was written since it was drawn
         width = self.writer.fullwidth
         column = self.writer.width_of_current_line
-        if column and column % width == 0:
-            return  # the cursor waits at the right margin: no column to come back to
+        if column < 0 or (column and column % width == 0):
+            # Unknown (a "\r" or a control character in pytest's line), or the cursor waits at
+            # the right margin: there is no column to come back to.
+            return
         self.erase()
         back = f"\r\x1b[{column % width}C" if column % width else "\r"
         self.file.write("\n" + status[: width - 1] + UP_ONE_ROW + back)
