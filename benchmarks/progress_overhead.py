@@ -4,7 +4,8 @@ the line (`--nodeval-progress=tty`) and without it (`off`), alternating run by r
     python benchmarks/progress_overhead.py --cases 300 --repeat 2 --rounds 5
 
 Each run is a whole `pytest` process writing to a pseudo-terminal (as a developer's terminal
-would receive it), timed from start to exit; the figures are medians over the rounds, and
+would receive it), timed from start to exit (wall) and by the CPU time the process and its
+children used (less moved by other load); the figures are medians over the rounds, and
 the variants alternate so load on the machine hits both. Also printed: the bytes each run
 wrote to the terminal.
 """
@@ -15,6 +16,7 @@ import argparse
 import fcntl
 import os
 import pty
+import resource
 import statistics
 import struct
 import subprocess
@@ -52,11 +54,12 @@ def make_suite(root: Path, cases: int) -> None:
         assert observed.status == "ok", observed.metrics()
 
 
-def run_on_terminal(root: Path, *args: str) -> tuple[float, int]:
-    """(seconds, bytes written) of one pytest run in a 120-column pseudo-terminal."""
+def run_on_terminal(root: Path, *args: str) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, bytes written) of one pytest run in a 120-column pseudo-terminal."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm", "PYTHONPATH": str(ROOT)}
+    cpu_before = _children_cpu()
     start = time.perf_counter()
     with subprocess.Popen([sys.executable, "-m", "pytest", "-q", *args], cwd=root, stdin=subprocess.DEVNULL,
                           stdout=slave, stderr=slave, env=env) as process:
@@ -72,9 +75,15 @@ def run_on_terminal(root: Path, *args: str) -> tuple[float, int]:
             written += len(chunk)
         os.close(master)
     elapsed = time.perf_counter() - start
+    cpu = _children_cpu() - cpu_before
     if process.returncode != 0:
         raise SystemExit(f"pytest {' '.join(args)} exited {process.returncode}")
-    return elapsed, written
+    return elapsed, cpu, written
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -90,20 +99,22 @@ def main() -> None:
     variants = {"off": (*base, "--nodeval-progress=off"), "tty": (*base, "--nodeval-progress=tty")}
     run_on_terminal(root, *variants["off"])  # warm-up: .pyc files, page cache
     times: dict[str, list[float]] = {name: [] for name in variants}
+    cpus: dict[str, list[float]] = {name: [] for name in variants}
     sizes: dict[str, int] = {}
     for _ in range(options.rounds):
         for name, args in variants.items():
-            seconds, sizes[name] = run_on_terminal(root, *args)
+            seconds, cpu, sizes[name] = run_on_terminal(root, *args)
             times[name].append(seconds)
+            cpus[name].append(cpu)
     attempts = options.cases * options.repeat
     print(f"{attempts} attempts ({options.cases} cases x {options.repeat}), -n {options.n}, "
           f"{options.rounds} rounds, load average {os.getloadavg()[0]:.1f}")
     for name in variants:
-        median = statistics.median(times[name])
-        print(f"  progress {name:<4} median {median:6.2f} s  ({median / attempts * 1000:.2f} ms per attempt), "
+        wall, cpu = statistics.median(times[name]), statistics.median(cpus[name])
+        print(f"  progress {name:<4} wall {wall:6.2f} s, CPU {cpu:6.2f} s ({cpu / attempts * 1000:.2f} ms per attempt), "
               f"{sizes[name] / 1024:.0f} KiB to the terminal")
-    ratio = statistics.median(times["tty"]) / statistics.median(times["off"])
-    print(f"  tty / off: {ratio:.3f}")
+    for label, figures in (("wall", times), ("CPU", cpus)):
+        print(f"  tty / off, {label}: {statistics.median(figures['tty']) / statistics.median(figures['off']):.3f}")
 
 
 if __name__ == "__main__":
