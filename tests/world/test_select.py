@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -52,8 +53,9 @@ def test_an_unavailable_explicit_backend_says_why(monkeypatch: pytest.MonkeyPatc
 
 
 def test_probes_run_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_nodeval.world import bwrap
-
+    # The module select's lazy import will find: a pytester run in this process may have
+    # dropped the one the package attribute still names (`from ..world import bwrap`).
+    bwrap = importlib.import_module("pytest_nodeval.world.bwrap")
     calls: list[str] = []
     monkeypatch.setattr(bwrap, "bwrap_problem", lambda: calls.append("probe") or "absent")
     select.backend_problem.cache_clear()
