@@ -165,3 +165,51 @@ def test_a_runaway_allocation_is_stopped_by_the_memory_limit(make_world: MakeWor
     assert result.exit_code != 0, result
     assert not result.timed_out
     assert "2147483648" not in result.stdout
+
+
+FORK_BOMB = """
+import os, time
+started = 0
+try:
+    while started < 2000:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        started += 1
+except OSError as exc:
+    print("refused:", exc.strerror)
+print("started", started)
+"""
+
+
+def test_a_fork_bomb_is_stopped_by_the_pids_limit(make_world: MakeWorld, backend: str) -> None:
+    world = make_world(backend, limits=WorldLimits(pids=64))
+    _require_enforced(world, "pids")
+    result = world.exec([PY, "-c", FORK_BOMB], timeout_s=120)
+    assert "refused:" in result.stdout, result
+    started = int(result.stdout.split("started")[1])
+    assert 0 < started < 64  # the limit counts the world's other processes too (its init, the shell)
+
+
+def _require_enforced(world: World, limit: str) -> None:
+    """A limit this machine cannot enforce for the backend skips (fails in CI), with the reason."""
+    from .conftest import unavailable
+
+    missing = getattr(world, "limits_unenforced", {})
+    if limit in missing:
+        unavailable(f"{world.backend} cannot enforce {limit} here: {missing[limit]}")
+
+
+@pytest.mark.parametrize("kind", ["docker", "bwrap", "local"])
+def test_closing_a_world_kills_what_its_commands_left_running(make_world: MakeWorld, kind: str) -> None:
+    world = make_world(kind)
+    marker = f"sleep 5{random.randrange(10**6)}"
+    # setsid: the command leaves its process group, so a timeout's group kill would miss it.
+    started = world.exec(["sh", "-c", f"setsid {marker} >/dev/null 2>&1 </dev/null & echo started"], timeout_s=30)
+    assert started.stdout == "started\n"
+    if kind != "bwrap":  # bwrap's pid namespace, and everything in it, already ended with the command
+        assert host_processes_running(marker), "the detached command is not running, so the test proves nothing"
+    world.close()
+    assert _gone_from_host(marker)
+    cgroup = getattr(world, "_cgroup", None)
+    assert cgroup is None or not any(d.exists() for d in cgroup.dirs)
