@@ -470,7 +470,7 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
     world's detached commands) is found by its owner labels and marks and removed here.
     """
     from ..world.processes import process_start
-    from ..world.reaper import remove_left_by
+    from ..world.leftovers import remove_left_by
 
     start = process_start(worker.pid) or ""
     _signal_group(worker.pid, signal.SIGSTOP)

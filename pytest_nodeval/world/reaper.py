@@ -5,8 +5,8 @@ SIGHUP (whose default would end it without running any `finally`), or exits with
 still open, those are run first; the signal then does what it would have done. SIGINT
 needs nothing here: it raises KeyboardInterrupt, which closes worlds on its way out.
 
-A process killed with SIGKILL runs nothing: `remove_left_by` is then for whoever watched
-it (inspect-mode stops its worker that way), and the next run's sweep for the rest.
+A process killed with SIGKILL runs nothing: `leftovers.remove_left_by` is then for whoever
+watched it (inspect-mode stops its worker that way), and the next run's sweep for the rest.
 """
 
 from __future__ import annotations
@@ -77,30 +77,3 @@ def _handler(previous: Any) -> Callable[[int, Any], None]:
         os.kill(os.getpid(), signum)
 
     return on_signal
-
-
-def remove_left_by(owner_pid: int, owner_start: str) -> list[str]:
-    """Remove every world process `owner_pid` (now dead) left: containers, cgroups, local commands.
-
-    For a parent that killed its child with SIGKILL, which gave the child no chance to
-    close its own worlds. Returns a description of each thing removed.
-    """
-    from . import processes
-    from .cgroup import remove_cgroups_of
-
-    removed = [f"process {n}" for n in range(processes.kill_marked(f"{owner_pid}:{owner_start}:"))]
-    removed += remove_cgroups_of(owner_pid, owner_start)
-    removed += _remove_containers_of(owner_pid, owner_start)
-    return removed
-
-
-def _remove_containers_of(owner_pid: int, owner_start: str) -> list[str]:
-    from .docker import containers_of, engine_present
-
-    if not engine_present():
-        return []
-    try:
-        return containers_of(owner_pid, owner_start, remove=True)
-    except Exception as exc:  # the engine went away: the next run's sweep removes them
-        logger.warning("could not remove the docker worlds of process %d: %s", owner_pid, exc)
-        return []
