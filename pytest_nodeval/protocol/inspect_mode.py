@@ -430,8 +430,12 @@ def run_worker(job: WorkerJob, timeout_s: float) -> InspectResponse:
                "journal_dir": job.journal_dir if job.request.journal_dir is not None else None}
     logger.info("running session %s (%s) in a worker, deadline %gs", job.session_id, job.mode, timeout_s)
     # stderr is inherited: the worker's logs go where ours go, never to stdout.
+    from ..world import reaper
+
     worker = subprocess.Popen(WORKER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               start_new_session=True)
+    # Killed by the harness (SIGTERM), we stop the worker and its worlds before we go.
+    reaper.track(worker, lambda: stop_worker(worker))
     try:
         out, _ = worker.communicate(job.model_dump_json(by_alias=True).encode("utf-8"), timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -441,6 +445,8 @@ def run_worker(job: WorkerJob, timeout_s: float) -> InspectResponse:
     except BaseException:
         stop_worker(worker)
         raise
+    finally:
+        reaper.forget(worker)
     return read_worker_response(out, worker.returncode, context)
 
 
@@ -459,12 +465,22 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
     The local world starts each command in a session of its own (so a tool timeout can
     kill the whole command), which puts them outside the worker's group: they are found
     as the worker's children and their groups are killed too. The worker is frozen first
-    so it cannot start another command meanwhile.
+    so it cannot start another command meanwhile. SIGKILL gives the worker no chance to
+    close its world, so what it left (a Docker container, a bwrap cgroup, a local
+    world's detached commands) is found by its owner labels and marks and removed here.
     """
+    from ..world.processes import process_start
+    from ..world.leftovers import remove_left_by
+
+    start = process_start(worker.pid) or ""
     _signal_group(worker.pid, signal.SIGSTOP)
     kill_children(worker.pid)
     _signal_group(worker.pid, signal.SIGKILL)
-    worker.communicate()
+    # wait, not communicate: this may run from a signal handler while communicate is under way.
+    worker.wait()
+    removed = remove_left_by(worker.pid, start)
+    if removed:
+        logger.info("removed what the stopped worker left: %s", ", ".join(removed))
 
 
 def kill_children(pid: int) -> None:

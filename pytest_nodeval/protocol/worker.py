@@ -133,6 +133,9 @@ def exit_with_parent(parent_pid: int, scratch_dir: str, poll_s: float = 0.5) -> 
         while os.getppid() == parent_pid:
             time.sleep(poll_s)
         logger.warning("the inspect-mode process is gone; stopping the session")
+        from ..world.reaper import end_all
+
+        end_all()  # its worlds: nobody is left to remove them
         kill_children(os.getpid())
         shutil.rmtree(scratch_dir, ignore_errors=True)
         os._exit(EXIT_CODES["internal_error"])

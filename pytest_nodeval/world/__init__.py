@@ -34,11 +34,13 @@ class WorldLimits:
     """Resources one world may use; each backend enforces what its mechanism allows."""
 
     cpus: float = 1.0
-    """CPU cores (docker: a CFS quota; bwrap: not enforced, it has no cgroup of its own)."""
+    """CPU cores (a CFS quota of the container's, or the bwrap world's, cgroup; without a
+    cgroup bwrap cannot cap it and says so)."""
     memory_mb: int = 1024
-    """Memory (docker: the cgroup limit, no swap; bwrap: RLIMIT_AS of each command)."""
+    """Memory, no swap (the cgroup limit; bwrap without a cgroup: RLIMIT_AS of each process)."""
     pids: int = 256
-    """Processes and threads at once (docker: the pids cgroup; bwrap: not enforced)."""
+    """Processes and threads at once (the pids cgroup; bwrap without a cgroup: RLIMIT_NPROC,
+    which the kernel does not enforce for root). See docs/worlds.md."""
     exec_timeout_s: float = 300.0
     """The longest one exec may run, whatever timeout the caller asks for."""
 

@@ -7,26 +7,36 @@ host directories private to this world. Every command gets new pid, ipc and uts
 namespaces, `--die-with-parent` and `--new-session`; a timeout kills the outer bwrap,
 and with it the sandbox's pid 1 and so every process inside.
 
-Limits: memory is RLIMIT_AS, set by `ulimit -v` in the sandbox's shell before the
-command starts (no cgroup is needed, so it works without systemd and unprivileged).
-CPU and pids are not enforced: without a cgroup of our own there is no honest way to
-cap them (RLIMIT_NPROC counts the user's processes machine-wide and ignores root).
+Limits: each world gets a cgroup of its own (cgroup.py) where the machine allows one,
+with the same pids, memory (no swap) and CPU caps as a Docker world; every command of
+the world runs in it, so the caps hold for all of them together, as in a container.
+Where a cgroup limit cannot be set, the world falls back to an rlimit set in the
+sandbox's shell before the command starts: memory becomes RLIMIT_AS of each process,
+pids becomes RLIMIT_NPROC (only for a user other than root, for whom the kernel does not
+enforce it; it counts all of that user's processes, so it is set above their count now).
+CPU has no rlimit equivalent (RLIMIT_CPU caps CPU seconds, not cores). Every limit left
+unenforced is named in `limits_description` and in a warning.
+
+Closing the world (or the process ending on SIGTERM, see reaper.py) kills every process
+in its cgroup and removes the cgroup and the host directories.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ..errors import WorldError
-from . import KILLED_EXIT_CODE, ExecResult, WorldLimits
+from ..errors import NodevalWarning, WorldError
+from . import KILLED_EXIT_CODE, ExecResult, WorldLimits, reaper
 from ._inside import (
     LIST_SCRIPT,
     READ_SCRIPT,
@@ -37,6 +47,7 @@ from ._inside import (
     parse_listing,
     run_script,
 )
+from .cgroup import WorldCgroup, open_cgroup, sweep_stale
 
 WORKDIR = "/workspace"
 SANDBOX_TMP = "/tmp"
@@ -53,8 +64,17 @@ HOST_ETC_FILES = (
     "services", "hosts", "os-release", "python3", "python3.11", "python3.12", "python3.13",
 )
 
-# Run by the sandbox's /bin/sh: set the memory limit, then become the command.
-_LIMIT_SCRIPT = 'ulimit -v "$1" && ulimit -c 0 && shift && exec "$@"'
+# Run by the sandbox's /bin/sh: set the fallback rlimits ("-" = none), then become the command.
+_LIMIT_SCRIPT = (
+    '{ [ "$1" = - ] || ulimit -v "$1"; } && { [ "$2" = - ] || ulimit -u "$2"; } && ulimit -c 0 '
+    '&& shift 2 && exec "$@"'
+)
+
+# Run on the host before bwrap: join the world's cgroups (their cgroup.procs files, $2...),
+# so bwrap and everything inside start already capped; then become bwrap.
+_JOIN_SCRIPT = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
+)
 
 
 class BwrapWorld:
@@ -85,6 +105,19 @@ class BwrapWorld:
             rootfs=rootfs or Path("/"), workspace=self._mounts[WORKDIR],
             tmp=self._mounts[SANDBOX_TMP], network=network,
         )
+        self._running: set[subprocess.Popen[bytes]] = set()
+        _sweep_stale_cgroups_once()
+        self._cgroup = open_cgroup(self.limits)
+        self._rlimits, self.limits_enforced, self.limits_unenforced = fallback_limits(self.limits, self._cgroup)
+        reaper.track(self, self._end)
+        _warn_unenforced(self.limits_unenforced)
+
+    @property
+    def limits_description(self) -> str:
+        """How each limit is enforced in this world, and why any is not."""
+        parts = [f"{name}: {how}" for name, how in self.limits_enforced.items()]
+        parts += [f"{name}: NOT enforced ({why})" for name, why in self.limits_unenforced.items()]
+        return "; ".join(parts)
 
     @property
     def host_workspace(self) -> Path:
@@ -120,6 +153,14 @@ class BwrapWorld:
             return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries)
 
     def close(self) -> None:
+        reaper.forget(self)
+        self._end()
+
+    def _end(self) -> None:
+        """Kill every process of the world (a running command's bwrap, all in its cgroup), then remove it."""
+        for proc in list(self._running):
+            _kill_group(proc.pid)
+        self._cgroup.remove()
         shutil.rmtree(self._host_root, ignore_errors=True)
 
     def _host_path(self, path: str) -> Path | None:
@@ -143,15 +184,21 @@ class BwrapWorld:
 
     # Sequence, not list: inside this class body `list` is the World.list method.
     def _run(self, argv: Sequence[str], timeout_s: float, stdin: bytes | None) -> RawResult:
-        memory_kib = str(self.limits.memory_mb * 1024)
-        command = [*self._bwrap, "--", "/bin/sh", "-c", _LIMIT_SCRIPT, "nodeval-limits", memory_kib, *argv]
+        command = [*self._bwrap, "--", "/bin/sh", "-c", _LIMIT_SCRIPT, "nodeval-limits", *self._rlimits, *argv]
+        cgroup_files = self._cgroup.procs_files()
+        if cgroup_files:
+            command = ["/bin/sh", "-c", _JOIN_SCRIPT, "nodeval-cgroup", str(len(cgroup_files)), *cgroup_files, *command]
         start = time.perf_counter()
         # Its own session, so the timeout can kill bwrap's whole process group at once.
         proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        out, err, timed_out = _communicate(proc, stdin, timeout_s)
+        self._running.add(proc)
+        try:
+            out, err, timed_out = _communicate(proc, stdin, timeout_s)
+        finally:
+            self._running.discard(proc)
         exit_code = KILLED_EXIT_CODE if proc.returncode < 0 else proc.returncode
         return RawResult(
             exit_code=exit_code, stdout=out, stderr=err,
@@ -175,9 +222,70 @@ def _communicate(proc: subprocess.Popen[bytes], stdin: bytes | None, timeout_s: 
     except subprocess.TimeoutExpired:
         # Killing bwrap is enough: --die-with-parent takes the sandbox's pid 1 down with
         # it, and the kernel then kills every process left in that pid namespace.
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         out, err = proc.communicate()
         return out, err, True
+    except BaseException:
+        _kill_group(proc.pid)  # interrupted (Ctrl-C): the command must not run on
+        raise
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def fallback_limits(limits: WorldLimits, cgroup: WorldCgroup) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """The sandbox shell's rlimit arguments (memory KiB, nproc; "-" = unset), and per limit
+    how it is enforced or why it is not."""
+    enforced, unenforced = dict(cgroup.enforced), {}
+    memory = nproc = "-"
+    if "memory" not in enforced:
+        memory = str(limits.memory_mb * 1024)
+        enforced["memory"] = f"RLIMIT_AS of each process (no cgroup: {cgroup.problems['memory']})"
+    if "pids" not in enforced:
+        if os.geteuid() == 0:
+            unenforced["pids"] = (f"no cgroup ({cgroup.problems['pids']}), and the kernel does not enforce "
+                                  "RLIMIT_NPROC for root")
+        else:
+            nproc = str(limits.pids + _user_task_count())
+            enforced["pids"] = (f"RLIMIT_NPROC of {nproc}: this user's {int(nproc) - limits.pids} tasks now, plus "
+                                f"{limits.pids} (no cgroup: {cgroup.problems['pids']})")
+    if "cpus" not in enforced:
+        unenforced["cpus"] = f"no cgroup ({cgroup.problems['cpus']}), and no rlimit caps cores"
+    return [memory, nproc], enforced, unenforced
+
+
+def _user_task_count() -> int:
+    """Threads this user runs on the machine now (RLIMIT_NPROC counts threads of the user)."""
+    uid, count = os.geteuid(), 0
+    for proc_dir in Path("/proc").glob("[0-9]*"):
+        try:
+            if proc_dir.stat().st_uid == uid:
+                count += len(os.listdir(proc_dir / "task"))
+        except OSError:
+            continue
+    return count
+
+
+@functools.cache
+def _sweep_stale_cgroups_once() -> None:
+    """Remove the cgroups a killed run's worlds left (once per process)."""
+    sweep_stale()
+
+
+_warned: set[str] = set()
+
+
+def _warn_unenforced(unenforced: dict[str, str]) -> None:
+    """Warn once per process and reason: a world with a limit missing is still run."""
+    for name, why in unenforced.items():
+        message = f"the bwrap world cannot enforce its {name} limit here: {why}"
+        if message not in _warned:
+            _warned.add(message)
+            warnings.warn(NodevalWarning(message), stacklevel=3)
 
 
 def sandbox_argv(*, rootfs: Path, workspace: Path, tmp: Path, network: bool) -> list[str]:

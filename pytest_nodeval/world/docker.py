@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import WorldError
-from . import KILLED_EXIT_CODE, ExecResult, WorldLimits
+from . import KILLED_EXIT_CODE, ExecResult, WorldLimits, reaper
 from ._inside import (
     LIST_SCRIPT,
     READ_SCRIPT,
@@ -35,6 +35,7 @@ from ._inside import (
     parse_listing,
     run_script,
 )
+from .processes import process_alive, process_start
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -86,6 +87,7 @@ class DockerWorld:
         self._closed = False
         self._started = _start_container(image, owner_labels(run_id), self.limits, network)
         self._container: Container = self._started.get_wrapped_container()
+        reaper.track(self, self._end_in_a_hurry)
         try:
             if seed_dir is not None and seed_dir.is_dir():
                 self._put(self.workdir, tree_archive(seed_dir))
@@ -112,6 +114,7 @@ class DockerWorld:
         return parse_listing(run_script(self._run, LIST_SCRIPT, absolute(self.workdir, path)).stdout)
 
     def close(self) -> None:
+        reaper.forget(self)
         if self._closed:
             return
         self._closed = True
@@ -121,6 +124,14 @@ class DockerWorld:
             self._started.stop(force=True, delete_volume=True)
         except NotFound:
             pass  # already removed, e.g. by `nodeval clean`
+
+    def _end_in_a_hurry(self) -> None:
+        """Remove the container (and so kill its processes) from a signal handler.
+
+        A client of its own: the main thread may be inside a call on the world's client.
+        """
+        self._closed = True
+        _remove_by_id(self.container_id)
 
     # Sequence, not list: inside this class body `list` is the World.list method.
     def _run(self, argv: Sequence[str], timeout_s: float, stdin: bytes | None) -> RawResult:
@@ -244,16 +255,6 @@ def owner_labels(run_id: str) -> dict[str, str]:
     }
 
 
-def process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces; fields after it are plain.
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def tree_archive(directory: Path) -> bytes:
     """A tar of the directory's contents (not the directory itself), owned by the world user."""
     buffer = io.BytesIO()
@@ -360,26 +361,44 @@ def is_stale(
 
 
 def owner_alive(labels: dict[str, str]) -> bool:
-    """Whether the process that started a container (on this host) still runs."""
+    """Whether the process that started a container (on this host) still runs (a zombie does not)."""
     try:
         pid = int(labels.get(LABEL_PID, ""))
     except ValueError:
         return False
-    if not pid_exists(pid):
+    return process_alive(pid, labels.get(LABEL_PID_START, ""))
+
+
+def containers_of(owner_pid: int, owner_start: str, *, remove: bool = False,
+                  client: DockerClient | None = None) -> list[str]:
+    """Names of the world containers process `owner_pid` of this host started; removed if asked."""
+    filters = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_PID}={owner_pid}", f"{LABEL_HOST}={socket.gethostname()}"]}
+    found = [c for c in (client or docker_client(timeout_s=30)).containers.list(all=True, filters=filters)
+             if c.labels.get(LABEL_PID_START, "") in ("", owner_start)]
+    return _remove(found) if remove else [str(c.name) for c in found]
+
+
+def engine_present() -> bool:
+    """Whether an engine may be there to ask (without the cost of a ping)."""
+    if not os.environ.get("DOCKER_HOST") and not os.path.exists("/var/run/docker.sock"):
         return False
-    # A reused pid has another start time; without /proc (or a label) trust the pid alone.
-    start, recorded = process_start(pid), labels.get(LABEL_PID_START, "")
-    return start is None or recorded == "" or recorded == start
-
-
-def pid_exists(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        import docker  # noqa: F401
+    except ImportError:
         return False
-    except PermissionError:
-        return True  # it exists, it is just someone else's
     return True
+
+
+def _remove_by_id(container_id: str) -> None:
+    from docker.errors import NotFound
+
+    client = docker_client(timeout_s=30)
+    try:
+        client.api.remove_container(container_id, force=True, v=True)
+    except NotFound:
+        pass
+    finally:
+        client.close()
 
 
 def _managed_containers(client: DockerClient | None) -> list[Container]:

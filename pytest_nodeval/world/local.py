@@ -3,6 +3,10 @@
 It isolates nothing (a command can read the developer's files and reach the network),
 so choosing it warns once. It is what replay-free unit tests and machines without
 Docker or bubblewrap fall back to.
+
+Every command carries a mark in its environment (processes.WORLD_MARK_ENV), so closing
+the world kills what its commands left running, even a `setsid` daemon that left their
+process group; so does the process ending on SIGTERM (reaper.py).
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Sequence
 
-from . import ExecResult
+from . import ExecResult, reaper
+from .processes import WORLD_MARK_ENV, kill_marked, owner_mark
 
 
 class LocalWorld:
@@ -26,6 +32,8 @@ class LocalWorld:
         self.workdir = str(self._root)
         if seed_dir is not None and seed_dir.is_dir():
             shutil.copytree(seed_dir, self._root, dirs_exist_ok=True)
+        self.mark = f"{owner_mark()}:{uuid.uuid4().hex}"
+        reaper.track(self, self._end)
 
     def _path(self, path: str) -> Path:
         return Path(path) if os.path.isabs(path) else self._root / path
@@ -37,7 +45,7 @@ class LocalWorld:
         # A new session lets a timeout kill the whole process group, not just the shell.
         proc = subprocess.Popen(
             list(argv), cwd=self._root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True,
+            stderr=subprocess.PIPE, start_new_session=True, env={**os.environ, WORLD_MARK_ENV: self.mark},
         )
         try:
             out, err = proc.communicate(stdin, timeout=timeout_s)
@@ -46,6 +54,9 @@ class LocalWorld:
             os.killpg(proc.pid, 9)
             out, err = proc.communicate()
             timed_out = True
+        except BaseException:
+            os.killpg(proc.pid, 9)  # interrupted (Ctrl-C): the command must not run on
+            raise
         return ExecResult(
             exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
@@ -65,4 +76,9 @@ class LocalWorld:
         return sorted(e.name + ("/" if e.is_dir() else "") for e in entries)
 
     def close(self) -> None:
+        reaper.forget(self)
+        self._end()
+
+    def _end(self) -> None:
+        kill_marked(self.mark)
         shutil.rmtree(self._root, ignore_errors=True)

@@ -65,7 +65,7 @@ MakeWorld = Callable[..., World]
 
 @pytest.fixture
 def make_world(request: pytest.FixtureRequest, run_id: str) -> Iterator[MakeWorld]:
-    """make_world(backend, seed_dir=None, limits=None, network=False): closed after the test."""
+    """make_world(backend, seed_dir=None, limits=None, network=False): closed after the test (local: only seed_dir)."""
     opened: list[World] = []
 
     def make(backend: str, *, seed_dir: Path | None = None, limits: WorldLimits | None = None,
@@ -82,6 +82,10 @@ def make_world(request: pytest.FixtureRequest, run_id: str) -> Iterator[MakeWorl
 def _open(request: pytest.FixtureRequest, backend: str, run_id: str, seed_dir: Path | None,
           limits: WorldLimits | None, network: bool) -> World:
     require_backend(backend)
+    if backend == "local":
+        from pytest_nodeval.world.local import LocalWorld
+
+        return LocalWorld(seed_dir)
     if backend == "docker":
         from pytest_nodeval.world.docker import DockerWorld
 

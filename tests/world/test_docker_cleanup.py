@@ -149,3 +149,20 @@ def test_another_hosts_container_is_stale_only_when_old() -> None:
 
 def _all_world_names() -> set[str]:
     return {c.name for c in docker_client().containers.list(all=True, filters={"label": "nodeval.managed=true"})}
+
+
+def test_a_zombie_owner_counts_as_gone() -> None:
+    """An owner that exited but was never reaped by its parent owns nothing any more."""
+    from pathlib import Path
+
+    zombie = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never became a zombie"
+            time.sleep(0.01)
+        labels = {**owner_labels("zombie-run"), LABEL_PID: str(zombie.pid),
+                  LABEL_PID_START: Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]}
+        assert is_stale(labels, keep_run_id=None, now=time.time(), foreign_max_age_s=3600)
+    finally:
+        zombie.wait()

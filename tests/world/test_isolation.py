@@ -165,3 +165,88 @@ def test_a_runaway_allocation_is_stopped_by_the_memory_limit(make_world: MakeWor
     assert result.exit_code != 0, result
     assert not result.timed_out
     assert "2147483648" not in result.stdout
+
+
+FORK_BOMB = """
+import os, time
+started = 0
+try:
+    while started < 2000:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        started += 1
+except OSError as exc:
+    print("refused:", exc.strerror)
+print("started", started)
+"""
+
+
+def test_a_fork_bomb_is_stopped_by_the_pids_limit(make_world: MakeWorld, backend: str) -> None:
+    world = make_world(backend, limits=WorldLimits(pids=64))
+    _require_enforced(world, "pids")
+    result = world.exec([PY, "-c", FORK_BOMB], timeout_s=120)
+    assert "refused:" in result.stdout, result
+    started = int(result.stdout.split("started")[1])
+    assert 0 < started < 64  # the limit counts the world's other processes too (its init, the shell)
+
+
+def _require_enforced(world: World, limit: str) -> None:
+    """A limit this machine cannot enforce for the backend skips (fails in CI), with the reason."""
+    from .conftest import unavailable
+
+    missing = getattr(world, "limits_unenforced", {})
+    if limit in missing:
+        unavailable(f"{world.backend} cannot enforce {limit} here: {missing[limit]}")
+
+
+@pytest.mark.parametrize("kind", ["docker", "bwrap", "local"])
+def test_closing_a_world_kills_what_its_commands_left_running(make_world: MakeWorld, kind: str) -> None:
+    world = make_world(kind)
+    marker = f"sleep 5{random.randrange(10**6)}"
+    # setsid: the command leaves its process group, so a timeout's group kill would miss it.
+    started = world.exec(["sh", "-c", f"setsid {marker} >/dev/null 2>&1 </dev/null & echo started"], timeout_s=30)
+    assert started.stdout == "started\n"
+    if kind != "bwrap":  # bwrap's pid namespace, and everything in it, already ended with the command
+        assert host_processes_running(marker), "the detached command is not running, so the test proves nothing"
+    world.close()
+    assert _gone_from_host(marker)
+    cgroup = getattr(world, "_cgroup", None)
+    assert cgroup is None or not any(d.exists() for d in cgroup.dirs)
+
+
+def test_without_a_cgroup_bwrap_falls_back_and_names_what_it_cannot_cap(
+    make_world: MakeWorld, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+
+    from pytest_nodeval.errors import NodevalWarning
+    from pytest_nodeval.world import cgroup
+
+    monkeypatch.setattr(cgroup, "CGROUP_ROOT", tmp_path / "no-cgroups")  # as on a machine without them
+    with pytest.warns(NodevalWarning) as warned:
+        world = make_world("bwrap", limits=WorldLimits(memory_mb=256))
+    unenforced = world.limits_unenforced  # type: ignore[attr-defined]
+    assert set(unenforced) == ({"cpus", "pids"} if os.geteuid() == 0 else {"cpus"})
+    assert "no cgroup hierarchy is mounted" in unenforced["cpus"]
+    assert "NOT enforced" in world.limits_description  # type: ignore[attr-defined]
+    assert sorted(str(w.message).split(" limit")[0].rsplit(" ", 1)[1] for w in warned) == sorted(unenforced)
+    # Memory still has its rlimit: the hog is refused, not left to eat the host.
+    result = world.exec([PY, "-c", "x = 'x' * (2 * 1024**3); print(len(x))"], timeout_s=60)
+    assert result.exit_code != 0 and "MemoryError" in result.stderr, result
+
+
+def test_with_a_cgroup_bwrap_enforces_every_limit(make_world: MakeWorld) -> None:
+    world = make_world("bwrap")
+    if world.limits_unenforced:  # type: ignore[attr-defined]
+        from .conftest import unavailable
+
+        unavailable(f"bwrap cannot make a cgroup here: {world.limits_description}")  # type: ignore[attr-defined]
+    assert "cgroup" in world.limits_enforced["cpus"]  # type: ignore[attr-defined]
+    cgroup_dirs = world._cgroup.dirs  # type: ignore[attr-defined]
+    cpu_dirs = [d for d in cgroup_dirs if (d / "cpu.cfs_quota_us").exists() or (d / "cpu.max").exists()]
+    assert cpu_dirs
+    for directory in cpu_dirs:
+        text = (directory / "cpu.cfs_quota_us").read_text() if (directory / "cpu.cfs_quota_us").exists() \
+            else (directory / "cpu.max").read_text()
+        assert text.split()[0] == "100000"  # 1.0 cpus = one period's worth
