@@ -5,6 +5,10 @@
     diff = compare(baseline_samples, current_samples, GatePolicy())
     print("\n".join(format_diff_table(diff)))
 
+Adaptive repeats (stats/adaptive.py): `adaptive_design(cap)` gives a case's looks,
+`decide(...)` what a look decides, and a current `CaseSample(..., adaptive_cap=cap)` is
+tested by `compare()` with the sequential p-value of its looks.
+
 A stable import path for scripts, notebooks and tools. The code lives in `stats/gate.py`
 (the gates), `stats/gate_models.py` (what they take and return) and `report/terminal.py`
 (the table). Importing this loads neither numpy nor scipy; the tests that need them
@@ -14,6 +18,15 @@ import them when called.
 from __future__ import annotations
 
 from .report.terminal import format_diff_table
+from .stats.adaptive import (
+    AdaptiveDesign,
+    Decision,
+    Stop,
+    adaptive_design,
+    case_level,
+    decide,
+    sequential_p,
+)
 from .stats.gate import compare, plan
 from .stats.gate_models import (
     ALPHA_SHARES,
@@ -34,8 +47,10 @@ from .stats.gate_models import (
 
 __all__ = [
     "ALPHA_SHARES",
+    "AdaptiveDesign",
     "CaseDiff",
     "CaseSample",
+    "Decision",
     "Diff",
     "GateName",
     "GatePolicy",
@@ -44,10 +59,15 @@ __all__ = [
     "Movement",
     "PassRateChange",
     "Plan",
+    "Stop",
     "SuiteComparison",
     "TokenChange",
     "Verdict",
+    "adaptive_design",
+    "case_level",
     "compare",
+    "decide",
     "format_diff_table",
     "plan",
+    "sequential_p",
 ]

@@ -24,6 +24,7 @@ from statistics import NormalDist, StatisticsError, correlation, fmean, stdev
 from typing import Literal
 
 from ..modes import MODES
+from .adaptive import adaptive_design, sequential_p
 from .gate_models import (
     CaseDiff,
     CaseSample,
@@ -147,8 +148,16 @@ def _regression_tests(
     if not policy.fail_on_scenario_drop:
         return {}
     tested = [(b, c) for b, c in pairs if b.attempts and c.attempts]
-    raw = [boschloo_regression_p(b.passed, b.attempts, c.passed, c.attempts) for b, c in tested]
+    raw = [_regression_p(b, c) for b, c in tested]
     return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, holm(raw))}
+
+
+def _regression_p(b: CaseSample, c: CaseSample) -> float:
+    """One-sided p of a drop: Boschloo, or its sequential form for adaptive repeats (A5)."""
+    if c.adaptive_cap is not None:
+        design = adaptive_design(c.adaptive_cap)
+        return sequential_p(b.passed, b.attempts, c.outcomes, design)
+    return boschloo_regression_p(b.passed, b.attempts, c.passed, c.attempts)
 
 
 def _pass_rate_change(
@@ -162,7 +171,12 @@ def _pass_rate_change(
         return None
     delta = _rate(c) - _rate(b)
     ci_low, ci_high = newcombe_interval(c.passed, c.attempts, b.passed, b.attempts)
-    verdict = _replay_case_verdict(delta, policy) if replay else _case_verdict(delta, test, policy)
+    if replay:
+        verdict = _replay_case_verdict(delta, policy)
+    else:
+        verdict = _case_verdict(delta, test, policy)
+        if verdict is Verdict.INCONCLUSIVE and c.adaptive_decided:
+            verdict = Verdict.OK  # the adaptive design decided "no regression" (stats/adaptive.py)
     return PassRateChange(
         baseline_passed=b.passed,
         baseline_attempts=b.attempts,

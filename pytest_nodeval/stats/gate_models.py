@@ -41,6 +41,13 @@ class CaseSample:
     outcomes: tuple[bool, ...]
     latencies_ms: tuple[float, ...] = ()
     tokens: tuple[int, ...] = ()
+    adaptive_cap: int | None = None
+    """Set when the run took this case's attempts adaptively (stats/adaptive.py) with this
+    cap: ``outcomes`` are then in the order they ran, and the per-case gate tests them with
+    the sequential p-value of that design instead of one Boschloo test."""
+    adaptive_decided: bool = False
+    """The design stopped this case before its cap (regressed or no regression): a large
+    drop it let go is not INCONCLUSIVE, since more repeats were judged not to change it."""
 
     @property
     def attempts(self) -> int:
@@ -182,7 +189,8 @@ class PassRateChange(_ReportModel):
     movement: Movement
     """Whether the pass rate went down, up or stayed the same."""
     p_value: float | None
-    """One-sided Boschloo p for a drop; None when not tested (deterministic replay, gate off)."""
+    """One-sided Boschloo p for a drop (for a case run with adaptive repeats, the sequential p
+    of its looks: stats/adaptive.py); None when not tested (deterministic replay, gate off)."""
     p_value_adjusted: float | None
     """``p_value`` after Holm across the tested cases: FAIL needs it <= the gate's level."""
     verdict: Verdict
