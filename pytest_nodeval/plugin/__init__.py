@@ -52,11 +52,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nodeval-progress", default=None, choices=("auto", "tty", "plain", "off"),
                     help="Progress of the run's attempts: auto (default: a live line on a terminal, a plain line "
                          "every nodeval_progress_interval seconds otherwise), tty, plain or off.")
+    group.addoption("--nodeval-adaptive", nargs="?", const="on", default=None, metavar="on|off",
+                    help="With a baseline, give each case more repeats only while its comparison is undecided, "
+                         "up to its repeat count; the rest are skipped (default: ini nodeval_adaptive, else off).")
     parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
     parser.addini("nodeval_match", "Replay request matching: default or strict.", default="")
     parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
+    parser.addini("nodeval_adaptive", "Adaptive repeats against the baseline: on or off (default off).", default="")
     parser.addini("nodeval_report_dir", "Directory for run reports.", default="reports")
     parser.addini("nodeval_baseline", "Baseline report.json for the gate.", default="")
     for name, help_text in GATE_INI_KEYS.items():
@@ -94,6 +98,10 @@ def pytest_configure(config: pytest.Config) -> None:
             from .progress import Progress
 
             config.pluginmanager.register(Progress(config, controller.expected), "nodeval-progress")
+    if config.stash[settings_key].adaptive:
+        from .adaptive import register
+
+        register(config)
 
 
 def new_run_id() -> str:
@@ -106,6 +114,15 @@ class _XdistHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[WORKER_RUN_ID] = node.config.stash[run_id_key]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Adaptive repeats decide from a case's earlier repeats: all of them go to one worker."""
+        if not config.stash[settings_key].adaptive:
+            return None
+        from .adaptive import make_scheduler
+
+        return make_scheduler(config, log)
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:

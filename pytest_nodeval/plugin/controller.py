@@ -126,7 +126,7 @@ class Controller:
         if self.config.option.collectonly or (not self.expected and not self.records):
             return  # nothing ran: no report (and no attempt counted as lost)
         self._fill_missing()
-        report = self._build(int(session.exitstatus))
+        report = self._adaptive(self._build(int(session.exitstatus)))
         if self.settings.mode == "record":
             self._install_recordings(report)
         self._decide_exit_status(report, session)
@@ -151,6 +151,26 @@ class Controller:
         except NodevalError as exc:
             source = "--nodeval-baseline" if self.settings.baseline_from_cli else "nodeval_baseline"
             raise pytest.UsageError(f"{source}: {exc}") from None
+
+    def _adaptive(self, report: RunReport) -> RunReport:
+        """Each compared case's adaptive repeats: how many it took and why it stopped."""
+        from .keys import adaptive_off_key
+
+        if not self.settings.adaptive:
+            return report
+        if adaptive_off_key in self.config.stash:
+            self.notes.append(f"--nodeval-adaptive is not in effect: {self.config.stash[adaptive_off_key]}")
+            return report
+        from ..errors import NodevalError
+        from ..report.adaptive import annotate, baseline_counts
+        from ..report.baseline import load, policy_from
+
+        assert self.settings.baseline is not None, "adaptive repeats are in effect only with a baseline"
+        try:
+            counts = baseline_counts(load(self.settings.baseline))
+        except NodevalError:
+            return report  # the gate says what is wrong with the baseline
+        return annotate(report, counts, policy_from(self.settings.gate_policy))
 
     def _gate(self, report: RunReport, session: pytest.Session) -> None:
         """Compare with the baseline; a FAIL gives its own exit status when the tests passed."""

@@ -40,6 +40,8 @@ infra_key: pytest.StashKey[str] = pytest.StashKey()
 """item.stash: why a fixture (a world, a fake) could not start, when the machine is to blame."""
 fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
+adaptive_off_key: pytest.StashKey[str] = pytest.StashKey()
+"""config.stash: why adaptive repeats, though asked for, are not in effect in this run."""
 
 GATE_INI_ALIASES = {"fail_on_latency_p95_drop": "fail_on_latency_p95_increase"}
 """Other names a gate ini key is known by -> the GatePolicy field it sets."""

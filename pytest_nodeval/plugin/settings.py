@@ -23,8 +23,10 @@ from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, MatchLevel, Mode
 
 WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
 PROGRESS_MODES = ("auto", "tty", "plain", "off")
-PROFILE_KEYS = ("mode", "repeat", "match", "world")
-DEFAULTS: dict[str, Any] = {"mode": "deterministic", "repeat": 1, "match": "default", "world": "auto"}
+PROFILE_KEYS = ("mode", "repeat", "match", "world", "adaptive")
+DEFAULTS: dict[str, Any] = {"mode": "deterministic", "repeat": 1, "match": "default", "world": "auto",
+                            "adaptive": "off"}
+SWITCH_VALUES = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,9 @@ class Settings:
     baseline_from_cli: bool = False
     record_force: bool = False
     """Record mode: install recordings that failed their checks too (--nodeval-record-force)."""
+    adaptive: bool = False
+    """Adaptive repeats asked for (--nodeval-adaptive, profile or ini); they act only with a
+    baseline in a live, full or record run (plugin/adaptive.py says why not otherwise)."""
     gate_policy: dict[str, float] = field(default_factory=dict)
     """Gate thresholds set in ini/pyproject (the rest keep GatePolicy's defaults)."""
     progress: str = "auto"
@@ -97,6 +102,10 @@ def _validate(key: str, raw: Any, source: str) -> Any:
         raise pytest.UsageError(f"match from {source} must be one of {', '.join(MATCH_LEVELS)}, got {raw!r}")
     if key == "world" and raw not in WORLD_BACKENDS:
         raise pytest.UsageError(f"world from {source} must be one of {', '.join(WORLD_BACKENDS)}, got {raw!r}")
+    if key == "adaptive":
+        if str(raw).lower() not in SWITCH_VALUES:
+            raise pytest.UsageError(f"adaptive from {source} must be on or off, got {raw!r}")
+        return SWITCH_VALUES[str(raw).lower()]
     if key == "repeat":
         try:
             value = int(raw)
@@ -117,7 +126,8 @@ def from_config(config: pytest.Config) -> Settings:
                                 f"defined: {', '.join(profiles) or 'none'}")
     layers = [
         ("command line", {"mode": config.getoption("nodeval_mode"), "repeat": config.getoption("repeat"),
-                          "match": config.getoption("nodeval_match"), "world": config.getoption("nodeval_world")}),
+                          "match": config.getoption("nodeval_match"), "world": config.getoption("nodeval_world"),
+                          "adaptive": config.getoption("nodeval_adaptive")}),
         (f"profile {profile!r} ({where})", profiles.get(profile, {}) if profile else {}),
         (where, {k: config.getini(f"nodeval_{k}") or None for k in PROFILE_KEYS}),
         ("default", DEFAULTS),
@@ -141,7 +151,7 @@ def from_config(config: pytest.Config) -> Settings:
         history=rootpath / config.getini("nodeval_history") if config.getini("nodeval_history") else None,
         judge=_judge(config.getini("nodeval_judge"), where), judge_reuse=bool(config.getoption("nodeval_judge_reuse")),
         baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
-        record_force=bool(config.getoption("nodeval_record_force")),
+        record_force=bool(config.getoption("nodeval_record_force")), adaptive=values["adaptive"],
         progress=_progress_mode(config, where), progress_interval_s=_progress_interval(config, where),
     )
 

@@ -47,16 +47,20 @@ def samples(report: RunReport) -> list[Any]:
     """What the gate compares: per case, the agent's pass/fail per attempt, latencies and tokens.
 
     Infrastructure errors (and attempts that never ran) are left out: they are not the agent's.
+    A case run with adaptive repeats carries its design, so the gate tests it sequentially.
     """
     from ..stats.gate_models import CaseSample
 
     out = []
     for case in report.cases:
         judged = [a for a in case.attempts if a.outcome in ("passed", "failed") and not a.infra_error]
+        adaptive = case.adaptive
         out.append(CaseSample(
             case_id=case.id, outcomes=tuple(a.outcome == "passed" for a in judged),
             latencies_ms=tuple(a.latency_ms for a in judged if a.latency_ms is not None),
-            tokens=tuple(a.tokens for a in judged)))
+            tokens=tuple(a.tokens for a in judged),
+            adaptive_cap=adaptive.cap if adaptive is not None else None,
+            adaptive_decided=adaptive is not None and adaptive.stop in ("regressed", "no regression")))
     return out
 
 

@@ -100,6 +100,36 @@ class JudgeAgreement(_Model):
     """The share of graded attempts that got the most common pass/fail verdict."""
 
 
+class CaseAdaptive(_Model):
+    """How adaptive repeats (--nodeval-adaptive) ran a case compared with the baseline."""
+
+    cap: int
+    """Repeats collected for the case: the most it could take."""
+    repeats: int
+    """Graded attempts the case took before its comparison was decided (or it stopped)."""
+    skipped: int
+    """Repeats skipped once decided: outcome skipped, in no rate."""
+    stop: Literal["regressed", "no regression", "cap", "undecided"]
+    """Why it stopped: regressed or no regression (decided at a look), cap (every repeat
+    ran, undecided until the last), undecided (infrastructure errors or an interrupted run
+    left it short of a decision)."""
+    reason: str
+    """The same in words, as the skipped repeats say it."""
+
+
+class AdaptiveRun(_Model):
+    """The adaptive design of a run (stats/adaptive.py): present when it was in effect."""
+
+    cases_compared: int
+    """Cases in both this run and the baseline: the per-case level is shared among them."""
+    case_level: float
+    """Each case's one-sided level, spent over its looks (the per-case gate's share / cases)."""
+    repeats_run: int
+    """Attempts of compared cases that ran."""
+    repeats_skipped: int
+    """Attempts of compared cases skipped once their comparison was decided."""
+
+
 class CaseReport(_Model):
     id: str
     name: str = ""
@@ -113,6 +143,9 @@ class CaseReport(_Model):
     judge_agreement: dict[str, JudgeAgreement] = Field(default_factory=dict)
     """Per rubric criterion, how the judge's verdicts spread over the repeats."""
     attempts: list[AttemptRecord]
+    adaptive: CaseAdaptive | None = None
+    """How many repeats adaptive repeats gave the case and why it stopped; None when the
+    case ran every collected repeat (adaptive off, no baseline, or not in the baseline)."""
 
     @property
     def judge_skipped(self) -> bool:
@@ -193,6 +226,8 @@ class RunReport(_Model):
     `nodeval baseline` gates with the same policy as the run did."""
     gate: dict[str, Any] | None = None
     """The diff against the baseline and the gates' verdicts, when a baseline was given."""
+    adaptive: AdaptiveRun | None = None
+    """Adaptive repeats, when they were in effect (asked for, with a baseline, not replay)."""
     environment: dict[str, str] = Field(default_factory=dict)
 
     def case(self, case_id: str) -> CaseReport:

@@ -15,7 +15,7 @@ from ..text import printable
 if TYPE_CHECKING:
     from .models import CaseReport, RunReport
 
-__all__ = ["case_lines", "format_diff_table", "infra_lines", "summary_lines", "totals_line"]
+__all__ = ["adaptive_lines", "case_lines", "format_diff_table", "infra_lines", "summary_lines", "totals_line"]
 
 _TABLE_WIDTH = 88
 _CASE_WIDTH = 22
@@ -138,6 +138,8 @@ def _verdict(case: CaseReport) -> str:
         notes.append(f"flaky: {case.reruns} rerun(s)")
     if case.judge_skipped:
         notes.append("judge skipped")
+    if case.adaptive is not None:
+        notes.append(f"adaptive: {case.adaptive.repeats} of {case.adaptive.cap} repeats, {case.adaptive.stop}")
     return verdict.replace("_", " ") + (f" ({', '.join(notes)})" if notes else "")
 
 
@@ -185,11 +187,26 @@ def _summary_lines(report: RunReport, verbosity: int) -> list[str]:
     if verbosity >= 0:
         lines += case_lines(report, limit=None if verbosity > 0 else 50)
     lines.append(totals_line(report))
+    lines += adaptive_lines(report)
     lines += infra_lines(report)
     if report.totals.tolerated_failures:
         lines.append(f"{report.totals.tolerated_failures} attempt failure(s) tolerated by min_pass_rate: "
                      f"they do not fail the run (exit status {report.exit_status})")
     return lines
+
+
+def adaptive_lines(report: RunReport) -> list[str]:
+    """What adaptive repeats saved, and why the compared cases stopped."""
+    run = report.adaptive
+    if run is None:
+        return []
+    stops: dict[str, int] = {}
+    for case in report.cases:
+        if case.adaptive is not None:
+            stops[case.adaptive.stop] = stops.get(case.adaptive.stop, 0) + 1
+    why = ", ".join(f"{count} {stop}" for stop, count in sorted(stops.items()))
+    return [f"adaptive repeats: {run.repeats_run} run, {run.repeats_skipped} skipped once decided, "
+            f"over {run.cases_compared} case(s) compared with the baseline ({why})"]
 
 
 def infra_lines(report: RunReport, limit: int = 10) -> list[str]:

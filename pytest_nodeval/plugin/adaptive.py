@@ -1,0 +1,138 @@
+"""Adaptive repeats in the pytest layer: a case's repeats stop once its comparison is decided.
+
+With `--nodeval-adaptive` (or the profile or ini key) and a baseline, the process that runs
+the tests (the only one, or each xdist worker) reads the baseline's counts, learns each
+attempt's outcome from its TestReport as it is made, and before a case's next repeat asks
+`stats/adaptive.py` whether the case is decided. A decided case's remaining repeats end as
+skipped with the decision as the reason: in no rate, not failures. Nothing is written here;
+the controller replays the same pure decisions for the report (`report/adaptive.py`).
+
+Under xdist, `case_scheduling.py` sends all of a case's tests to one worker, in order, so
+the decision is made where the case's earlier results are known.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .keys import adaptive_off_key, case_ref, settings_key
+
+
+def register(config: pytest.Config) -> None:
+    """Adaptive repeats in this process, or the reason they are off in the config's stash."""
+    why = inactive_reason(config)
+    if why is not None:
+        config.stash[adaptive_off_key] = why
+        return
+    config.pluginmanager.register(AdaptiveRepeats(config), "nodeval-adaptive")
+
+
+def inactive_reason(config: pytest.Config) -> str | None:
+    settings = config.stash[settings_key]
+    runs_all = "every case runs all its repeats"
+    if settings.mode == "deterministic":
+        return f"a deterministic replay repeats itself exactly, so there is nothing to decide: {runs_all}"
+    if settings.update_baseline:
+        return f"this run becomes the baseline (--nodeval-update-baseline), which needs every repeat: {runs_all}"
+    if settings.baseline is None or not settings.baseline.exists():
+        where = f" (none at {settings.baseline})" if settings.baseline is not None else ""
+        return (f"adaptive repeats compare each case with a baseline; give one with --nodeval-baseline or "
+                f"nodeval_baseline{where}: {runs_all}")
+    if settings.gate_policy.get("fail_on_scenario_drop", 1.0) == 0:
+        return f"the per-case gate is off (nodeval_fail_on_scenario_drop = 0), so no case has a decision: {runs_all}"
+    return None
+
+
+class AdaptiveRepeats:
+    """Per case: outcomes so far, and the decision that stopped it."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from ..report.baseline import policy_from
+
+        self.config = config
+        self.policy = policy_from(config.stash[settings_key].gate_policy)
+        self.caps: dict[str, int] = {}
+        self.counts: dict[str, tuple[int, int]] | None = None
+        self.level = 0.0
+        self.results: dict[str, dict[int, bool | None]] = {}
+        self.running: set[tuple[str, int]] = set()
+        self.stopped: dict[str, Any] = {}
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            ref = case_ref(item)
+            if ref is not None:
+                self.caps[ref.case_id] = max(self.caps.get(ref.case_id, 0), ref.repeat)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        ref = case_ref(item)
+        if ref is not None:
+            reason = self.skip_reason(ref.case_id, ref.repeat)
+            if reason is not None:
+                # Reported at the test's own location, as a skip mark's reason is.
+                raise pytest.skip.Exception(reason, _use_item_location=True)
+
+    def skip_reason(self, case_id: str, repeat: int) -> str | None:
+        """Why this repeat is not needed, or None to run it (every check of a repeat agrees)."""
+        if (case_id, repeat) in self.running:
+            return None
+        if case_id not in self.stopped:
+            decision = self._decide(case_id, repeat)
+            if decision is None or decision.stop is None:
+                self.running.add((case_id, repeat))
+                return None
+            self.stopped[case_id] = decision
+        return str(self.stopped[case_id].reason)
+
+    def _decide(self, case_id: str, repeat: int) -> Any:
+        from ..stats.adaptive import adaptive_design, decide
+
+        counts = self._baseline_counts()
+        baseline = counts.get(case_id, (0, 0))
+        if baseline[1] == 0:
+            return None  # not in the baseline: nothing to compare, every repeat runs
+        seen = self.results.get(case_id, {})
+        graded = [seen[r] for r in sorted(seen) if r < repeat and seen[r] is not None]
+        design = adaptive_design(self.caps.get(case_id, repeat))
+        return decide(*baseline, graded, design, self.level, self.policy.fail_on_scenario_drop)
+
+    def _baseline_counts(self) -> dict[str, tuple[int, int]]:
+        if self.counts is None:
+            from ..errors import NodevalError
+            from ..report.adaptive import baseline_counts, compared, level_for
+            from ..report.baseline import load
+
+            path = self.config.stash[settings_key].baseline
+            try:
+                self.counts = baseline_counts(load(path)) if path is not None else {}
+            except NodevalError:
+                self.counts = {}  # the controller's gate says what is wrong with it
+            self.level = level_for(self.policy, len(compared(self.caps, self.counts)))
+        return self.counts
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == "rerun":  # type: ignore[comparison-overlap]  # pytest-rerunfailures
+            return
+        from .report_payload import from_report
+
+        _, _, record = from_report(report)
+        if record is None or record.outcome in ("skipped", "not_run"):
+            return
+        graded = None if record.infra_error or record.outcome == "error" else record.outcome == "passed"
+        seen = self.results.setdefault(record.case_id, {})
+        if record.repeat in seen:  # another check of the same attempt: a failure or an error wins
+            before = seen[record.repeat]
+            graded = None if before is None or graded is None else before and graded
+        seen[record.repeat] = graded
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scheduler for this run, when the dist mode would split a case across workers."""
+    if adaptive_off_key in config.stash or config.getvalue("dist") not in ("load", "loadgroup", "worksteal"):
+        return None  # loadscope and loadfile keep a case.yaml's tests together already
+    from .case_scheduling import CaseScheduling
+
+    return CaseScheduling(config, log)
