@@ -2,7 +2,7 @@
 
 Each replication is one CI run: a baseline run made at the cap (a run without a baseline
 runs every repeat), and a candidate that draws each case's attempts one at a time and asks
-``pytest_nodeval.gate.decide`` after each one whether the case is decided, as the plugin
+``pytest_nodeval.gate.decide_look`` after each one whether the case is decided, as the plugin
 does. The candidate's adaptive samples (``CaseSample(..., adaptive_cap=cap)``) and, for
 comparison, the first R attempts of the same draws (fixed repeats) go through
 ``pytest_nodeval.gate.compare`` with the default GatePolicy (all four gates on: 1% budget).
@@ -30,16 +30,16 @@ import numpy as np
 from calibrate_gate import true_rates
 
 from pytest_nodeval.gate import (
+    AdaptiveStop,
     CaseSample,
     Diff,
     GateName,
     GatePolicy,
-    Stop,
     Verdict,
     adaptive_design,
     case_level,
     compare,
-    decide,
+    decide_look,
 )
 from pytest_nodeval.stats.run_stats import wilson_interval
 
@@ -75,9 +75,9 @@ def adaptive_sample(case_id: str, base: CaseSample, draws: list[bool], cap: int,
     design = adaptive_design(cap)
     taken: list[bool] = []
     while True:
-        decision = decide(base.passed, base.attempts, taken, design, level, POLICY.fail_on_scenario_drop)
+        decision = decide_look(base.passed, base.attempts, taken, design, level, POLICY.fail_on_scenario_drop)
         if decision.stop is not None:
-            decided = decision.stop is not Stop.CAP
+            decided = decision.stop is not AdaptiveStop.CAP
             return CaseSample(case_id, tuple(taken), adaptive_cap=cap, adaptive_decided=decided)
         taken.append(draws[len(taken)])
 
@@ -140,9 +140,9 @@ def row(config: Config, counts: Counter[str], seconds: float) -> str:
              f"**{share(counts['adaptive FAIL'], n)}**", f"{per_case:.2f}"]
     for repeats in config.fixed:
         ratio = counts["adaptive attempts"] / counts[f"fixed{repeats} attempts"]
-        cells += [f"R={repeats}: FAIL {counts[f'fixed{repeats} FAIL'] / n:.2%}, "
-                  f"same verdict {share(counts[f'agree{repeats}'], n)}, "
-                  f"same FAIL/not {counts[f'agree{repeats} fail'] / n:.2%}, attempts x{ratio:.2f}"]
+        cells.append(f"R={repeats}: FAIL {counts[f'fixed{repeats} FAIL'] / n:.2%}, "
+                     f"same verdict {share(counts[f'agree{repeats}'], n)}, "
+                     f"same FAIL/not {counts[f'agree{repeats} fail'] / n:.2%}, attempts x{ratio:.2f}")
     inconclusive = counts["adaptive INCONCLUSIVE"] / n
     gates = ", ".join(f"{g.value} {counts[f'adaptive {g.value} FAIL'] / n:.2%}" for g in GateName)
     cells += [f"INC {inconclusive:.1%}; FAIL by gate: {gates}"]

@@ -6,7 +6,7 @@
     print("\n".join(format_diff_table(diff)))
 
 Adaptive repeats (stats/adaptive.py): `adaptive_design(cap)` gives a case's looks,
-`decide(...)` what a look decides, and a current `CaseSample(..., adaptive_cap=cap)` is
+`decide_look(...)` what a look decides, and a current `CaseSample(..., adaptive_cap=cap)` is
 tested by `compare()` with the sequential p-value of its looks.
 
 A stable import path for scripts, notebooks and tools. The code lives in `stats/gate.py`
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from .report.terminal import format_diff_table
 from .stats.adaptive import (
+    AdaptiveDecision,
     AdaptiveDesign,
-    Decision,
-    Stop,
+    AdaptiveStop,
     adaptive_design,
     case_level,
-    decide,
+    decide_look,
     sequential_p,
 )
 from .stats.gate import compare, plan
@@ -47,10 +47,11 @@ from .stats.gate_models import (
 
 __all__ = [
     "ALPHA_SHARES",
+    "AdaptiveDecision",
     "AdaptiveDesign",
+    "AdaptiveStop",
     "CaseDiff",
     "CaseSample",
-    "Decision",
     "Diff",
     "GateName",
     "GatePolicy",
@@ -59,14 +60,13 @@ __all__ = [
     "Movement",
     "PassRateChange",
     "Plan",
-    "Stop",
     "SuiteComparison",
     "TokenChange",
     "Verdict",
     "adaptive_design",
     "case_level",
     "compare",
-    "decide",
+    "decide_look",
     "format_diff_table",
     "plan",
     "sequential_p",

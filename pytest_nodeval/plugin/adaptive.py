@@ -33,7 +33,7 @@ def inactive_reason(config: pytest.Config) -> str | None:
     settings = config.stash[settings_key]
     runs_all = "every case runs all its repeats"
     if settings.mode == "deterministic":
-        return f"a deterministic replay repeats itself exactly, so there is nothing to decide: {runs_all}"
+        return f"a deterministic replay repeats itself exactly, so there is nothing to decide_look: {runs_all}"
     if settings.update_baseline:
         return f"this run becomes the baseline (--nodeval-update-baseline), which needs every repeat: {runs_all}"
     if settings.baseline is None or not settings.baseline.exists():
@@ -88,16 +88,16 @@ class AdaptiveRepeats:
         return str(self.stopped[case_id].reason)
 
     def _decide(self, case_id: str, repeat: int) -> Any:
-        from ..stats.adaptive import adaptive_design, decide
+        from ..stats.adaptive import adaptive_design, decide_look
 
         counts = self._baseline_counts()
         baseline = counts.get(case_id, (0, 0))
         if baseline[1] == 0:
             return None  # not in the baseline: nothing to compare, every repeat runs
         seen = self.results.get(case_id, {})
-        graded = [seen[r] for r in sorted(seen) if r < repeat and seen[r] is not None]
+        graded = [outcome for r in sorted(seen) if r < repeat and (outcome := seen[r]) is not None]
         design = adaptive_design(self.caps.get(case_id, repeat))
-        return decide(*baseline, graded, design, self.level, self.policy.fail_on_scenario_drop)
+        return decide_look(*baseline, graded, design, self.level, self.policy.fail_on_scenario_drop)
 
     def _baseline_counts(self) -> dict[str, tuple[int, int]]:
         if self.counts is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from xdist.scheduler import LoadGroupScheduling
+from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
 
 from .controller import parse_case_nodeid
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..stats.adaptive import Decision, adaptive_design, case_level, first_stop
+from ..stats.adaptive import AdaptiveDecision, adaptive_design, case_level, first_stop
 from ..stats.gate_models import GateName, GatePolicy
 from .models import AdaptiveRun, AttemptRecord, CaseAdaptive, CaseReport, RunReport
 
@@ -75,7 +75,7 @@ def _annotate_case(case: CaseReport, baseline: tuple[int, int], level: float, th
     return case.model_copy(update={"adaptive": summary})
 
 
-def _reason(decision: Decision) -> str:
+def _reason(decision: AdaptiveDecision) -> str:
     if decision.stop is None:
         return (f"{SKIP_PREFIX} undecided after {decision.attempts} graded repeats "
                 "(infrastructure errors or an interrupted run took the rest)")

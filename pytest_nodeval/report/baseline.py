@@ -54,7 +54,7 @@ def samples(report: RunReport) -> list[Any]:
     out = []
     for case in report.cases:
         judged = [a for a in case.attempts if a.outcome in ("passed", "failed") and not a.infra_error]
-        adaptive = case.adaptive
+        adaptive = getattr(case, "adaptive", None)  # older in-memory reports have none
         out.append(CaseSample(
             case_id=case.id, outcomes=tuple(a.outcome == "passed" for a in judged),
             latencies_ms=tuple(a.latency_ms for a in judged if a.latency_ms is not None),

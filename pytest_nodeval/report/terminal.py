@@ -205,8 +205,9 @@ def adaptive_lines(report: RunReport) -> list[str]:
         if case.adaptive is not None:
             stops[case.adaptive.stop] = stops.get(case.adaptive.stop, 0) + 1
     why = ", ".join(f"{count} {stop}" for stop, count in sorted(stops.items()))
-    return [f"adaptive repeats: {run.repeats_run} run, {run.repeats_skipped} skipped once decided, "
-            f"over {run.cases_compared} case(s) compared with the baseline ({why})"]
+    line = (f"adaptive repeats: {run.repeats_run} run, {run.repeats_skipped} skipped once decided, "
+            f"over {run.cases_compared} case(s) compared with the baseline ({why})")
+    return [line]
 
 
 def infra_lines(report: RunReport, limit: int = 10) -> list[str]:

@@ -1,4 +1,4 @@
-"""Adaptive repeats: after each look at a case, decide regressed, no regression, or more repeats.
+"""Adaptive repeats: after each look at a case, decide_look regressed, no regression, or more repeats.
 
 stats.md 2.6 with stats-amendments.md A5. A case compared with a baseline runs in looks at
 3, 5, 10, 20, 40 (then doubling) graded attempts, cut at its cap, and stops at the first
@@ -49,12 +49,12 @@ from .significance import boschloo_regression_p
 
 __all__ = [
     "FIRST_LOOKS",
+    "AdaptiveDecision",
     "AdaptiveDesign",
-    "Decision",
-    "Stop",
+    "AdaptiveStop",
     "adaptive_design",
     "case_level",
-    "decide",
+    "decide_look",
     "first_stop",
     "sequential_p",
 ]
@@ -70,7 +70,7 @@ _FUTILITY_POWER = 0.05
 _SHARE_POWER = 2
 
 
-class Stop(StrEnum):
+class AdaptiveStop(StrEnum):
     """Why a case stopped getting repeats."""
 
     REGRESSED = "regressed"
@@ -91,10 +91,10 @@ class AdaptiveDesign:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class AdaptiveDecision:
     """What a look decided: stop (and why) or run the next look's repeats."""
 
-    stop: Stop | None
+    stop: AdaptiveStop | None
     attempts: int
     """Graded attempts the decision saw."""
     p_value: float | None = None
@@ -104,7 +104,7 @@ class Decision:
     def reason(self) -> str:
         if self.stop is None:
             return f"adaptive: undecided after {self.attempts} repeats"
-        if self.stop is Stop.CAP:
+        if self.stop is AdaptiveStop.CAP:
             return f"adaptive: reached the cap of {self.attempts} repeats undecided"
         return f"adaptive: decided after {self.attempts} repeats ({self.stop})"
 
@@ -159,14 +159,14 @@ def _looks_reached(attempts: int, design: AdaptiveDesign) -> list[tuple[int, flo
     return reached
 
 
-def decide(
+def decide_look(
     baseline_passed: int,
     baseline_attempts: int,
     outcomes: Sequence[bool],
     design: AdaptiveDesign,
     level: float,
     threshold: float,
-) -> Decision:
+) -> AdaptiveDecision:
     """The decision after ``outcomes`` (the case's graded attempts, in order).
 
     ``level`` is the case's (``case_level``); ``threshold`` the per-case gate's practical
@@ -174,20 +174,20 @@ def decide(
     """
     attempts = len(outcomes)
     if attempts not in design.looks or baseline_attempts == 0:
-        return Decision(Stop.CAP if attempts >= design.cap else None, attempts)
+        return AdaptiveDecision(AdaptiveStop.CAP if attempts >= design.cap else None, attempts)
     look = design.looks.index(attempts)
     passed = sum(1 for outcome in outcomes if outcome)
     p = boschloo_regression_p(baseline_passed, baseline_attempts, passed, attempts)
     dropped = baseline_passed / baseline_attempts - passed / attempts >= threshold - _EPS
     if dropped and p <= design.shares[look] * level:
-        return Decision(Stop.REGRESSED, attempts, p)
+        return AdaptiveDecision(AdaptiveStop.REGRESSED, attempts, p)
     if attempts >= design.cap:
-        return Decision(Stop.CAP, attempts, p)
+        return AdaptiveDecision(AdaptiveStop.CAP, attempts, p)
     later = _boundaries(baseline_passed, baseline_attempts, design, look, level, threshold)
     rate = _lower_bound(passed, attempts, _FUTILITY_CONFIDENCE)
     if _conditional_power(passed, attempts, later, rate) < _FUTILITY_POWER:
-        return Decision(Stop.NO_REGRESSION, attempts, p)
-    return Decision(None, attempts, p)
+        return AdaptiveDecision(AdaptiveStop.NO_REGRESSION, attempts, p)
+    return AdaptiveDecision(None, attempts, p)
 
 
 def first_stop(
@@ -197,19 +197,19 @@ def first_stop(
     design: AdaptiveDesign,
     level: float,
     threshold: float,
-) -> Decision:
+) -> AdaptiveDecision:
     """The first decision that stopped the case along ``outcomes`` (as the run took them).
 
     ``stop`` is None when the outcomes ended undecided before the cap (infrastructure
     errors took the rest of its repeats, or the run was cut short).
     """
     for attempts in range(len(outcomes) + 1):
-        decision = decide(
+        decision = decide_look(
             baseline_passed, baseline_attempts, outcomes[:attempts], design, level, threshold
         )
         if decision.stop is not None:
             return decision
-    return Decision(None, len(outcomes))
+    return AdaptiveDecision(None, len(outcomes))
 
 
 def _boundaries(

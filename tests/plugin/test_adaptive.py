@@ -61,8 +61,8 @@ def _check_adaptive_outcome(project: pytest.Pytester, result: pytest.RunResult) 
     assert report.gate is not None and "scenario_regression" in report.gate["breached"]
     result.stdout.fnmatch_lines([
         "*steady*3/3*passed (adaptive: 3 of 10 repeats, no regression)*",
-        f"adaptive repeats: {report.adaptive.repeats_run} run, {report.totals.skipped} skipped once decided, "
-        "over 2 case(s) compared with the baseline (1 no regression, 1 regressed)",
+        (f"adaptive repeats: {report.adaptive.repeats_run} run, {report.totals.skipped} skipped once decided, "
+         "over 2 case(s) compared with the baseline (1 no regression, 1 regressed)"),
     ])
     summary = (project.path / "reports" / "latest" / "summary.txt").read_text()
     assert "adaptive repeats:" in summary and "adaptive: 3 of 10 repeats, no regression" in summary
@@ -100,9 +100,9 @@ def test_without_a_baseline_every_repeat_runs_and_the_run_says_why(nodeval_proje
     report = _report(nodeval_project)
     assert report.adaptive is None and report.case("steady").adaptive is None
     assert report.totals.passed == 10 and report.totals.skipped == 0
-    result.stdout.fnmatch_lines(["nodeval: --nodeval-adaptive is not in effect: adaptive repeats compare each case "
-                                 "with a baseline; give one with --nodeval-baseline or nodeval_baseline*"
-                                 "every case runs all its repeats"])
+    result.stdout.fnmatch_lines([("nodeval: --nodeval-adaptive is not in effect: adaptive repeats compare each case "
+                                  "with a baseline; give one with --nodeval-baseline or nodeval_baseline*"
+                                  "every case runs all its repeats")])
 
 
 def test_a_bad_adaptive_value_names_where_it_came_from(nodeval_project: pytest.Pytester) -> None:

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from pytest_nodeval.gate import (
+    AdaptiveStop,
     CaseSample,
     GateName,
     GatePolicy,
-    Stop,
     Verdict,
     adaptive_design,
     case_level,
     compare,
-    decide,
+    decide_look,
     sequential_p,
 )
 from pytest_nodeval.stats.adaptive import first_stop
@@ -33,7 +33,7 @@ def take(baseline: tuple[int, int], draws: list[bool], cap: int, level: float, t
     design = adaptive_design(cap)
     taken: list[bool] = []
     while True:
-        decision = decide(*baseline, taken, design, level, threshold)
+        decision = decide_look(*baseline, taken, design, level, threshold)
         if decision.stop is not None:
             return taken, decision
         taken.append(draws[len(taken)])
@@ -56,7 +56,7 @@ def test_looks_run_to_the_cap_and_their_shares_spend_the_whole_level() -> None:
 def test_a_clear_regression_stops_early_as_regressed() -> None:
     level = case_level(POLICY.level(GateName.SCENARIO_REGRESSION), 1)
     taken, decision = take((40, 40), [False] * 40, cap=40, level=level)
-    assert decision.stop is Stop.REGRESSED
+    assert decision.stop is AdaptiveStop.REGRESSED
     assert len(taken) <= 5
     assert decision.reason == f"adaptive: decided after {len(taken)} repeats (regressed)"
 
@@ -64,7 +64,7 @@ def test_a_clear_regression_stops_early_as_regressed() -> None:
 def test_an_unchanged_solid_case_stops_early_without_a_regression() -> None:
     level = case_level(POLICY.level(GateName.SCENARIO_REGRESSION), 50)
     taken, decision = take((40, 40), [True] * 40, cap=40, level=level)
-    assert decision.stop is Stop.NO_REGRESSION
+    assert decision.stop is AdaptiveStop.NO_REGRESSION
     assert len(taken) <= 10
     assert decision.reason == f"adaptive: decided after {len(taken)} repeats (no regression)"
 
@@ -74,17 +74,17 @@ def test_a_case_that_stays_unclear_runs_to_its_cap() -> None:
     draws = [True, False, True, True, False] * 8
     level = case_level(POLICY.level(GateName.SCENARIO_REGRESSION), 50)
     taken, decision = take((38, 40), draws, cap=40, level=level)
-    assert (len(taken), decision.stop) == (40, Stop.CAP)
+    assert (len(taken), decision.stop) == (40, AdaptiveStop.CAP)
 
 
 def test_no_baseline_attempts_means_no_comparison_and_every_repeat() -> None:
     taken, decision = take((0, 0), [True] * 10, cap=10, level=0.01)
-    assert (len(taken), decision.stop) == (10, Stop.CAP)
+    assert (len(taken), decision.stop) == (10, AdaptiveStop.CAP)
 
 
 def test_between_looks_nothing_is_decided() -> None:
     design = adaptive_design(10)
-    assert decide(10, 10, [False] * 4, design, 0.5, DROP).stop is None
+    assert decide_look(10, 10, [False] * 4, design, 0.5, DROP).stop is None
 
 
 def test_sequential_p_is_the_smallest_look_p_over_its_share() -> None:
@@ -123,7 +123,7 @@ def test_unchanged_cases_are_declared_regressed_at_most_at_the_level(rate: float
     for _ in range(runs):
         baseline = int((rng.random(20) < rate).sum())
         _, decision = take((baseline, 20), (rng.random(20) < rate).tolist(), cap=20, level=level, threshold=0.0)
-        regressed += decision.stop is Stop.REGRESSED
+        regressed += decision.stop is AdaptiveStop.REGRESSED
     assert regressed <= level * runs
 
 
@@ -140,7 +140,7 @@ def test_unchanged_adaptive_runs_fail_at_most_one_percent_through_compare() -> N
             taken, decision = take((base.passed, base.attempts), (rng.random(10) < rate).tolist(), 10, level)
             baseline.append(base)
             current.append(CaseSample(f"c{j}", tuple(taken), adaptive_cap=10,
-                                      adaptive_decided=decision.stop is not Stop.CAP))
+                                      adaptive_decided=decision.stop is not AdaptiveStop.CAP))
             attempts += len(taken)
         failed += compare(baseline, current, POLICY).verdict is Verdict.FAIL
     assert failed <= 0.01 * runs
