@@ -71,7 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nodeval_progress", "Progress display: auto, tty, plain or off.", default="")
     parser.addini("nodeval_progress_interval", "Seconds between plain progress lines (0: at every test event).",
                   default="30")
-    parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=5'.", type="linelist",
+    parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=10 adaptive=on'.", type="linelist",
                   default=[])
 
 

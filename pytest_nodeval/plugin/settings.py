@@ -67,7 +67,7 @@ class Settings:
 
 
 def parse_profiles(lines: list[str], where: str) -> dict[str, dict[str, str]]:
-    """`nodeval_profiles` lines: `release: mode=live repeat=5`."""
+    """`nodeval_profiles` lines: `release: mode=live repeat=10 adaptive=on`."""
     profiles: dict[str, dict[str, str]] = {}
     for line in lines:
         name, sep, rest = line.partition(":")

@@ -9,7 +9,8 @@ renders as "not known", never as an exception.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .models import AttemptRecord, CaseReport, RunReport
 
@@ -208,12 +209,18 @@ def case_row(index: int, case: CaseReport, change: dict[str, Any] | None, trend:
         "i": index, "id": text(case.id, 500), "name": text(case.name, 500), "tags": [text(t, 200) for t in case.tags],
         "verdict": case.verdict, "dir": text(case.directory, 1000), "min": num(case.min_pass_rate),
         "n": s.attempts, "passed": s.passed, "failed": s.failed, "infra": s.infra_errors,
-        "judge_skipped": case.judge_skipped, "reruns": case.reruns,
+        "judge_skipped": case.judge_skipped, "reruns": case.reruns, "adaptive": _adaptive_note(case),
         "rate": num(s.pass_rate), "lo": num(s.wilson_low), "hi": num(s.wilson_high),
         "phk": _largest_k(s.pass_hat_k), "p50": num(s.latency_p50_ms), "p95": num(s.latency_p95_ms),
         "tokens": num(s.tokens_mean), "change": change, "trend": trend,
         "attempts": [attempt_row(a, None if slot is None else block, slot) for a, slot in zip(case.attempts, slots)],
     }
+
+
+def _adaptive_note(case: CaseReport) -> str | None:
+    """'3 of 10 repeats, no regression' when adaptive repeats decided the case."""
+    a = case.adaptive
+    return None if a is None else text(f"{a.repeats} of {a.cap} repeats, {a.stop}", 200)
 
 
 def _largest_k(values: dict[Any, Any]) -> list[float] | None:

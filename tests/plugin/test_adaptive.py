@@ -120,3 +120,26 @@ def test_the_report_schema_accepts_an_adaptive_run(project: pytest.Pytester) -> 
     jsonschema.validate(data, schema)
     assert data["adaptive"]["cases_compared"] == 2
     assert {c["id"]: c["adaptive"]["stop"] for c in data["cases"]} == {"broken": "regressed", "steady": "no regression"}
+
+
+def test_the_scheduler_groups_a_case_with_the_python_scenarios_bound_to_it() -> None:
+    pytest.importorskip("xdist")
+    from pytest_nodeval.plugin.case_scheduling import CaseScheduling
+
+    scheduler = object.__new__(CaseScheduling)  # only the grouping is under test, not a live session
+    scheduler._case_ids = None
+    scheduler.collection = [
+        "scenarios/refund/case.yaml::test_scenario[refund]",
+        "scenarios/refund/case.yaml::test_scenario[refund-r2]",
+        "scenarios/refund-flow/case.yaml::test_scenario[refund-flow-r2]",
+        "scenarios/test_refund.py::test_amount[refund-flow-r2]",
+        "scenarios/test_refund.py::test_amount[eur-refund]",
+        "tests/test_other.py::test_plain",
+        "tests/test_other.py::test_grouped@db",
+    ]
+    scopes = [scheduler._split_scope(nodeid) for nodeid in scheduler.collection]
+    assert scopes == [
+        "nodeval-case:refund", "nodeval-case:refund", "nodeval-case:refund-flow",
+        "nodeval-case:refund-flow", "nodeval-case:refund",
+        "tests/test_other.py::test_plain", "db",
+    ]

@@ -6,6 +6,8 @@ stops early without one, and declaring regressions never exceeds the level it wa
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -167,3 +169,21 @@ def test_a_decided_adaptive_case_is_not_inconclusive_an_undecided_one_is() -> No
     undecided = compare(baseline, [CaseSample("a", dropped, adaptive_cap=10)], POLICY)
     assert decided.cases[0].pass_rate.verdict is Verdict.OK
     assert undecided.cases[0].pass_rate.verdict is Verdict.INCONCLUSIVE
+
+
+def test_the_report_page_and_terminal_say_how_many_repeats_a_case_took() -> None:
+    from pytest_nodeval.report.html_data import case_row
+    from pytest_nodeval.report.models import AttemptRecord, CaseAdaptive, CaseReport
+    from pytest_nodeval.report.terminal import case_lines
+    from pytest_nodeval.stats.run_stats import case_stats
+
+    attempts = [AttemptRecord(nodeid=f"n{r}", case_id="c", repeat=r, outcome="passed" if r <= 3 else "skipped")
+                for r in range(1, 11)]
+    adaptive = CaseAdaptive(cap=10, repeats=3, skipped=7, stop="no regression",
+                            reason="adaptive: decided after 3 repeats (no regression)")
+    case = CaseReport(id="c", verdict="passed", stats=case_stats([True] * 3, [], [0] * 3), attempts=attempts,
+                      adaptive=adaptive)
+    assert case_row(0, case, None, [], "b", [None] * 10)["adaptive"] == "3 of 10 repeats, no regression"
+    assert case_row(0, case.model_copy(update={"adaptive": None}), None, [], "b", [None] * 10)["adaptive"] is None
+    report = SimpleNamespace(cases=[case])
+    assert case_lines(report)[1].endswith("passed (adaptive: 3 of 10 repeats, no regression)")  # type: ignore[arg-type]

@@ -151,6 +151,7 @@
       caseCell(r),
       el("td", {}, badge(r.verdict), r.infra ? el("small", { text: " " + r.infra + " infra" }) : null,
         r.reruns ? el("small", { text: " flaky: " + r.reruns + " rerun(s)" }) : null,
+        r.adaptive ? el("small", { "class": "adaptive", text: " adaptive: " + r.adaptive }) : null,
         r.judge_skipped ? el("small", { "class": "judge-skipped", text: " judge skipped" }) : null),
       el("td", { "class": "num", text: r.passed + "/" + r.n }),
       el("td", {}, el("div", { "class": "rate-cell" }, intervalBar(r),
