@@ -94,8 +94,10 @@ class AdaptiveRepeats:
         baseline = counts.get(case_id, (0, 0))
         if baseline[1] == 0:
             return None  # not in the baseline: nothing to compare, every repeat runs
+        # Every attempt of the case known so far, in repeat order: the repeats before this one
+        # when tests run in collection order (and under xdist, where a case keeps to one worker).
         seen = self.results.get(case_id, {})
-        graded = [outcome for r in sorted(seen) if r < repeat and (outcome := seen[r]) is not None]
+        graded = [outcome for r in sorted(seen) if (outcome := seen[r]) is not None]
         design = adaptive_design(self.caps.get(case_id, repeat))
         return decide_look(*baseline, graded, design, self.level, self.policy.fail_on_scenario_drop)
 
