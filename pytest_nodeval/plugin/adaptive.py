@@ -26,7 +26,10 @@ def register(config: pytest.Config) -> None:
     if why is not None:
         config.stash[adaptive_off_key] = why
         return
-    config.pluginmanager.register(AdaptiveRepeats(config), "nodeval-adaptive")
+    from ..report.baseline import policy_from
+
+    policy = policy_from(config.stash[settings_key].gate_policy)
+    config.pluginmanager.register(AdaptiveRepeats(config, policy), "nodeval-adaptive")
 
 
 def inactive_reason(config: pytest.Config) -> str | None:
@@ -42,17 +45,21 @@ def inactive_reason(config: pytest.Config) -> str | None:
                 f"nodeval_baseline{where}: {runs_all}")
     if settings.gate_policy.get("fail_on_scenario_drop", 1.0) == 0:
         return f"the per-case gate is off (nodeval_fail_on_scenario_drop = 0), so no case has a decision: {runs_all}"
+    from ..report.baseline import policy_from
+
+    try:
+        policy_from(settings.gate_policy)
+    except ValueError as exc:
+        return f"the gate's settings are invalid ({exc}): {runs_all}"
     return None
 
 
 class AdaptiveRepeats:
     """Per case: outcomes so far, and the decision that stopped it."""
 
-    def __init__(self, config: pytest.Config) -> None:
-        from ..report.baseline import policy_from
-
+    def __init__(self, config: pytest.Config, policy: Any) -> None:
         self.config = config
-        self.policy = policy_from(config.stash[settings_key].gate_policy)
+        self.policy = policy
         self.caps: dict[str, int] = {}
         self.counts: dict[str, tuple[int, int]] | None = None
         self.level = 0.0
@@ -81,7 +88,8 @@ class AdaptiveRepeats:
             return None
         if case_id not in self.stopped:
             decision = self._decide(case_id, repeat)
-            if decision is None or decision.stop is None:
+            # Undecided, or every repeat already ran (a later check of one of them): run it.
+            if decision is None or decision.stop is None or decision.stop == "cap":
                 self.running.add((case_id, repeat))
                 return None
             self.stopped[case_id] = decision

@@ -143,3 +143,27 @@ def test_the_scheduler_groups_a_case_with_the_python_scenarios_bound_to_it() -> 
         "nodeval-case:refund-flow", "nodeval-case:refund",
         "tests/test_other.py::test_plain", "db",
     ]
+
+
+EXTRA_CHECK = """
+import pytest
+
+@pytest.mark.nodeval_case("steady")
+def test_steady_again(nodeval_run):
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_python_checks_of_a_case_follow_its_decision(project: pytest.Pytester, workers: list[str]) -> None:
+    """A Python test bound to the case is a check of the same attempts: it runs for the repeats
+    that ran and is skipped for the rest, also when it runs after all of the case's YAML tests."""
+    (project.path / "scenarios" / "test_steady.py").write_text(EXTRA_CHECK)
+    result = project.runpytest(*LIVE, BASELINE, "--nodeval-adaptive", *workers)
+    steady = _report(project).case("steady")
+    assert steady.adaptive is not None and (steady.adaptive.repeats, steady.adaptive.skipped) == (3, 7)
+    assert [len(a.checks) for a in steady.attempts[:3]] == [2, 2, 2]
+    assert [a.outcome for a in steady.attempts] == ["passed"] * 3 + ["skipped"] * 7, result.stdout.str()
+    broken = _report(project).case("broken").adaptive
+    assert broken is not None
+    result.assert_outcomes(passed=6, failed=broken.repeats, skipped=7 + 7 + broken.skipped)
