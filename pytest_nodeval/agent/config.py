@@ -94,7 +94,7 @@ class ProviderSpec(_Strict):
         return self
 
 
-BUILTIN_TOOLS = ("shell", "file", "code_exec", "ask_user")
+BUILTIN_TOOLS = ("shell", "file", "code_exec", "ask_user", "web", "pdf")
 
 
 class ToolSpec(_Strict):
@@ -187,6 +187,40 @@ class McpSpec(_Strict):
         return next((s for s in self.servers if s.name == name), None)
 
 
+_HOST = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$|^\[[0-9a-f:.]+\](:[0-9]{1,5})?$")
+
+
+class WebSpec(_Strict):
+    """`web:` what the `web` tool may fetch; with no section (or an empty list) it may fetch nothing."""
+
+    allow: list[str] = Field(default_factory=list)
+    """Hosts the tool may fetch from: `docs.example.com` (any port), `127.0.0.1:8123` (that port),
+    `*.example.com` (its subdomains). Every redirect is checked against this list again."""
+    max_bytes: int = Field(default=2_000_000, gt=0)
+    """Bytes of one response body; a larger page is a tool error (reading stops at the limit)."""
+    timeout_s: float = Field(default=10.0, gt=0)
+    """Connecting plus reading one fetch, redirects included."""
+    fake: bool = False
+    """Live and record: every fetch goes to fakes.web, which answers from input/web.yaml; the
+    URLs and the allow-list stay as written, so a case records with no network."""
+
+    @field_validator("allow")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if not _HOST.match(host.lower()):
+                raise ValueError(f"{host!r} is not a host: write `docs.example.com`, `127.0.0.1:8123` "
+                                 "or `*.example.com` (no scheme, no path)")
+        return [host.lower() for host in hosts]
+
+
+class PdfSpec(_Strict):
+    """`pdf:` limits of the `pdf` tool."""
+
+    max_bytes: int = Field(default=20_000_000, gt=0)
+    """Size of the PDF file; a larger file is a tool error."""
+
+
 COMPOSIO_PREFIX = "composio:"
 MCP_PREFIX = "mcp:"
 
@@ -219,6 +253,10 @@ class EngineConfig(_Strict):
     plan: bool = False
     """Have the model write a numbered plan before it acts; the journal records it
     (`plan.created`) and which of its steps were done (`plan.result`)."""
+    web: WebSpec | None = None
+    """The `web` tool's allow-list and limits (without it the tool may fetch nothing)."""
+    pdf: PdfSpec | None = None
+    """The `pdf` tool's limits."""
 
     def offered_tools(self) -> set[str] | None:
         """The tool names the engine offers the model, or None when outside services (Composio,
@@ -252,6 +290,8 @@ class EngineConfig(_Strict):
         return self
 
     def _section_problem(self, tool: str) -> str | None:
+        if tool == "web" and self.web is None:
+            return "needs a `web:` section with the hosts it may fetch, e.g. web: {allow: [docs.example.com]}"
         if tool.startswith(COMPOSIO_PREFIX):
             if not tool.removeprefix(COMPOSIO_PREFIX):
                 return "names no action (write composio:<ACTION>, e.g. composio:GITHUB_STAR_A_REPOSITORY)"
@@ -268,7 +308,7 @@ class EngineConfig(_Strict):
 
     def digest(self) -> str:
         data = self.model_dump(mode="json")
-        for section in ("composio", "mcp"):  # absent sections leave older configs' digests unchanged
+        for section in ("composio", "mcp", "web", "pdf"):  # absent sections leave older configs' digests unchanged
             if data[section] is None:
                 del data[section]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))

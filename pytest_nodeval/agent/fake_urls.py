@@ -1,7 +1,7 @@
 """`fake` where a URL would go: what it points at in a live attempt and in replay.
 
 A case's config names a local fake by writing `base_url: fake` (a provider),
-`composio: {base_url: fake}` or an MCP server's `url: fake`. These functions say whether a
+`composio: {base_url: fake}`, an MCP server's `url: fake` or `web: {fake: true}`. These functions say whether a
 config uses a fake and rewrite the URLs once the fake runs (runner/services.py starts it).
 """
 
@@ -44,3 +44,8 @@ def uses_fake_mcp(config: EngineConfig | None) -> bool:
         return False
     enabled = {t.name.removeprefix(MCP_PREFIX) for t in config.tools if t.name.startswith(MCP_PREFIX)}
     return any(s.url == FAKE and s.name in enabled for s in config.mcp.servers)
+
+
+def uses_fake_web(config: EngineConfig | None) -> bool:
+    return (config is not None and config.web is not None and config.web.fake
+            and any(t.name == "web" for t in config.tools))

@@ -1,8 +1,11 @@
-"""The reference engine's built-in tools: shell, file, code_exec (inside the World) and ask_user.
+"""The reference engine's built-in tools: shell, file, code_exec and pdf (inside the World),
+web (from the harness, see web.py) and ask_user.
 
 A tool with side effects is never run during replay: its recorded `tool.result` is
-served instead. `ask_user` has none of its own; its answer comes from the simulated
-user when live and from the journal's `io.ask.response` in replay.
+served instead. `web` and `pdf` count as such too (they read the network and the world,
+neither of which replay has), so their results always come from the journal.
+`ask_user` has none of its own; its answer comes from the simulated user when live and
+from the journal's `io.ask.response` in replay.
 
 Tools of outside services (Composio actions, MCP tools) are described by those services
 when live; in replay they are `RecordedTool`s rebuilt from the journal's `tool.register`
@@ -16,6 +19,7 @@ from typing import Any, Callable, Protocol
 
 from ..errors import NodevalError
 from ..world import World
+from .config import EngineConfig, PdfSpec, WebSpec
 from .providers import ToolDef
 
 OUTPUT_LIMIT = 16_384
@@ -37,6 +41,15 @@ class ToolContext:
     timeout_s: float
     ask: Callable[[str, str], str]
     """ask(call_id, question) -> the user's answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSetup:
+    """What a built-in tool is made from: the engine config, and the fakes it may talk to."""
+
+    config: EngineConfig
+    web_fake_url: str | None = None
+    """The running fakes.web, when the config's `web.fake` is on (live and record only)."""
 
 
 class Tool(Protocol):
@@ -165,8 +178,96 @@ class AskUserTool:
         return ToolOutcome(True, {"answer": ctx.ask(ctx.call_id, str(args["question"]))})
 
 
-BUILTINS: dict[str, Callable[[], Tool]] = {
-    "shell": ShellTool, "file": FileTool, "code_exec": CodeExecTool, "ask_user": AskUserTool,
+class WebTool:
+    """Fetch a URL and return its readable text, from the harness process (see web.py for why).
+
+    Off unless input/config.yaml's `web.allow` lists the host; a blocked host, a redirect to
+    one, a timeout, a page over `web.max_bytes` or a non-2xx status is a tool error.
+    """
+
+    definition = ToolDef(
+        "web", "Fetch a web page (http or https) and return its readable text. Only some hosts are allowed.",
+        _schema({"url": {"type": "string", "description": "The page's URL."}}, ["url"]),
+    )
+    side_effects = True  # it reads the network: replay serves the recorded result instead
+    source = "builtin"
+
+    def __init__(self, spec: WebSpec, fake_url: str | None = None) -> None:
+        self.spec, self.fake_url = spec, fake_url
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        from .web import WebError, WebPolicy, fetch
+
+        _require("trafilatura", "web")
+        if self.spec.fake and self.fake_url is None:
+            raise NodevalError("web.fake is on, and no fakes.web is running here: a case's live or record "
+                               "attempt starts it from input/web.yaml")
+        timeout_s = min(self.spec.timeout_s, ctx.timeout_s)
+        policy = WebPolicy(tuple(self.spec.allow), self.spec.max_bytes, timeout_s, self.fake_url)
+        try:
+            page = fetch(str(args["url"]), policy)
+        except WebError as exc:
+            return ToolOutcome(False, None, str(exc))
+        return ToolOutcome(True, {"url": page.url, "status": page.status, "content_type": page.content_type,
+                                  "title": page.title, "text": _clip(page.text)})
+
+
+class PdfTool:
+    """The page count and text of a PDF file in the world, optionally of some pages only."""
+
+    definition = ToolDef(
+        "pdf", "Read a PDF file in the workspace: its page count and the text of its pages.",
+        _schema({
+            "path": {"type": "string"},
+            "pages": {"type": "string", "description": "Pages to read, e.g. \"2-4\" or \"1,3\" (default: all)."},
+        }, ["path"]),
+    )
+    side_effects = True  # replay has no world: the recorded result is served
+    source = "builtin"
+
+    def __init__(self, spec: PdfSpec) -> None:
+        self.spec = spec
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        from .pdf import PdfError, read_pdf
+
+        _require("pypdf", "pdf")
+        world, path, pages = _world(ctx), str(args["path"]), args.get("pages")
+        try:
+            text = read_pdf(world.read(path), str(pages) if pages else None, self.spec.max_bytes)
+        except (OSError, NodevalError, PdfError) as exc:
+            return ToolOutcome(False, None, f"{path}: {exc}")
+        return ToolOutcome(True, {"path": path, "page_count": text.page_count,
+                                  "pages": _ranges(text.pages), "text": _clip(text.text)})
+
+
+def _require(module: str, extra: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise NodevalError(f"the {extra} tool needs the {module} package: pip install 'pytest-nodeval[{extra}]'")
+
+
+def _ranges(pages: list[int]) -> str:
+    """[1, 2, 3, 5] -> "1-3,5"."""
+    runs: list[list[int]] = []
+    for n in pages:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _plain(cls: Callable[[], Tool]) -> Callable[[ToolSetup], Tool]:
+    return lambda setup: cls()
+
+
+BUILTINS: dict[str, Callable[[ToolSetup], Tool]] = {
+    "shell": _plain(ShellTool), "file": _plain(FileTool), "code_exec": _plain(CodeExecTool),
+    "ask_user": _plain(AskUserTool),
+    "web": lambda setup: WebTool(setup.config.web or WebSpec(), setup.web_fake_url),
+    "pdf": lambda setup: PdfTool(setup.config.pdf or PdfSpec()),
 }
 
 

@@ -16,7 +16,7 @@ from ..errors import NodevalError
 from ..journal.replay import ReplayStash
 from .config import COMPOSIO_PREFIX, MCP_PREFIX, EngineConfig
 from .fake_urls import FAKE
-from .tools import BUILTINS, Tool, recorded_tools
+from .tools import BUILTINS, Tool, ToolSetup, recorded_tools
 
 
 def build_tools(config: EngineConfig, *, stash: ReplayStash | None = None, services: Any = None,
@@ -28,9 +28,10 @@ def build_tools(config: EngineConfig, *, stash: ReplayStash | None = None, servi
     `resources`: closes what the tools hold open (MCP sessions); needed for MCP tools live.
     """
     outside = _replayed(config, stash) if stash is not None else _live(config, services, resources)
+    setup = ToolSetup(config, web_fake_url=_web_fake_url(services))
     tools: dict[str, Tool] = {}
     for spec in config.tools:
-        for tool in [BUILTINS[spec.name]()] if spec.name in BUILTINS else outside[spec.name]:
+        for tool in [BUILTINS[spec.name](setup)] if spec.name in BUILTINS else outside[spec.name]:
             _add(tools, tool)
     return tools
 
@@ -42,6 +43,11 @@ def _add(tools: dict[str, Tool], tool: Tool) -> None:
         raise NodevalError(f"two tools are named {name!r} (from {other.source} and from {tool.source}); "
                            "the model could not tell them apart: enable only one of them in input/config.yaml")
     tools[name] = tool
+
+
+def _web_fake_url(services: Any) -> str | None:
+    fake = getattr(services, "web", None)
+    return fake.url if fake is not None else None
 
 
 def _outside_specs(config: EngineConfig) -> list[str]:

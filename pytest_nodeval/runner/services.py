@@ -8,6 +8,7 @@ any: the journal answers instead.
     provider `base_url: fake`      ->  fakes.llm, scripted by input/llm.yaml
     `composio: {base_url: fake}`   ->  fakes.composio, catalogue input/composio.yaml
     an `mcp` server `url: fake`    ->  fakes.mcp_oauth, scripted by input/mcp.yaml
+    `web: {fake: true}`            ->  fakes.web, pages in input/web.yaml
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from ..agent.config import EngineConfig, ProviderSpec
-from ..agent.fake_urls import is_fake, uses_fake_composio, uses_fake_mcp
+from ..agent.fake_urls import is_fake, uses_fake_composio, uses_fake_mcp, uses_fake_web
 from ..case.directory import Case
 from ..errors import CaseFormatError
 
@@ -35,6 +36,7 @@ FAKES = {
     "llm": _FakeKind("llm.yaml", "fakes.llm", "LLMFake", "a provider with `base_url: fake`"),
     "composio": _FakeKind("composio.yaml", "fakes.composio", "ComposioFake", "`composio: {base_url: fake}`"),
     "mcp": _FakeKind("mcp.yaml", "fakes.mcp_oauth", "MCPOAuthFake", "an MCP server with `url: fake`"),
+    "web": _FakeKind("web.yaml", "fakes.web", "WebFake", "the `web` tool with `web: {fake: true}`"),
 }
 
 
@@ -47,6 +49,8 @@ class LiveServices:
     """fakes.composio.ComposioFake, when `composio.base_url` is `fake`."""
     mcp: Any = None
     """fakes.mcp_oauth.MCPOAuthFake, when an MCP server's `url` is `fake`."""
+    web: Any = None
+    """fakes.web.WebFake, when the `web` tool is enabled with `web.fake` on."""
 
 
 @contextmanager
@@ -54,7 +58,7 @@ def live_services(case: Case, specs: list[ProviderSpec], seed: int | None, confi
                   *, given: Mapping[str, Any] | None = None) -> Iterator[LiveServices]:
     """Start the fakes that the provider specs and the config's tools point at.
 
-    `given`: fakes already running (by kind: llm, composio, mcp), e.g. a test's fixtures;
+    `given`: fakes already running (by kind: llm, composio, mcp, web), e.g. a test's fixtures;
     they are used instead of starting new ones, and left running.
     """
     given = given or {}
@@ -67,7 +71,8 @@ def live_services(case: Case, specs: list[ProviderSpec], seed: int | None, confi
         llm = running("llm", any(is_fake(spec) for spec in specs))
         yield LiveServices(llm_url=llm.url if llm is not None else None,
                            composio=running("composio", uses_fake_composio(config)),
-                           mcp=running("mcp", uses_fake_mcp(config)))
+                           mcp=running("mcp", uses_fake_mcp(config)),
+                           web=running("web", uses_fake_web(config)))
 
 
 def make_fake(kind: str, case: Case | None, *, seed: int | None = None, required: bool = True) -> Any:

@@ -26,7 +26,8 @@ from ..journal.replay import ReplayStash, ReplayStopped
 from ..journal.writer import JournalWriter, install_journal
 from ..modes import REPLAY_MODES, MatchLevel, Mode
 
-WORLD_TOOLS = frozenset({"shell", "file", "code_exec"})
+WORLD_TOOLS = frozenset({"shell", "file", "code_exec", "pdf"})
+"""Built-in tools that act in the world (`web` fetches from the harness: no world for it alone)."""
 
 
 @dataclass(frozen=True, slots=True)
