@@ -75,7 +75,6 @@ def fetch(url: str, policy: WebPolicy) -> Page:
     """The page at `url` as readable text; a WebError for anything else."""
     import httpx2
 
-    deadline = time.monotonic() + policy.timeout_s
     transport = _route_to_fake(policy.route_to) if policy.route_to else None
     # Redirects are followed by hand, each one checked against the allow-list first.
     options: dict[str, Any] = {"timeout": policy.timeout_s, "follow_redirects": False}
@@ -83,9 +82,10 @@ def fetch(url: str, policy: WebPolicy) -> Page:
         options.update(transport=transport, trust_env=False)  # no proxy between the tool and its fake
     try:
         with httpx2.Client(**options) as client:
-            return _follow(client, _checked_url(url, policy), policy, deadline)
+            # The clock starts once the client is built (its TLS setup is the harness's time).
+            return _follow(client, _checked_url(url, policy), policy, time.monotonic() + policy.timeout_s)
     except httpx2.TimeoutException:
-        raise WebError(f"{url}: no answer within the {policy.timeout_s:g}s time limit (web.timeout_s)") from None
+        raise WebError(_too_slow(url, policy)) from None
     except httpx2.HTTPError as exc:
         raise WebError(f"{url}: {type(exc).__name__}: {exc}") from None
 
@@ -109,7 +109,7 @@ def _checked_url(url: str, policy: WebPolicy) -> Any:
 def _follow(client: Any, url: Any, policy: WebPolicy, deadline: float) -> Page:
     for _ in range(MAX_REDIRECTS + 1):
         if time.monotonic() > deadline:
-            raise WebError(f"{url}: no page within the {policy.timeout_s:g}s time limit (web.timeout_s)")
+            raise WebError(_too_slow(str(url), policy))
         headers = {ORIGINAL_URL_HEADER: str(url)} if policy.route_to else {}
         with client.stream("GET", url, headers=headers) as response:
             location = response.headers.get("location")
@@ -136,7 +136,7 @@ def _read_limited(response: Any, url: str, policy: WebPolicy, deadline: float) -
         raise WebError(f"{url}: the page is {int(declared)} bytes, more than the "
                        f"{policy.max_bytes}-byte limit (web.max_bytes); nothing was read")
     chunks, size = [], 0
-    for chunk in _chunks(response, url, deadline, policy.timeout_s):
+    for chunk in _chunks(response, url, deadline, policy):
         size += len(chunk)
         if size > policy.max_bytes:
             raise WebError(f"{url}: the page is larger than the {policy.max_bytes}-byte limit "
@@ -145,13 +145,16 @@ def _read_limited(response: Any, url: str, policy: WebPolicy, deadline: float) -
     return b"".join(chunks)
 
 
-def _chunks(response: Any, url: str, deadline: float, timeout_s: float) -> Iterator[bytes]:
+def _chunks(response: Any, url: str, deadline: float, policy: WebPolicy) -> Iterator[bytes]:
     # The read timeout is per chunk; a server that trickles bytes must still stop at the limit.
     for chunk in response.iter_bytes():
         if time.monotonic() > deadline:
-            raise WebError(f"{url}: the page did not arrive within the {timeout_s:g}s "
-                           "time limit (web.timeout_s)")
+            raise WebError(_too_slow(url, policy))
         yield chunk
+
+
+def _too_slow(url: str, policy: WebPolicy) -> str:
+    return f"{url}: no answer within the {policy.timeout_s:g}s time limit (web.timeout_s)"
 
 
 def _page(url: str, status: int, content_type: str, body: bytes) -> Page:
