@@ -196,9 +196,9 @@ class WebSpec(_Strict):
     allow: list[str] = Field(default_factory=list)
     """Hosts the tool may fetch from: `docs.example.com` (any port), `127.0.0.1:8123` (that port),
     `*.example.com` (its subdomains). Every redirect is checked against this list again."""
-    max_bytes: int = Field(default=2_000_000, gt=0)
+    max_bytes: int = Field(default=2_000_000, gt=0, le=1_000_000_000)
     """Bytes of one response body; a larger page is a tool error (reading stops at the limit)."""
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0, le=3_600)
     """Connecting plus reading one fetch, redirects included."""
     fake: bool = False
     """Live and record: every fetch goes to fakes.web, which answers from input/web.yaml; the
@@ -217,8 +217,8 @@ class WebSpec(_Strict):
 class PdfSpec(_Strict):
     """`pdf:` limits of the `pdf` tool."""
 
-    max_bytes: int = Field(default=20_000_000, gt=0)
-    """Size of the PDF file; a larger file is a tool error."""
+    max_bytes: int = Field(default=20_000_000, gt=0, le=1_000_000_000)
+    """Size of the PDF file; a larger file is a tool error (at most 1 GB: the file is read whole)."""
 
 
 COMPOSIO_PREFIX = "composio:"
