@@ -148,6 +148,11 @@ CORPUS = [
     Bad("config-skills-missing", _config(skills="skills"), FAILED,
         "*input/skills: the skills directory named by 'skills' in input/config.yaml does not exist*"),
     Bad("config-skill-no-front-matter", _bad_skill, FAILED, "*skills/notes/SKILL.md: no front matter*"),
+    Bad("config-web-no-section", _config(tools=["web"]), FAILED,
+        "*config.yaml: *tools: 'web' needs a `web:` section with the hosts it may fetch*"),
+    Bad("config-web-allow-url", _config(tools=["web"], web={"allow": ["https://docs.example.com/x"]}), FAILED,
+        "*config.yaml: web.allow: *'https://docs.example.com/x' is not a host*"),
+    Bad("config-pdf-max-bytes", _config(tools=["pdf"], pdf={"max_bytes": 0}), FAILED, "*config.yaml: pdf.max_bytes: *"),
     # -- input/inputs.yaml -----------------------------------------------------------------
     Bad("inputs-missing", _remove(INPUTS), FAILED, "*inputs.yaml: missing (a case with input/config.yaml needs*"),
     Bad("inputs-syntax", _write(INPUTS, "user: {kind: scripted\n"), FAILED, "*inputs.yaml:2:1: invalid YAML*"),
