@@ -1,7 +1,7 @@
 """JSON Schemas of the formats on disk, exported to `schemas/` for other tools and editors.
 
 Every file a user writes has one (case.yaml, input/config.yaml, input/inputs.yaml,
-assertions.yaml, the fakes' input/llm.yaml, input/composio.yaml and input/mcp.yaml), and
+assertions.yaml, the fakes' input/llm.yaml, input/composio.yaml, input/mcp.yaml and input/web.yaml), and
 so do the files the project writes for others to read (report.json, a journal's header).
 The same files ship in the package (`pytest_nodeval/json_schemas/`), so `nodeval schemas`
 and `nodeval new` can give a project its own copy without a network.
@@ -27,6 +27,7 @@ def schemas() -> dict[str, dict[str, Any]]:
     from fakes.composio import ComposioCatalogue
     from fakes.llm import LLMScript
     from fakes.mcp_oauth import MCPScript
+    from fakes.web import WebScript
 
     from .agent.config import EngineConfig
     from .case.directory import CaseSpec
@@ -54,6 +55,7 @@ def schemas() -> dict[str, dict[str, Any]]:
         "fake-llm.schema.json": LLMScript.model_json_schema(),
         "fake-composio.schema.json": ComposioCatalogue.model_json_schema(),
         "fake-mcp.schema.json": MCPScript.model_json_schema(),
+        "fake-web.schema.json": WebScript.model_json_schema(),
         "journal-header.schema.json": JournalHeader.model_json_schema(),
     }
 

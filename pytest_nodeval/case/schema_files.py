@@ -22,6 +22,7 @@ USER_FILES = {
     "input/llm.yaml": "fake-llm.schema.json",
     "input/composio.yaml": "fake-composio.schema.json",
     "input/mcp.yaml": "fake-mcp.schema.json",
+    "input/web.yaml": "fake-web.schema.json",
 }
 """A case file -> its schema."""
 
