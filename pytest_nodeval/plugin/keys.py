@@ -38,6 +38,8 @@ checks_key: pytest.StashKey[dict[tuple[str, int], int]] = pytest.StashKey()
 """config.stash: how many collected tests check each (case directory, repeat) here."""
 infra_key: pytest.StashKey[str] = pytest.StashKey()
 """item.stash: why a fixture (a world, a fake) could not start, when the machine is to blame."""
+budget_key: pytest.StashKey[Any] = pytest.StashKey()
+"""config.stash: the run's runner.budget.Budget (--nodeval-max-cost), made on first use."""
 fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
 
