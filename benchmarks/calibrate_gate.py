@@ -51,7 +51,7 @@ class Config:
     runs: int
     drop: float = 0.0  # pass-rate drop in the current run (absolute)
     flaky_only: bool = False  # drop only the scenarios with true rate < 0.95, not every one
-    timed: bool = False  # also draw latencies and tokens (all four gates see data)
+    timed: bool = False  # also draw latencies, tokens and costs (every gate sees data)
     slowdown: float = 1.0  # current latencies multiplied by this, every scenario
 
 
@@ -79,9 +79,12 @@ def simulate_run(
     if medians is None:
         return [CaseSample(f"s{j:03d}", tuple(row)) for j, row in enumerate(passed)]
     latencies = (slowdown * medians[:, None] * rng.lognormal(0, 0.35, (len(rates), repeats))).tolist()
-    tokens = (medians[:, None] * rng.lognormal(0, 0.3, (len(rates), repeats))).astype(int).tolist()
+    drawn = (medians[:, None] * rng.lognormal(0, 0.3, (len(rates), repeats))).astype(int)
+    # Cost follows the tokens (USD 5 per million) with the input/output mix as extra noise.
+    costs = (drawn * 5e-6 * rng.lognormal(0, 0.2, drawn.shape)).tolist()
+    tokens = drawn.tolist()
     return [
-        CaseSample(f"s{j:03d}", tuple(row), tuple(latencies[j]), tuple(tokens[j]))
+        CaseSample(f"s{j:03d}", tuple(row), tuple(latencies[j]), tuple(tokens[j]), tuple(costs[j]))
         for j, row in enumerate(passed)
     ]
 
@@ -166,8 +169,8 @@ def print_row(config: Config, runs: int, counts: Counter[str], seconds: float, g
 
 HEADER = (
     "| truth | S | R | runs | **any gate FAILs** [95% Wilson] | suite FAIL | scenario FAIL "
-    "| latency FAIL | tokens FAIL | suite INC | scenario INC | latency INC | goal | time |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| latency FAIL | tokens FAIL | cost FAIL | suite INC | scenario INC | latency INC | goal | time |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 

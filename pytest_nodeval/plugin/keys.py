@@ -85,9 +85,10 @@ GATE_INI_KEYS = {
     "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
     "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
     "fail_on_token_increase": "Relative increase in tokens per attempt that fails the gate; 0 disables.",
+    "fail_on_cost_increase": "Relative increase in cost (USD) per attempt that fails the gate; 0 disables.",
     "alpha": "False-alarm budget of a run, all gates together (split across the gates).",
     "fdr_level": "Benjamini-Hochberg level that names slower cases in the latency detail; decides no FAIL.",
-    "bootstrap_iterations": "Bootstrap resamples for the latency and token gates.",
+    "bootstrap_iterations": "Bootstrap resamples for the latency, token and cost gates.",
     "bootstrap_seed": "Seed of those resamples, so verdicts reproduce.",
 }
 

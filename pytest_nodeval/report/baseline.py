@@ -56,7 +56,8 @@ def samples(report: RunReport) -> list[Any]:
         out.append(CaseSample(
             case_id=case.id, outcomes=tuple(a.outcome == "passed" for a in judged),
             latencies_ms=tuple(a.latency_ms for a in judged if a.latency_ms is not None),
-            tokens=tuple(a.tokens for a in judged)))
+            tokens=tuple(a.tokens for a in judged),
+            costs=tuple(a.cost_usd for a in judged if a.cost_usd is not None)))
     return out
 
 
