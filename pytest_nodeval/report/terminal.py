@@ -134,6 +134,11 @@ def _verdict(case: CaseReport) -> str:
         notes.append(f"{diverged} diverged")
     if case.stats.infra_errors:
         notes.append(f"{case.stats.infra_errors} infra")
+    from .aggregate import is_budget_stop  # not at import: pytest_nodeval.gate loads this module
+
+    budget = sum(1 for a in case.attempts if a.outcome == "not_run" and is_budget_stop(a))
+    if budget:
+        notes.append(f"{budget} not run (budget)")
     if case.reruns:
         notes.append(f"flaky: {case.reruns} rerun(s)")
     if case.judge_skipped:

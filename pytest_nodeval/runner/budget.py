@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BUDGET_FILE = Path("_shared") / "budget.sqlite"
+_CENT_FRACTION = 1e-9
+"""Float sums of prices (0.1 + 0.2) must not refuse an attempt that fits to the cent."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS in_flight (id INTEGER PRIMARY KEY, case_id TEXT NOT NULL, estimate REAL NOT NULL,
                                       pid INTEGER NOT NULL);
@@ -69,8 +71,8 @@ class Budget:
             spent = _one(db, "SELECT COALESCE(SUM(cost), 0) FROM finished")
             in_flight = _one(db, "SELECT COALESCE(SUM(estimate), 0) FROM in_flight")
             estimate = self._estimate(db, case_id)
-            decision = Reservation(spent + in_flight + estimate <= self.limit, case_id, estimate, spent, in_flight,
-                                   self.limit)
+            within = spent + in_flight + estimate <= self.limit + _CENT_FRACTION
+            decision = Reservation(within, case_id, estimate, spent, in_flight, self.limit)
             if decision.allowed:
                 cursor = db.execute("INSERT INTO in_flight (case_id, estimate, pid) VALUES (?, ?, ?)",
                                     (case_id, estimate, os.getpid()))
