@@ -139,7 +139,8 @@ def _priced(call: CallUsage, price: Price) -> float:
 
 
 def _table_cost(call: CallUsage) -> float | None:
-    from genai_prices import Usage, calc_price  # ~0.3 s on first use: only runs that priced a call pay
+    # ~0.3 s on first use (the bundled table loads): only runs that price a call pay it.
+    from genai_prices import Usage, calc_price
 
     usage = Usage(input_tokens=call.input_tokens, output_tokens=call.output_tokens,
                   cache_read_tokens=call.cache_read_tokens, cache_write_tokens=call.cache_write_tokens)

@@ -110,9 +110,8 @@ def test_a_model_without_a_price_is_unknown_and_said(nodeval_project: pytest.Pyt
     attempt = report.case("house").attempts[0]
     assert attempt.cost_usd is None and attempt.cost_unpriced == ["house-model"]
     assert report.totals.cost_usd is None and report.totals.cost_unpriced_models == ["house-model"]
-    result.stdout.fnmatch_lines(["*house*unknown*passed*",
-                                 "cost: unknown: no price for model(s) house-model (1 attempt(s); "
-                                 "name them in nodeval_prices)*"])
+    unknown = "cost: unknown: no price for model(s) house-model (1 attempt(s); name them in nodeval_prices)*"
+    result.stdout.fnmatch_lines(["*house*unknown*passed*", unknown])
 
 
 def test_max_cost_stops_starting_attempts_and_the_rest_are_not_run(priced_project: pytest.Pytester) -> None:

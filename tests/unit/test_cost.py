@@ -14,7 +14,12 @@ import pytest
 from pytest_nodeval.journal.events import LlmRequest, LlmResponse
 from pytest_nodeval.journal.transport import extract_model, extract_usage
 from pytest_nodeval.runner.budget import Budget, Prior
-from pytest_nodeval.runner.cost import Price, attempt_cost, parse_price_line, parse_prices
+from pytest_nodeval.runner.cost import (
+    Price,
+    attempt_cost,
+    parse_price_line,
+    parse_prices,
+)
 
 # --- usage ------------------------------------------------------------------------------
 
