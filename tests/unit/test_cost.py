@@ -181,3 +181,28 @@ def test_processes_share_one_budget(tmp_path: Path) -> None:
     # (the first of each process may start with a 0 estimate before any settled: at most 3 more).
     assert 10 <= started <= 13 and spent == pytest.approx(started * 0.1)
     assert (tmp_path / "_shared" / "budget.sqlite").is_file()
+
+
+# --- per case and per run -----------------------------------------------------------------
+
+
+def _attempt(repeat: int, outcome: str, cost: float | None, unpriced: tuple[str, ...] = (), reason: str | None = None) -> Any:
+    from pytest_nodeval.report.models import AttemptRecord
+
+    return AttemptRecord(nodeid=f"c[{repeat}]", case_id="c", repeat=repeat, outcome=outcome,  # type: ignore[arg-type]
+                         cost_usd=cost, cost_unpriced=list(unpriced), reason=reason)
+
+
+def test_attempts_that_never_called_a_model_add_nothing_and_an_unpriced_one_makes_it_unknown() -> None:
+    from pytest_nodeval.report.aggregate import aggregate
+    from pytest_nodeval.report.models import BUDGET_REASON, CaseMeta
+
+    known = [_attempt(1, "passed", 0.25), _attempt(2, "failed", 0.05),
+             _attempt(3, "not_run", None, reason=f"{BUDGET_REASON}: the run spent $0.30")]
+    cases, totals, _ = aggregate(known, {"c": CaseMeta(id="c")})
+    assert (cases[0].cost_usd, cases[0].cost_per_attempt_usd) == (pytest.approx(0.30), pytest.approx(0.15))
+    assert (totals.cost_usd, totals.not_run_budget, totals.not_run) == (pytest.approx(0.30), 1, 1)
+    cases, totals, _ = aggregate([*known, _attempt(4, "passed", None, ("house-7",))], {"c": CaseMeta(id="c")})
+    assert cases[0].cost_usd is None and totals.cost_usd is None
+    assert (totals.cost_priced_usd, totals.cost_unpriced_attempts, totals.cost_unpriced_models) == \
+        (pytest.approx(0.30), 1, ["house-7"])
