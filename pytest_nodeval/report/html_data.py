@@ -90,6 +90,7 @@ def _case_change(case: dict[str, Any]) -> dict[str, Any]:
         "p50_ms_delta": num(_first(case.get("p50_ms_delta"), latency.get("p50_delta_ms"))),
         "p95_ms_delta": num(_first(case.get("p95_ms_delta"), latency.get("p95_delta_ms"))),
         "tokens_delta": num(_first(case.get("tokens_delta"), tokens.get("delta"))),
+        "cost_delta": num(_first(case.get("cost_delta"), _dict(case.get("cost")).get("delta"))),
         "verdict": _worst(verdicts),
     }
 

@@ -148,6 +148,7 @@
     if (isNum(c.delta_low)) words += "; 95% interval " + pp(c.delta_low) + " to " + pp(c.delta_high);
     if (isNum(c.p95_ms_delta)) words += "; p95 " + signed(c.p95_ms_delta, 0, " ms");
     if (isNum(c.tokens_delta)) words += "; tokens " + signed(c.tokens_delta, 0);
+    if (isNum(c.cost_delta)) words += "; cost per attempt " + (c.cost_delta < 0 ? "−" : "+") + usd(Math.abs(c.cost_delta));
     if (c.verdict) words += "; gate verdict " + c.verdict;
     return fill(td, {}, [el("span", { "class": "delta v-" + (c.verdict || "none"), title: words, text: pp(c.delta) })]);
   }
