@@ -39,6 +39,7 @@ def _case(root: Path, case_id: str, model: str, calls: list[dict[str, Any]], api
     _dump(directory / "input" / "inputs.yaml", {"user": {"kind": "scripted",
                                                          "inputs": [f"Question {i}" for i in range(len(calls))]}})
     _dump(directory / "input" / "llm.yaml", {"schema_version": 1, "responses": calls})
+    _dump(directory / "assertions.yaml", [{"kind": "output_contains", "text": calls[-1]["text"]}])
     return directory
 
 
