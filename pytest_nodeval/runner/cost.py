@@ -12,6 +12,7 @@ judge's calls go through a side journal and are not in the figure.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -93,15 +94,22 @@ def calls_of(events: Iterable[Any]) -> list[CallUsage]:
     for event in events:
         payload = event.payload
         if event.type == "llm.request":
-            body = payload.body if isinstance(payload.body, dict) else {}
-            model = body.get("model")
-            asked[payload.provider] = (payload.api, model if isinstance(model, str) else None)
+            asked[payload.provider] = (payload.api, _requested_model(payload))
         elif event.type == "llm.response" and payload.usage is not None:
             api, model = asked.get(payload.provider, ("", None))
             usage = payload.usage
             calls.append(CallUsage(getattr(payload, "model", None) or model, api, usage.input_tokens,
                                    usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens))
     return calls
+
+
+def _requested_model(request: Any) -> str | None:
+    """The model a request asks for: in its body, or in its path (Gemini's models/<model>:...)."""
+    body = request.body if isinstance(request.body, dict) else {}
+    if isinstance(body.get("model"), str):
+        return str(body["model"])
+    found = re.search(r"models/([^/:]+)", request.path or "")
+    return found.group(1) if found else None
 
 
 def attempt_cost(events: Iterable[Any], overrides: Mapping[str, Price]) -> AttemptCost:

@@ -206,3 +206,13 @@ def test_attempts_that_never_called_a_model_add_nothing_and_an_unpriced_one_make
     assert cases[0].cost_usd is None and totals.cost_usd is None
     assert (totals.cost_priced_usd, totals.cost_unpriced_attempts, totals.cost_unpriced_models) == \
         (pytest.approx(0.30), 1, ["house-7"])
+
+
+def test_a_gemini_call_names_its_model_in_the_path() -> None:
+    request = LlmRequest(provider="gemini", api="gemini.generate_content",
+                         path="/v1beta/models/gemini-2.5-flash:generateContent", body={"contents": []})
+    response = LlmResponse(provider="gemini", usage={"input_tokens": 1_000_000, "output_tokens": 0})
+    events = [SimpleNamespace(type="llm.request", payload=request), SimpleNamespace(type="llm.response", payload=response)]
+    cost = attempt_cost(events, parse_prices(["gemini-2.5-flash: input=0.30 output=2.50"]))
+    assert cost.cost_usd == pytest.approx(0.30)
+    assert attempt_cost(events, {}).cost_usd is not None  # genai-prices knows it
