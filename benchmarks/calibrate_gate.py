@@ -14,7 +14,7 @@ Truth mixes (per-scenario true pass rates, drawn once per configuration, numpy s
 
     .venv/bin/python benchmarks/calibrate_gate.py                # everything (~10-18 min, 2 procs)
     .venv/bin/python benchmarks/calibrate_gate.py --quick        # 10x fewer runs
-    .venv/bin/python benchmarks/calibrate_gate.py --only power   # sections: aa, timing, power, latency
+    .venv/bin/python benchmarks/calibrate_gate.py --only power   # sections: aa, timing, power, latency, cost
 
 Replications run in fixed chunks with spawned seeds: the figures do not depend on --workers.
 """
@@ -51,8 +51,9 @@ class Config:
     runs: int
     drop: float = 0.0  # pass-rate drop in the current run (absolute)
     flaky_only: bool = False  # drop only the scenarios with true rate < 0.95, not every one
-    timed: bool = False  # also draw latencies and tokens (all four gates see data)
+    timed: bool = False  # also draw latencies, tokens and costs (every gate sees data)
     slowdown: float = 1.0  # current latencies multiplied by this, every scenario
+    dearer: float = 1.0  # current costs multiplied by this, every scenario (tokens unchanged)
 
 
 def true_rates(mix: str, scenarios: int) -> np.ndarray:
@@ -73,15 +74,23 @@ def dropped_rates(config: Config, rates: np.ndarray) -> np.ndarray:
 
 
 def simulate_run(
-    rng: np.random.Generator, rates: np.ndarray, repeats: int, medians: np.ndarray | None, slowdown: float
+    rng: np.random.Generator,
+    rates: np.ndarray,
+    repeats: int,
+    medians: np.ndarray | None,
+    slowdown: float,
+    dearer: float = 1.0,
 ) -> list[CaseSample]:
     passed = (rng.random((len(rates), repeats)) < rates[:, None]).tolist()
     if medians is None:
         return [CaseSample(f"s{j:03d}", tuple(row)) for j, row in enumerate(passed)]
     latencies = (slowdown * medians[:, None] * rng.lognormal(0, 0.35, (len(rates), repeats))).tolist()
-    tokens = (medians[:, None] * rng.lognormal(0, 0.3, (len(rates), repeats))).astype(int).tolist()
+    drawn = (medians[:, None] * rng.lognormal(0, 0.3, (len(rates), repeats))).astype(int)
+    # Cost follows the tokens (USD 5 per million) with the input/output mix as extra noise.
+    costs = (dearer * drawn * 5e-6 * rng.lognormal(0, 0.2, drawn.shape)).tolist()
+    tokens = drawn.tolist()
     return [
-        CaseSample(f"s{j:03d}", tuple(row), tuple(latencies[j]), tuple(tokens[j]))
+        CaseSample(f"s{j:03d}", tuple(row), tuple(latencies[j]), tuple(tokens[j]), tuple(costs[j]))
         for j, row in enumerate(passed)
     ]
 
@@ -122,7 +131,7 @@ def simulate_chunk(config: Config, reps: int, seed: np.random.SeedSequence) -> C
     counts: Counter[str] = Counter()
     for _ in range(reps):
         baseline = simulate_run(rng, rates, config.repeats, medians, 1.0)
-        candidate = simulate_run(rng, current, config.repeats, medians, config.slowdown)
+        candidate = simulate_run(rng, current, config.repeats, medians, config.slowdown, config.dearer)
         counts.update(tally(compare(baseline, candidate, POLICY)))
     return counts
 
@@ -166,8 +175,8 @@ def print_row(config: Config, runs: int, counts: Counter[str], seconds: float, g
 
 HEADER = (
     "| truth | S | R | runs | **any gate FAILs** [95% Wilson] | suite FAIL | scenario FAIL "
-    "| latency FAIL | tokens FAIL | suite INC | scenario INC | latency INC | goal | time |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| latency FAIL | tokens FAIL | cost FAIL | suite INC | scenario INC | latency INC | goal | time |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -198,7 +207,11 @@ def sections(quick: bool) -> dict[str, list[tuple[Config, str]]]:
         (Config("stats.md", 50, 10, latency_runs, timed=True, slowdown=factor), "")
         for factor in (1.3, 1.5)
     ] + [(Config("stats.md", 200, 10, latency_runs // 2, timed=True, slowdown=1.3), "")]
-    return {"aa": aa, "timing": timing, "power": power, "latency": latency}
+    cost = [
+        (Config("stats.md", 50, 10, latency_runs, timed=True, dearer=factor), "")
+        for factor in (1.2, 1.3)
+    ] + [(Config("stats.md", 20, 3, latency_runs, timed=True, dearer=1.3), "")]
+    return {"aa": aa, "timing": timing, "power": power, "latency": latency, "cost": cost}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -208,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=20261130)
     args = parser.parse_args(argv)
-    chosen = set(filter(None, args.only.split(","))) or {"aa", "timing", "power", "latency"}
+    chosen = set(filter(None, args.only.split(","))) or {"aa", "timing", "power", "latency", "cost"}
     print(f"live mode, default {POLICY}")
     started = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
@@ -228,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
                         goal = f">= 90% on stats.md ({limits}); {goal}"
                 elif config.slowdown != 1.0:
                     goal = f"x{config.slowdown:g} p95: FAIL wanted"
+                elif config.dearer != 1.0:
+                    goal = f"x{config.dearer:g} cost per attempt: cost FAIL wanted"
                 print_row(config, config.runs, counts, time.perf_counter() - begun, goal)
     print(f"\ntotal {time.perf_counter() - started:.0f} s wall")
 

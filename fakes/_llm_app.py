@@ -157,8 +157,9 @@ def _completion(
         calls=calls,
         input_tokens=usage.input_tokens if usage else estimate_tokens(body),
         output_tokens=usage.output_tokens if usage else _answer_tokens(response),
+        cache_read_tokens=usage.cache_read if usage else 0,
+        cache_write_tokens=usage.cache_write_tokens if usage else 0,
         stop_reason=response.stop_reason,
-        cached_tokens=usage.cached_tokens if usage else 0,
     )
 
 

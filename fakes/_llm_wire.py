@@ -76,9 +76,13 @@ class Completion:
     text: str | None
     calls: tuple[CompletedCall, ...] = ()
     input_tokens: int = 1
+    """Every prompt token, the cached ones included (OpenAI's convention)."""
     output_tokens: int = 1
+    cache_read_tokens: int = 0
+    """Of input_tokens, read from the prompt cache (Gemini's cachedContentTokenCount)."""
+    cache_write_tokens: int = 0
+    """Of input_tokens, written to the prompt cache (only Anthropic reports these)."""
     stop_reason: str | None = None
-    cached_tokens: int = 0
     created: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -221,15 +225,26 @@ def _anthropic_message(done: Completion) -> dict[str, Any]:
         "content": content,
         "stop_reason": _anthropic_stop_reason(done),
         "stop_sequence": None,
-        "usage": {"input_tokens": done.input_tokens, "output_tokens": done.output_tokens},
+        "usage": _anthropic_usage(done, done.output_tokens),
     }
 
 
-def _chat_usage(done: Completion) -> dict[str, int]:
+def _anthropic_usage(done: Completion, output_tokens: int) -> dict[str, int]:
+    # Anthropic's input_tokens leaves out the tokens read from or written to the cache.
+    return {
+        "input_tokens": done.input_tokens - done.cache_read_tokens - done.cache_write_tokens,
+        "cache_creation_input_tokens": done.cache_write_tokens,
+        "cache_read_input_tokens": done.cache_read_tokens,
+        "output_tokens": output_tokens,
+    }
+
+
+def _chat_usage(done: Completion) -> dict[str, Any]:
     return {
         "prompt_tokens": done.input_tokens,
         "completion_tokens": done.output_tokens,
         "total_tokens": done.input_tokens + done.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": done.cache_read_tokens},
     }
 
 
@@ -319,7 +334,7 @@ def _responses_usage(done: Completion) -> dict[str, Any]:
         "input_tokens": done.input_tokens,
         "output_tokens": done.output_tokens,
         "total_tokens": done.input_tokens + done.output_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": done.cache_read_tokens},
         "output_tokens_details": {"reasoning_tokens": 0},
     }
 
@@ -332,8 +347,8 @@ def _gemini_usage(done: Completion, *, partial: bool = False) -> dict[str, int]:
         "candidatesTokenCount": done.output_tokens,
         "totalTokenCount": done.input_tokens + done.output_tokens,
     }
-    if done.cached_tokens:
-        usage["cachedContentTokenCount"] = done.cached_tokens
+    if done.cache_read_tokens:
+        usage["cachedContentTokenCount"] = done.cache_read_tokens
     return usage
 
 
@@ -404,7 +419,7 @@ def pieces(text: str, count: int = 3) -> list[str]:
 
 def _anthropic_events(done: Completion) -> Iterator[bytes]:
     start = _anthropic_message(done) | {"content": [], "stop_reason": None}
-    start["usage"] = {"input_tokens": done.input_tokens, "output_tokens": 1}
+    start["usage"] = _anthropic_usage(done, 1)
     yield sse_event({"type": "message_start", "message": start}, "message_start")
     index = 0
     if done.text:

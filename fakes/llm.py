@@ -39,7 +39,7 @@ What the fake answers is scripted per scenario by an `LLMScript` (YAML or dict):
     responses:                    # used in order when no rule matches
       - fault: {kind: rate_limit, retry_after_s: 0.05}
       - text: Hello!
-        usage: {input_tokens: 12, output_tokens: 3}
+        usage: {input_tokens: 12, output_tokens: 3}   # also cache_read_tokens, cache_write_tokens
 
 ``when`` keys (all optional, all must hold): ``api`` (anthropic | openai_chat |
 openai_responses | gemini), ``model``, ``last_user_contains``, ``last_user_regex``,
@@ -95,11 +95,29 @@ class _Model(BaseModel):
 
 class Usage(_Model):
     input_tokens: int = Field(ge=0)
-    """Prompt tokens reported to the SDK."""
+    """Prompt tokens reported to the SDK, the cached ones included (Anthropic is sent this
+    minus the two cache counts, as its API reports them)."""
     output_tokens: int = Field(ge=0)
     """Completion tokens reported to the SDK."""
+    cache_read_tokens: int = Field(default=0, ge=0)
+    """Of input_tokens, read from the prompt cache (Anthropic `cache_read_input_tokens`,
+    OpenAI `cached_tokens`, Gemini `cachedContentTokenCount`)."""
+    cache_write_tokens: int = Field(default=0, ge=0)
+    """Of input_tokens, written to the prompt cache (Anthropic `cache_creation_input_tokens`;
+    OpenAI and Gemini do not report them)."""
     cached_tokens: int = Field(default=0, ge=0)
-    """Gemini only: the part of the prompt served from a cache (`cachedContentTokenCount`)."""
+    """Gemini's name for cache_read_tokens (`cachedContentTokenCount`); either may be given."""
+
+    @property
+    def cache_read(self) -> int:
+        return self.cache_read_tokens or self.cached_tokens
+
+    @model_validator(mode="after")
+    def _cache_within_input(self) -> Usage:
+        if self.cache_read + self.cache_write_tokens > self.input_tokens:
+            raise ValueError("cache_read_tokens (cached_tokens) + cache_write_tokens must not exceed input_tokens "
+                             "(input_tokens counts the cached tokens too)")
+        return self
 
 
 class ScriptedToolCall(_Model):

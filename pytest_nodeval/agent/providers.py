@@ -273,8 +273,11 @@ def to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def from_anthropic(message: Any) -> ModelReply:
     text = "".join(b.text for b in message.content if b.type == "text")
     calls = tuple(ToolCallRequest(b.id, b.name, dict(b.input or {})) for b in message.content if b.type == "tool_use")
+    usage = message.usage
+    # Every prompt token, as the journal counts them: Anthropic reports cached ones apart.
+    cached = (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
     return ModelReply(text, calls, message.stop_reason or "end_turn",
-                      message.usage.input_tokens, message.usage.output_tokens)
+                      usage.input_tokens + cached, usage.output_tokens)
 
 
 class OpenAIProvider:

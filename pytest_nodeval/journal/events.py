@@ -27,11 +27,18 @@ class _Payload(BaseModel):
 
 
 class Usage(BaseModel):
-    # Provider-specific counts ride along (Gemini's `cache_read_tokens`, from cachedContentTokenCount).
+    # Counts a newer writer adds ride along (journals recorded before the cache counts were
+    # fields carry Gemini's `cache_read_tokens` this way too).
     model_config = ConfigDict(extra="allow")
 
     input_tokens: int = 0
+    """Every prompt token, cached or not: Anthropic's three input counts summed, OpenAI's and
+    Gemini's prompt tokens as reported (they already include the cached ones)."""
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Of input_tokens, those read from the provider's prompt cache (billed cheaper)."""
+    cache_write_tokens: int = 0
+    """Of input_tokens, those written to the prompt cache (Anthropic bills them dearer)."""
 
 
 class SessionStart(_Payload):
@@ -107,6 +114,8 @@ class LlmResponse(_Payload):
     error: str | None = None
     """A transport failure (no HTTP response at all), e.g. "ConnectError: ..."."""
     usage: Usage | None = None
+    model: str | None = None
+    """The model that answered, as the response names it (else as the request asked): prices it."""
     latency_ms: float = 0.0
 
 

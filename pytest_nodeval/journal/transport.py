@@ -37,20 +37,29 @@ def request_payload(request: httpx2.Request, provider: str, api: str, body: byte
     }
 
 
-def response_payload(provider: str, response: httpx2.Response, latency_ms: float) -> dict[str, Any]:
+def response_payload(provider: str, response: httpx2.Response, latency_ms: float,
+                     requested_model: str | None = None) -> dict[str, Any]:
     headers = {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers}
     text = response.content.decode("utf-8", "replace")
     is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
     body = None if is_sse else _parse_json(response.content)
+    sse = text if is_sse else None
     return {
         "provider": provider,
         "status": response.status_code,
         "headers": headers,
         "body": body,
         "sse": text if is_sse else None,
-        "usage": extract_usage(body, text if is_sse else None),
+        "usage": extract_usage(body, sse),
+        "model": extract_model(body, sse) or requested_model,
         "latency_ms": round(latency_ms, 3),
     }
+
+
+def requested_model(payload: dict[str, Any]) -> str | None:
+    body = payload.get("body")
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None
 
 
 def error_payload(provider: str, exc: Exception, latency_ms: float) -> dict[str, Any]:
@@ -61,38 +70,75 @@ def error_payload(provider: str, exc: Exception, latency_ms: float) -> dict[str,
 def extract_usage(body: Any, sse: str | None) -> dict[str, int] | None:
     """Token usage from a Messages / Chat Completions / Responses / Gemini body or event stream.
 
-    Gemini's `cachedContentTokenCount` (part of its prompt count) is kept as `cache_read_tokens`.
+    `input_tokens` counts every prompt token: Anthropic reports cache reads and writes
+    apart from its `input_tokens`, so they are added; OpenAI's prompt tokens include the
+    cached ones (`*_tokens_details.cached_tokens`), and Gemini's its `cachedContentTokenCount`:
+    both are also counted as cache reads.
     """
     documents = [body] if sse is None else list(_sse_documents(sse))
     found = False
-    usage = {"input_tokens": 0, "output_tokens": 0}
+    usage = dict.fromkeys(USAGE_KEYS, 0)
     for doc in documents:
         for candidate in _usage_dicts(doc):
             found = True
             # Streams report usage piecewise and cumulatively: the largest value is the total.
             for key, value in candidate.items():
-                usage[key] = max(usage.get(key, 0), value)
+                usage[key] = max(usage[key], value)
     return usage if found else None
 
 
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _usage_of(candidate: dict[str, Any]) -> dict[str, int]:
+    """Anthropic's or OpenAI's `usage` object, as the journal counts it."""
+    cache_read = _int(candidate, "cache_read_input_tokens")
+    cache_write = _int(candidate, "cache_creation_input_tokens")
+    details = candidate.get("prompt_tokens_details") or candidate.get("input_tokens_details")
+    if isinstance(details, dict):  # OpenAI: cached tokens are part of the prompt tokens
+        cache_read = max(cache_read, _int(details, "cached_tokens"))
+        uncounted = 0
+    else:  # Anthropic: input_tokens leaves out what was read from or written to the cache
+        uncounted = cache_read + cache_write
+    return {
+        "input_tokens": _int(candidate, "input_tokens", "prompt_tokens") + uncounted,
+        "output_tokens": _int(candidate, "output_tokens", "completion_tokens"),
+        "cache_read_tokens": cache_read,
+        "cache_write_tokens": cache_write,
+    }
+
+
+def extract_model(body: Any, sse: str | None) -> str | None:
+    """The model a response names (a stream names it in its first events)."""
+    documents = [body] if sse is None else list(_sse_documents(sse))
+    for doc in documents:
+        if not isinstance(doc, dict):
+            continue
+        for holder in (doc, doc.get("message"), doc.get("response")):
+            if not isinstance(holder, dict):
+                continue
+            model = holder.get("model") or holder.get("modelVersion")  # Gemini names it modelVersion
+            if isinstance(model, str) and model:
+                return model
+    return None
+
+
 def _usage_dicts(doc: Any) -> list[dict[str, int]]:
+    """Every usage a document carries, each as the journal counts it (USAGE_KEYS)."""
     if not isinstance(doc, dict):
         return []
     if isinstance(doc.get("usageMetadata"), dict):
         return [_gemini_usage(doc["usageMetadata"])]
     holders = [doc, doc.get("message"), doc.get("response")]
-    return [{"input_tokens": _int(h["usage"], "input_tokens", "prompt_tokens"),
-             "output_tokens": _int(h["usage"], "output_tokens", "completion_tokens")}
-            for h in holders if isinstance(h, dict) and isinstance(h.get("usage"), dict)]
+    return [_usage_of(h["usage"]) for h in holders if isinstance(h, dict) and isinstance(h.get("usage"), dict)]
 
 
 def _gemini_usage(metadata: dict[str, Any]) -> dict[str, int]:
-    # Thinking is billed as output but counted apart from the answer's tokens.
-    usage = {"input_tokens": _int(metadata, "promptTokenCount"),
-             "output_tokens": _int(metadata, "candidatesTokenCount") + _int(metadata, "thoughtsTokenCount")}
-    if "cachedContentTokenCount" in metadata:
-        usage["cache_read_tokens"] = _int(metadata, "cachedContentTokenCount")
-    return usage
+    # Thinking is billed as output but counted apart from the answer's tokens; the cached
+    # part of the prompt is in promptTokenCount already.
+    return {"input_tokens": _int(metadata, "promptTokenCount"),
+            "output_tokens": _int(metadata, "candidatesTokenCount") + _int(metadata, "thoughtsTokenCount"),
+            "cache_read_tokens": _int(metadata, "cachedContentTokenCount"), "cache_write_tokens": 0}
 
 
 def _int(usage: dict[str, Any], *keys: str) -> int:
@@ -138,7 +184,9 @@ class RecordingTransport(httpx2.BaseTransport):
         self._inner = inner or httpx2.HTTPTransport()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        self._journal.emit("llm.request", request_payload(request, self._provider, self._api, request.read()), owned=True)
+        payload = request_payload(request, self._provider, self._api, request.read())
+        asked = requested_model(payload)  # read before the journal owns the payload
+        self._journal.emit("llm.request", payload, owned=True)
         start = time.perf_counter()
         try:
             response = self._inner.handle_request(request)
@@ -146,7 +194,8 @@ class RecordingTransport(httpx2.BaseTransport):
         except httpx2.TransportError as exc:
             self._journal.emit("llm.response", error_payload(self._provider, exc, _ms(start)))
             raise
-        self._journal.emit("llm.response", response_payload(self._provider, response, _ms(start)))
+        self._journal.emit("llm.response", response_payload(self._provider, response, _ms(start),
+                                                            asked))
         return _rebuilt(response, request)
 
     def close(self) -> None:
@@ -161,7 +210,9 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
-        self._journal.emit("llm.request", request_payload(request, self._provider, self._api, body), owned=True)
+        payload = request_payload(request, self._provider, self._api, body)
+        asked = requested_model(payload)  # read before the journal owns the payload
+        self._journal.emit("llm.request", payload, owned=True)
         start = time.perf_counter()
         try:
             response = await self._inner.handle_async_request(request)
@@ -169,7 +220,8 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         except httpx2.TransportError as exc:
             self._journal.emit("llm.response", error_payload(self._provider, exc, _ms(start)))
             raise
-        self._journal.emit("llm.response", response_payload(self._provider, response, _ms(start)))
+        self._journal.emit("llm.response", response_payload(self._provider, response, _ms(start),
+                                                            asked))
         return _rebuilt(response, request)
 
     async def aclose(self) -> None:

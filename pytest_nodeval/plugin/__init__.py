@@ -55,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nodeval-adaptive", nargs="?", const="on", default=None, metavar="on|off",
                     help="With a baseline, give each case more repeats only while its comparison is undecided, "
                          "up to its repeat count; the rest are skipped (default: ini nodeval_adaptive, else off).")
+    group.addoption("--nodeval-max-cost", default=None, metavar="USD",
+                    help="Stop starting attempts once the run's spend plus what is in flight would pass this "
+                         "many USD; the rest are 'not run (budget)'. Default: ini nodeval_max_cost, else no limit.")
     parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
@@ -71,6 +74,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nodeval_progress", "Progress display: auto, tty, plain or off.", default="")
     parser.addini("nodeval_progress_interval", "Seconds between plain progress lines (0: at every test event).",
                   default="30")
+    parser.addini("nodeval_prices", "Per-model prices in USD per million tokens, ahead of genai-prices: lines "
+                  "'model: input=3.00 output=15.00 cache_read=0.30 cache_write=3.75'.", type="linelist", default=[])
+    parser.addini("nodeval_max_cost", "USD a run may spend before it stops starting attempts (--nodeval-max-cost).",
+                  default="")
     parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=10 adaptive=on'.", type="linelist",
                   default=[])
 

@@ -56,6 +56,11 @@ class Attempt:
         self.infra_cause: str | None = None
         """Set when a key, an image, a provider or the judge was missing or down: the attempt is
         an infrastructure error, not the agent's failure."""
+        self.budget: Any = None
+        """The run's runner.budget.Budget when --nodeval-max-cost is set and the mode spends money."""
+        self.budget_stop: str | None = None
+        """Why the budget kept this attempt from starting: it is then "not run", in no rate."""
+        self._cost: Any = None
 
     @property
     def attempt_settings(self) -> AttemptSettings:
@@ -89,6 +94,7 @@ class Attempt:
                 del self.shared[key]
             self.journal_dir = self.observed.journal_dir
         if self.observed is None:
+            reservation = self._reserve()
             self._snapshot_config()
             self.journal_dir = self._claim_journal_dir()
             try:
@@ -103,6 +109,9 @@ class Attempt:
                     self.infra_cause = str(exc)
                 # from None: the message once, not again as "During handling of the above exception"
                 raise pytest.fail.Exception(printable(str(exc)), pytrace=False) from None
+            finally:
+                if reservation is not None:
+                    self.budget.settle(reservation, self.cost.cost_usd if self.observed else None)
             if reusable and self.checks_here > 1:
                 self.shared[key] = [self.observed, self.checks_here - 1]
         if self.observed.divergence:
@@ -112,6 +121,27 @@ class Attempt:
             self.infra_cause = str(end.reason)
             pytest.fail(printable(f"infrastructure error, not the agent's: {self.infra_cause}"), pytrace=False)
         return self.observed
+
+    def _reserve(self) -> Any:
+        """Hold this attempt's estimated cost in the run's budget, or stop it as "not run (budget)"."""
+        if self.budget is None:
+            return None
+        reservation = self.budget.reserve(self.case.id)
+        if not reservation.allowed:
+            from ..report.models import BUDGET_REASON
+
+            self.budget_stop = f"{BUDGET_REASON}: {reservation.refusal()}"
+            pytest.skip(self.budget_stop)
+        return reservation
+
+    @property
+    def cost(self) -> Any:
+        """The observed calls' runner.cost.AttemptCost (computed once)."""
+        if self._cost is None:
+            from ..runner.cost import AttemptCost, attempt_cost
+
+            self._cost = attempt_cost(self.observed.events, self.settings.prices) if self.observed else AttemptCost(None)
+        return self._cost
 
     @property
     def divergence(self) -> str | None:
@@ -169,6 +199,9 @@ class Attempt:
         infra = bool(metrics.get("infra")) or infra_cause is not None
         if infra_cause is not None:
             reason = infra_cause.splitlines()[0][:300]
+        if self.budget_stop is not None:
+            outcome, reason = "not_run", self.budget_stop
+        cost = self.cost
         return AttemptRecord(
             nodeid="", case_id=self.case.id, repeat=self.ref.repeat,
             outcome=outcome,  # type: ignore[arg-type]  # report_payload makes an infra failure an error
@@ -176,6 +209,8 @@ class Attempt:
             assertions=[AssertionRecord(**r.to_json()) for r in self.results],
             latency_ms=metrics.get("latency_ms"), wall_ms=metrics.get("wall_ms"),
             input_tokens=metrics.get("input_tokens", 0), output_tokens=metrics.get("output_tokens", 0),
+            cache_read_tokens=cost.cache_read_tokens, cache_write_tokens=cost.cache_write_tokens,
+            cost_usd=cost.cost_usd, cost_unpriced=list(cost.unpriced),
             turns=metrics.get("turns", 0), llm_calls=metrics.get("llm_calls", 0),
             tool_calls=metrics.get("tool_calls", 0),
             journal=str(self.journal_dir.relative_to(self.run_dir)) if self.observed else None,

@@ -216,16 +216,19 @@ class Controller:
                     reason="not run: the run stopped before this attempt (-x, --sw or an interrupt)")
 
     def _build(self, pytest_exit: int) -> RunReport:
+        from ..modes import REPLAY_MODES
         from ..report.aggregate import aggregate
         from ..report.models import RunReport, summary_of
 
         cases, totals, suite = aggregate(self.records.values(), self.metas)
         duration_s = round(time.perf_counter() - self._t0, 3)
+        totals.cost_recorded = self.settings.mode in REPLAY_MODES  # replay spends nothing on the agent
         return RunReport(
             run_id=self.run_id, started_at=self.started_at, finished_at=_now(),
             duration_s=duration_s, summary=summary_of(cases, suite, duration_s), mode=self.settings.mode,
             repeat=self.settings.repeat, profile=self.settings.profile, match=self.settings.match,
-            world=self.settings.world, exit_status=pytest_exit, pytest_exit_status=pytest_exit,
+            world=self.settings.world, max_cost_usd=self.settings.max_cost, exit_status=pytest_exit,
+            pytest_exit_status=pytest_exit,
             totals=totals, suite=suite, cases=cases, environment=_environment(self.config),
             gate_policy=dict(self.settings.gate_policy),
         )

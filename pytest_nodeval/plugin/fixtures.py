@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import pytest
 
-from .keys import attempt_key, case_ref, checks_key, fakes_key, infra_key, observed_key, run_id_key, settings_key
+from .keys import (
+    attempt_key,
+    budget_key,
+    case_ref,
+    checks_key,
+    fakes_key,
+    infra_key,
+    observed_key,
+    run_id_key,
+    settings_key,
+)
 
 if TYPE_CHECKING:
     from fakes.composio import ComposioFake
@@ -58,10 +68,23 @@ def nodeval_attempt(request: pytest.FixtureRequest, nodeval_case: Case, nodeval_
         attempt.shared.pop((ref.directory, ref.repeat), None)
     attempt.checks_here = _checks_here(request.session).get((ref.directory, ref.repeat), 1)
     attempt.check_name = request.node.name
+    attempt.budget = _budget(request.config, nodeval_settings, nodeval_run_dir)
     request.node.stash[attempt_key] = attempt
     token = attempt.activate()
     yield attempt
     attempt.deactivate(token)
+
+
+def _budget(config: pytest.Config, settings: Settings, run_dir: Path) -> Any:
+    """The run's shared budget, when --nodeval-max-cost is set and the mode calls models for real."""
+    if settings.max_cost is None or settings.mode not in ("live", "record"):
+        return None
+    budget = config.stash.get(budget_key, None)
+    if budget is None:
+        from .budget import run_budget
+
+        budget = config.stash[budget_key] = run_budget(settings, run_dir)
+    return budget
 
 
 def _checks_here(session: pytest.Session) -> dict[tuple[str, int], int]:

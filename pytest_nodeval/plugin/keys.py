@@ -38,6 +38,8 @@ checks_key: pytest.StashKey[dict[tuple[str, int], int]] = pytest.StashKey()
 """config.stash: how many collected tests check each (case directory, repeat) here."""
 infra_key: pytest.StashKey[str] = pytest.StashKey()
 """item.stash: why a fixture (a world, a fake) could not start, when the machine is to blame."""
+budget_key: pytest.StashKey[Any] = pytest.StashKey()
+"""config.stash: the run's runner.budget.Budget (--nodeval-max-cost), made on first use."""
 fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
 adaptive_off_key: pytest.StashKey[str] = pytest.StashKey()
@@ -85,9 +87,10 @@ GATE_INI_KEYS = {
     "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
     "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
     "fail_on_token_increase": "Relative increase in tokens per attempt that fails the gate; 0 disables.",
+    "fail_on_cost_increase": "Relative increase in cost (USD) per attempt that fails the gate; 0 disables.",
     "alpha": "False-alarm budget of a run, all gates together (split across the gates).",
     "fdr_level": "Benjamini-Hochberg level that names slower cases in the latency detail; decides no FAIL.",
-    "bootstrap_iterations": "Bootstrap resamples for the latency and token gates.",
+    "bootstrap_iterations": "Bootstrap resamples for the latency, token and cost gates.",
     "bootstrap_seed": "Seed of those resamples, so verdicts reproduce.",
 }
 

@@ -57,6 +57,10 @@ class Settings:
     """How the controller shows a run's progress: auto, tty (a live line), plain (a line per interval) or off."""
     progress_interval_s: float = 30.0
     """Seconds between plain progress lines (nodeval_progress_interval)."""
+    prices: dict[str, Any] = field(default_factory=dict)
+    """Per-model price overrides (runner.cost.Price) from nodeval_prices, ahead of genai-prices."""
+    max_cost: float | None = None
+    """--nodeval-max-cost / nodeval_max_cost: USD the run may spend before it stops starting attempts."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
 
@@ -153,6 +157,7 @@ def from_config(config: pytest.Config) -> Settings:
         baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
         record_force=bool(config.getoption("nodeval_record_force")), adaptive=values["adaptive"],
         progress=_progress_mode(config, where), progress_interval_s=_progress_interval(config, where),
+        prices=_prices(config.getini("nodeval_prices"), where), max_cost=_max_cost(config, where),
     )
 
 
@@ -173,6 +178,33 @@ def _progress_interval(config: pytest.Config, where: str) -> float:
     if not seconds >= 0:  # also refuses nan
         raise pytest.UsageError(f"nodeval_progress_interval ({where}) must be a number of seconds >= 0, got {raw!r}")
     return seconds
+
+
+def _prices(lines: list[str], where: str) -> dict[str, Any]:
+    if not any(line.strip() for line in lines):
+        return {}
+    from ..runner.cost import parse_prices
+
+    try:
+        return parse_prices(lines)
+    except ValueError as exc:
+        raise pytest.UsageError(f"nodeval_prices ({where}): {exc}") from None
+
+
+def _max_cost(config: pytest.Config, where: str) -> float | None:
+    # command line > ini: the one place a max cost is decided.
+    cli = config.getoption("nodeval_max_cost")
+    source, raw = ("--nodeval-max-cost", cli) if cli not in (None, "") else (f"nodeval_max_cost ({where})",
+                                                                             config.getini("nodeval_max_cost"))
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise pytest.UsageError(f"{source} must be a positive amount in USD (e.g. 5 or 0.50), got {raw!r}")
+    return value
 
 
 def _judge(text: str, where: str) -> Any:

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from typing import Iterable
 
 from ..stats.run_stats import SuiteStats, case_stats, suite_stats
-from .models import AttemptRecord, CaseMeta, CaseReport, JudgeAgreement, Totals
+from .models import BUDGET_REASON, AttemptRecord, CaseMeta, CaseReport, JudgeAgreement, Totals
 
 
 # Which check decides an attempt's outcome: any error (it could not be judged), then any
@@ -67,9 +67,26 @@ def build_case(meta: CaseMeta, attempts: list[AttemptRecord]) -> CaseReport:
         [a.tokens for a in judged],
         infra_errors=sum(1 for a in attempts if a.infra_error),
     )
+    total, per_attempt = cost_of(attempts)
     return CaseReport(id=meta.id, name=meta.name, tags=meta.tags, directory=meta.directory,
                       min_pass_rate=meta.min_pass_rate, verdict=case_verdict(attempts, meta.min_pass_rate),  # type: ignore[arg-type]
-                      stats=stats, judge_agreement=judge_agreement(attempts), attempts=attempts)
+                      stats=stats, judge_agreement=judge_agreement(attempts), cost_usd=total,
+                      cost_per_attempt_usd=per_attempt, attempts=attempts)
+
+
+def cost_of(attempts: Iterable[AttemptRecord]) -> tuple[float | None, float | None]:
+    """(total, per attempt) in USD over the attempts with a cost; None if one's is unknown.
+
+    An attempt that never called a model (never ran, or failed before) adds nothing; one
+    whose model has no price makes the whole figure unknown rather than too low.
+    """
+    attempts = list(attempts)
+    if any(a.cost_unpriced for a in attempts):
+        return None, None
+    known = [a.cost_usd for a in attempts if a.cost_usd is not None]
+    if not known:
+        return None, None
+    return round(sum(known), 9), round(sum(known) / len(known), 9)
 
 
 def judge_agreement(attempts: list[AttemptRecord]) -> dict[str, JudgeAgreement]:
@@ -112,4 +129,17 @@ def totals_of(cases: list[CaseReport]) -> Totals:
                 totals.skipped += 1
         if case.verdict == "tolerated":
             totals.tolerated_failures += sum(1 for a in case.attempts if a.outcome == "failed")
+    _add_costs(totals, [a for case in cases for a in case.attempts])
     return totals
+
+
+def _add_costs(totals: Totals, attempts: list[AttemptRecord]) -> None:
+    totals.not_run_budget = sum(1 for a in attempts if a.outcome == "not_run" and is_budget_stop(a))
+    totals.cost_usd, totals.cost_per_attempt_usd = cost_of(attempts)
+    totals.cost_priced_usd = round(sum(a.cost_usd for a in attempts if a.cost_usd is not None), 9)
+    totals.cost_unpriced_attempts = sum(1 for a in attempts if a.cost_unpriced)
+    totals.cost_unpriced_models = sorted({m for a in attempts for m in a.cost_unpriced})
+
+
+def is_budget_stop(attempt: AttemptRecord) -> bool:
+    return (attempt.reason or "").startswith(BUDGET_REASON)

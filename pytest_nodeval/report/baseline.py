@@ -59,6 +59,7 @@ def samples(report: RunReport) -> list[Any]:
             case_id=case.id, outcomes=tuple(a.outcome == "passed" for a in judged),
             latencies_ms=tuple(a.latency_ms for a in judged if a.latency_ms is not None),
             tokens=tuple(a.tokens for a in judged),
+            costs=tuple(a.cost_usd for a in judged if a.cost_usd is not None),
             adaptive_cap=adaptive.cap if adaptive is not None else None,
             adaptive_decided=adaptive is not None and adaptive.stop in ("regressed", "no regression")))
     return out

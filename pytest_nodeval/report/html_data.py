@@ -91,6 +91,7 @@ def _case_change(case: dict[str, Any]) -> dict[str, Any]:
         "p50_ms_delta": num(_first(case.get("p50_ms_delta"), latency.get("p50_delta_ms"))),
         "p95_ms_delta": num(_first(case.get("p95_ms_delta"), latency.get("p95_delta_ms"))),
         "tokens_delta": num(_first(case.get("tokens_delta"), tokens.get("delta"))),
+        "cost_delta": num(_first(case.get("cost_delta"), _dict(case.get("cost")).get("delta"))),
         "verdict": _worst(verdicts),
     }
 
@@ -192,9 +193,24 @@ def overview(report: RunReport, gate: dict[str, Any] | None) -> dict[str, Any]:
         "suite": {"pass_rate": num(suite.pass_rate), "ci_low": num(suite.ci_low), "ci_high": num(suite.ci_high)},
         "cases": t.cases, "attempts": t.attempts, "passed": t.passed, "failed": t.failed, "errors": t.errors,
         "infra_errors": t.infra_errors, "tolerated_failures": t.tolerated_failures, "skipped": t.skipped,
-        "not_run": t.not_run,
+        "not_run": t.not_run, "not_run_budget": t.not_run_budget, "cost": cost_overview(report),
         "baseline": gate["baseline"] if gate else None, "environment": {k: text(v, 200) for k, v in report.environment.items()},
     }
+
+
+def cost_overview(report: RunReport) -> dict[str, Any] | None:
+    """The run's cost as the page shows it; None when no attempt has a cost or an unpriced model."""
+    from .terminal import usd
+
+    t = report.totals
+    if t.cost_usd is None and not t.cost_unpriced_attempts:
+        return None
+    detail = f"{usd(t.cost_per_attempt_usd)} per attempt" if t.cost_usd is not None else (
+        f"no price for {', '.join(t.cost_unpriced_models)}; priced attempts {usd(t.cost_priced_usd)}")
+    if t.cost_recorded:
+        detail += " · as recorded: this replay spent nothing"
+    return {"total": text(usd(t.cost_usd), 40), "detail": text(detail, 500),
+            "max": num(report.max_cost_usd), "not_run_budget": t.not_run_budget}
 
 
 # -- the scenarios ------------------------------------------------------------------------
@@ -212,7 +228,8 @@ def case_row(index: int, case: CaseReport, change: dict[str, Any] | None, trend:
         "judge_skipped": case.judge_skipped, "reruns": case.reruns, "adaptive": _adaptive_note(case),
         "rate": num(s.pass_rate), "lo": num(s.wilson_low), "hi": num(s.wilson_high),
         "phk": _largest_k(s.pass_hat_k), "p50": num(s.latency_p50_ms), "p95": num(s.latency_p95_ms),
-        "tokens": num(s.tokens_mean), "change": change, "trend": trend,
+        "tokens": num(s.tokens_mean), "cost": num(case.cost_per_attempt_usd),
+        "cost_unknown": any(a.cost_unpriced for a in case.attempts), "change": change, "trend": trend,
         "attempts": [attempt_row(a, None if slot is None else block, slot) for a, slot in zip(case.attempts, slots)],
     }
 
@@ -234,7 +251,8 @@ def attempt_row(attempt: AttemptRecord, timeline_id: str | None, slot: int | Non
     return {
         "repeat": attempt.repeat, "outcome": attempt.outcome, "infra": attempt.infra_error,
         "reason": text(attempt.reason), "status": text(attempt.status, 100), "latency": num(attempt.latency_ms),
-        "tokens": attempt.tokens, "turns": attempt.turns, "llm": attempt.llm_calls, "tools": attempt.tool_calls,
+        "tokens": attempt.tokens, "cost": num(attempt.cost_usd), "cost_unpriced": [text(m, 200) for m in attempt.cost_unpriced],
+        "turns": attempt.turns, "llm": attempt.llm_calls, "tools": attempt.tool_calls,
         "failed": sum(1 for a in attempt.assertions if a.status == "failed"),
         "journal": text(attempt.journal or "", 1000), "tl": timeline_id, "tn": slot,
     }

@@ -73,7 +73,17 @@ class AttemptRecord(_Model):
     wall_ms: float | None = None
     """Time this attempt took here (in replay: the replay itself)."""
     input_tokens: int = 0
+    """Every prompt token of the agent's model calls, cached ones included."""
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Of input_tokens, read from a prompt cache."""
+    cache_write_tokens: int = 0
+    """Of input_tokens, written to a prompt cache."""
+    cost_usd: float | None = None
+    """What the agent's model calls cost, in USD (in replay: what the recorded calls cost,
+    at today's prices). None when the attempt never ran or a call's model has no price."""
+    cost_unpriced: list[str] = Field(default_factory=list)
+    """Models of this attempt's calls with no known price: why cost_usd is None."""
     turns: int = 0
     llm_calls: int = 0
     tool_calls: int = 0
@@ -142,6 +152,10 @@ class CaseReport(_Model):
     stats: CaseStats
     judge_agreement: dict[str, JudgeAgreement] = Field(default_factory=dict)
     """Per rubric criterion, how the judge's verdicts spread over the repeats."""
+    cost_usd: float | None = None
+    """What this case's attempts cost, in USD; None when one that ran has no known price."""
+    cost_per_attempt_usd: float | None = None
+    """cost_usd over the attempts that ran (passed, failed or error); None as above."""
     attempts: list[AttemptRecord]
     adaptive: CaseAdaptive | None = None
     """How many repeats adaptive repeats gave the case and why it stopped; None when the
@@ -170,6 +184,26 @@ class Totals(_Model):
     not_run: int = 0
     """Attempts the run stopped before (-x, --sw, an interrupt); in no rate."""
     tolerated_failures: int = 0
+    not_run_budget: int = 0
+    """Of not_run, the attempts --nodeval-max-cost kept from starting."""
+    cost_usd: float | None = None
+    """What the run's attempts cost, in USD; None when an attempt that ran has no known price
+    (cost_priced_usd then sums the rest)."""
+    cost_priced_usd: float = 0.0
+    """The cost of the attempts whose cost is known."""
+    cost_per_attempt_usd: float | None = None
+    """cost_usd over the attempts that ran; None as cost_usd."""
+    cost_unpriced_attempts: int = 0
+    """Attempts that ran whose cost is unknown (a model without a price)."""
+    cost_unpriced_models: list[str] = Field(default_factory=list)
+    """The models without a price: name them in nodeval_prices."""
+    cost_recorded: bool = False
+    """True in replay (deterministic, full): the cost is what the recorded calls cost, at
+    today's prices; the run itself spent nothing on the agent's calls."""
+
+
+BUDGET_REASON = "not run (budget)"
+"""How an attempt --nodeval-max-cost kept from starting begins its reason."""
 
 
 class RunSummary(_Model):
@@ -213,6 +247,8 @@ class RunReport(_Model):
     profile: str | None = None
     match: str = "default"
     world: str = "auto"
+    max_cost_usd: float | None = None
+    """--nodeval-max-cost: the run stopped starting attempts before its spend passed this."""
     exit_status: int
     """The exit status of the run, after nodeval's decisions (tolerated failures, gate)."""
     pytest_exit_status: int

@@ -216,7 +216,7 @@ def format_line(snap: Snapshot) -> str:
     """`nodeval: 120/600 attempts, 8 in flight, 3 failed, 1 infra, $1.23, ETA 12m`."""
     parts = [f"nodeval: {snap.done}/{snap.total} attempts", f"{snap.in_flight} in flight",
              f"{snap.failed} failed", f"{snap.infra} infra"]
-    if snap.spend_usd is not None:
+    if snap.spend_usd:  # None: nothing priced; 0: only free calls (the mock provider), nothing to say
         parts.append(f"${snap.spend_usd:.2f}")
     if snap.eta_s is not None:
         parts.append(f"ETA {format_eta(snap.eta_s)}")

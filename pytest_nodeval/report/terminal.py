@@ -15,7 +15,8 @@ from ..text import printable
 if TYPE_CHECKING:
     from .models import CaseReport, RunReport
 
-__all__ = ["adaptive_lines", "case_lines", "format_diff_table", "infra_lines", "summary_lines", "totals_line"]
+__all__ = ["adaptive_lines", "case_lines", "cost_lines", "format_diff_table", "infra_lines", "summary_lines",
+           "totals_line", "usd"]
 
 _TABLE_WIDTH = 88
 _CASE_WIDTH = 22
@@ -134,6 +135,11 @@ def _verdict(case: CaseReport) -> str:
         notes.append(f"{diverged} diverged")
     if case.stats.infra_errors:
         notes.append(f"{case.stats.infra_errors} infra")
+    from .aggregate import is_budget_stop  # not at import: pytest_nodeval.gate loads this module
+
+    budget = sum(1 for a in case.attempts if a.outcome == "not_run" and is_budget_stop(a))
+    if budget:
+        notes.append(f"{budget} not run (budget)")
     if case.reruns:
         notes.append(f"flaky: {case.reruns} rerun(s)")
     if case.judge_skipped:
@@ -143,17 +149,39 @@ def _verdict(case: CaseReport) -> str:
     return verdict.replace("_", " ") + (f" ({', '.join(notes)})" if notes else "")
 
 
+def usd(value: float | None) -> str:
+    """$0.0123 below a dollar (agent calls cost cents), $12.34 above."""
+    if value is None:
+        return "unknown"
+    return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def _case_cost(case: CaseReport) -> str:
+    if any(a.cost_unpriced for a in case.attempts):
+        return "unknown"
+    return usd(case.cost_per_attempt_usd) if case.cost_per_attempt_usd is not None else "-"
+
+
+def _shows_cost(report: RunReport) -> bool:
+    """A cost column only when some attempt cost money or could not be priced."""
+    t = report.totals
+    return t.cost_priced_usd > 0 or t.cost_unpriced_attempts > 0
+
+
 def case_lines(report: RunReport, limit: int | None = None) -> list[str]:
     width = max([len(c.id) for c in report.cases] + [4])
+    cost = _shows_cost(report)
     # passed/judged: infrastructure errors are not the agent's, so they stay out of the rate.
-    lines = [f"{'case':<{width}}  {'passed':>9}  {'rate':>5}  {'95% CI':<14}  verdict"]
+    head = f"{'case':<{width}}  {'passed':>9}  {'rate':>5}  {'95% CI':<14}  "
+    lines = [head + (f"{'$/attempt':>9}  " if cost else "") + "verdict"]
     # Problems first, so a long run shows what needs attention without scrolling.
     order = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "not_run": 4, "skipped": 5}
     cases = sorted(report.cases, key=lambda c: (order[c.verdict], c.id))
     for case in cases[:limit]:
         passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}"
+        money = f"{_case_cost(case):>9}  " if cost else ""
         lines.append(f"{case.id:<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
-                     f"{_interval(case):<14}  {_verdict(case)}")
+                     f"{_interval(case):<14}  {money}{_verdict(case)}")
     if limit is not None and len(cases) > limit:
         lines.append(f"... and {len(cases) - limit} more (use -v to list every case)")
     return lines
@@ -171,7 +199,8 @@ def totals_line(report: RunReport) -> str:
     if diverged:
         parts.append(f"{diverged} of the failures diverged from their journal")
     if t.not_run:
-        parts.append(f"{t.not_run} not run")
+        budget = f" ({t.not_run_budget} for the budget)" if t.not_run_budget else ""
+        parts.append(f"{t.not_run} not run{budget}")
     worlds = sorted({a.world_backend for c in report.cases for a in c.attempts if a.world_backend})
     where = f", world: {'/'.join(worlds)}" if worlds else ""
     return f"{report.mode} mode, repeat {report.repeat}{where}: " + ", ".join(parts) + rate
@@ -187,6 +216,7 @@ def _summary_lines(report: RunReport, verbosity: int) -> list[str]:
     if verbosity >= 0:
         lines += case_lines(report, limit=None if verbosity > 0 else 50)
     lines.append(totals_line(report))
+    lines += cost_lines(report)
     lines += adaptive_lines(report)
     lines += infra_lines(report)
     if report.totals.tolerated_failures:
@@ -208,6 +238,28 @@ def adaptive_lines(report: RunReport) -> list[str]:
     line = (f"adaptive repeats: {run.repeats_run} run, {run.repeats_skipped} skipped once decided, "
             f"over {run.cases_compared} case(s) compared with the baseline ({why})")
     return [line]
+
+
+def cost_lines(report: RunReport) -> list[str]:
+    """The run's cost (labelled as recorded in replay), what could not be priced, the budget."""
+    t = report.totals
+    priced = any(a.cost_usd is not None for c in report.cases for a in c.attempts)
+    lines = []
+    label = "cost as recorded (this replay spent nothing)" if t.cost_recorded else "cost"
+    if t.cost_unpriced_attempts:
+        lines.append(f"{label}: unknown: no price for model(s) {', '.join(t.cost_unpriced_models)} "
+                     f"({t.cost_unpriced_attempts} attempt(s); name them in nodeval_prices); "
+                     f"the priced attempts cost {usd(t.cost_priced_usd)}")
+    elif priced and t.cost_usd is not None:
+        lines.append(f"{label}: {usd(t.cost_usd)}, {usd(t.cost_per_attempt_usd)} per attempt")
+    if report.max_cost_usd is not None:
+        limit = f"--nodeval-max-cost {usd(report.max_cost_usd)}"
+        if report.mode not in ("live", "record"):
+            lines.append(f"{limit}: not applied ({report.mode} mode makes no paid agent calls)")
+        else:
+            lines.append(f"{limit}: {t.not_run_budget} attempt(s) not run (budget), in no rate" if t.not_run_budget
+                         else f"{limit}: every attempt started")
+    return lines
 
 
 def infra_lines(report: RunReport, limit: int = 10) -> list[str]:

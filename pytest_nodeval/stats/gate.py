@@ -17,8 +17,8 @@ The schema lives in ``gate_models``; callers import ``pytest_nodeval.gate``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 from statistics import NormalDist, StatisticsError, correlation, fmean, stdev
 from typing import Literal
@@ -91,6 +91,7 @@ def compare(
             pass_rate=_pass_rate_change(b, c, regression_tests.get(b.case_id), policy, replay),
             latency=latency_change(b, c, slowdowns.get(b.case_id), policy, replay),
             tokens=_token_change(b, c),
+            cost=_mean_change(b.costs, c.costs),
         )
         for b, c in pairs
     ]
@@ -100,6 +101,7 @@ def compare(
         _scenario_gate(cases, pairs, policy, replay),
         latency_gate(cases, pairs, policy, replay),
         _tokens_gate(pairs, policy, replay),
+        _cost_gate(pairs, policy, replay),
     ]
     return Diff(
         policy=asdict(policy),
@@ -398,13 +400,35 @@ def _suite_verdict(suite: SuiteComparison, threshold: float, level: float) -> tu
     return Verdict.OK, f"no significant suite drop ({rates}){detectable}"
 
 
-# --- tokens (G4) -----------------------------------------------------------------------
+# --- tokens (G4) and cost ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Spend:
+    """A per-attempt quantity whose suite mean must not grow: tokens or cost in USD."""
+
+    gate: GateName
+    noun: str
+    """What the reason lines call it."""
+    values: Callable[[CaseSample], Sequence[float]]
+    threshold: Callable[[GatePolicy], float]
+    per_attempt: str
+    """Key of the per-attempt means in the gate's numbers."""
+
+
+_TOKENS = _Spend(GateName.TOKENS, "tokens", lambda s: s.tokens, lambda p: p.fail_on_token_increase,
+                 "tokens_per_attempt")
+_COST = _Spend(GateName.COST, "cost", lambda s: s.costs, lambda p: p.fail_on_cost_increase, "cost_per_attempt_usd")
 
 
 def _token_change(b: CaseSample, c: CaseSample) -> TokenChange | None:
-    if not (b.tokens and c.tokens):
+    return _mean_change(b.tokens, c.tokens)
+
+
+def _mean_change(b: Sequence[float], c: Sequence[float]) -> TokenChange | None:
+    if not (b and c):
         return None
-    mean_b, mean_c = fmean(b.tokens), fmean(c.tokens)
+    mean_b, mean_c = fmean(b), fmean(c)
     return TokenChange(
         baseline_mean=mean_b,
         current_mean=mean_c,
@@ -414,31 +438,47 @@ def _token_change(b: CaseSample, c: CaseSample) -> TokenChange | None:
 
 
 def _tokens_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> GateResult | None:
-    threshold = policy.fail_on_token_increase
+    return _spend_gate(_TOKENS, pairs, policy, replay)
+
+
+def _cost_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> GateResult | None:
+    return _spend_gate(_COST, pairs, policy, replay)
+
+
+def _spend_gate(
+    spend: _Spend, pairs: Sequence[Pair], policy: GatePolicy, replay: bool
+) -> GateResult | None:
+    threshold = spend.threshold(policy)
     if not threshold:
         return None
-    counted = [(b, c) for b, c in pairs if b.tokens and c.tokens]
-    total_b = sum(fmean(b.tokens) for b, _ in counted)
-    total_c = sum(fmean(c.tokens) for _, c in counted)
+    counted = [
+        (spend.values(b), spend.values(c), b.case_id)
+        for b, c in pairs
+        if spend.values(b) and spend.values(c)
+    ]
+    total_b = sum(fmean(b) for b, _, _ in counted)
+    total_c = sum(fmean(c) for _, c, _ in counted)
     if not counted or total_b <= 0:
         verdict = Verdict.WARN if total_c > 0 else Verdict.OK
-        reason = "baseline recorded no tokens" if total_c > 0 else "no token counts in both runs"
-        return GateResult(
-            name=GateName.TOKENS, verdict=verdict, reason=reason, numbers={}, case_ids=[]
+        reason = (
+            f"baseline recorded no {spend.noun}"
+            if total_c > 0
+            else f"no {spend.noun} figures in both runs"
         )
-    # Cost is linear in the mean, so the estimand is the ratio of summed per-case means.
+        return GateResult(name=spend.gate, verdict=verdict, reason=reason, numbers={}, case_ids=[])
+    # Money is linear in the mean, so the estimand is the ratio of summed per-case means.
     ratio = total_c / total_b
-    level = policy.level(GateName.TOKENS)
+    level = policy.level(spend.gate)
     lower = None
     if not replay and ratio >= 1.0 + threshold - _EPS:  # the bound only matters for a FAIL
         lower = mean_ratio_lower_bound(
-            [b.tokens for b, _ in counted],
-            [c.tokens for _, c in counted],
+            [b for b, _, _ in counted],
+            [c for _, c, _ in counted],
             level,
             policy.bootstrap_iterations,
             policy.bootstrap_seed,
         )
-    verdict, reason = _tokens_verdict(ratio, lower, threshold, replay)
+    verdict, reason = _spend_verdict(spend.noun, ratio, lower, threshold, replay)
     numbers: dict[str, Number] = {
         "threshold": threshold,
         "level": None if replay else level,
@@ -446,19 +486,19 @@ def _tokens_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> Gat
         "ratio": ratio,
         "lower_bound": lower,
         "geometric_mean_ratio": _geometric_mean_ratio(counted),
-        "baseline_tokens_per_attempt": total_b / len(counted),
-        "current_tokens_per_attempt": total_c / len(counted),
+        f"baseline_{spend.per_attempt}": total_b / len(counted),
+        f"current_{spend.per_attempt}": total_c / len(counted),
     }
-    grown = _cases_by_token_growth(counted, threshold)
+    grown = _cases_by_growth(counted, threshold)
     return GateResult(
-        name=GateName.TOKENS, verdict=verdict, reason=reason, numbers=numbers, case_ids=grown
+        name=spend.gate, verdict=verdict, reason=reason, numbers=numbers, case_ids=grown
     )
 
 
-def _tokens_verdict(
-    ratio: float, lower: float | None, threshold: float, replay: bool
+def _spend_verdict(
+    noun: str, ratio: float, lower: float | None, threshold: float, replay: bool
 ) -> tuple[Verdict, str]:
-    change = f"tokens per attempt x{ratio:.3f} over the suite"
+    change = f"{noun} per attempt x{ratio:.3f} over the suite"
     limit = f"x{1.0 + threshold:g}"
     if ratio < 1.0 + threshold - _EPS:
         return Verdict.OK, f"{change}, under {limit}"
@@ -471,18 +511,17 @@ def _tokens_verdict(
     return Verdict.INCONCLUSIVE, f"{bounded}, not significant: add repeats"
 
 
-def _cases_by_token_growth(counted: Sequence[Pair], threshold: float) -> list[str]:
-    growth = [(fmean(c.tokens) / fmean(b.tokens), b.case_id) for b, c in counted if fmean(b.tokens)]
+_Counted = tuple[Sequence[float], Sequence[float], str]
+
+
+def _cases_by_growth(counted: Sequence[_Counted], threshold: float) -> list[str]:
+    growth = [(fmean(c) / fmean(b), case_id) for b, c, case_id in counted if fmean(b)]
     return [case_id for ratio, case_id in sorted(growth, reverse=True) if ratio >= 1 + threshold]
 
 
-def _geometric_mean_ratio(counted: Sequence[Pair]) -> float | None:
+def _geometric_mean_ratio(counted: Sequence[_Counted]) -> float | None:
     """Robust companion of the total ratio: not driven by a few huge cases (stats.md G4)."""
-    logs = [
-        math.log(fmean(c.tokens) / fmean(b.tokens))
-        for b, c in counted
-        if fmean(b.tokens) > 0 and fmean(c.tokens) > 0
-    ]
+    logs = [math.log(fmean(c) / fmean(b)) for b, c, _ in counted if fmean(b) > 0 and fmean(c) > 0]
     return math.exp(fmean(logs)) if logs else None
 
 

@@ -41,6 +41,8 @@ class CaseSample:
     outcomes: tuple[bool, ...]
     latencies_ms: tuple[float, ...] = ()
     tokens: tuple[int, ...] = ()
+    costs: tuple[float, ...] = ()
+    """USD per attempt, of the attempts whose cost is known."""
     adaptive_cap: int | None = None
     """Set when the run took this case's attempts adaptively (stats/adaptive.py) with this
     cap: ``outcomes`` are then in the order they ran, and the per-case gate tests them with
@@ -82,6 +84,8 @@ class GatePolicy:
     FAIL; with fewer, a significant slowdown only WARNs (stats.md G3: n >= 100 per run)."""
     fail_on_token_increase: float = 0.15
     """Token gate: relative rise of total mean tokens per attempt over the suite."""
+    fail_on_cost_increase: float = 0.15
+    """Cost gate: relative rise of total mean cost (USD) per attempt over the suite."""
     alpha: float = 0.01
     """The run's false-alarm budget: under no change, at most this share of runs FAIL, all
     gates together (stats-amendments.md A1). Split across the gates by ``ALPHA_SHARES``;
@@ -98,7 +102,7 @@ class GatePolicy:
     def __post_init__(self) -> None:
         for name in ("fail_on_score_drop", "fail_on_scenario_drop"):
             self._require(name, lambda v: 0.0 <= v <= 1.0, "a pass-rate drop in [0, 1]")
-        for name in ("fail_on_latency_p95_increase", "fail_on_token_increase"):
+        for name in ("fail_on_latency_p95_increase", "fail_on_token_increase", "fail_on_cost_increase"):
             self._require(name, lambda v: v >= 0.0, "a relative increase >= 0")
         self._require("latency_min_increase_ms", lambda v: v >= 0.0, ">= 0")
         self._require("latency_min_attempts", lambda v: v >= 1, ">= 1")
@@ -140,17 +144,20 @@ class GateName(StrEnum):
     SCENARIO_REGRESSION = "scenario_regression"
     LATENCY_P95 = "latency_p95"
     TOKENS = "tokens"
+    COST = "cost"
 
 
 ALPHA_SHARES: dict[GateName, float] = {
     GateName.SUITE_PASS_RATE: 0.50,
     GateName.SCENARIO_REGRESSION: 0.25,
     GateName.LATENCY_P95: 0.125,
-    GateName.TOKENS: 0.125,
+    GateName.TOKENS: 0.0625,
+    GateName.COST: 0.0625,
 }
 """Each gate's share of ``GatePolicy.alpha``. They sum to 1, so by the union bound the run
 FAILs under no change at most ``alpha`` of the time, whatever the true pass rates. The suite
-gate gets half: it carries the power for suite-wide drops (benchmarks/README.md)."""
+gate gets half: it carries the power for suite-wide drops (benchmarks/README.md). Tokens
+and cost split the share the token gate had alone: both measure what an attempt consumes."""
 
 
 class Movement(StrEnum):
@@ -226,7 +233,7 @@ class LatencyChange(_ReportModel):
 
 
 class TokenChange(_ReportModel):
-    """A case's mean tokens per attempt in both runs."""
+    """A case's mean per attempt in both runs: tokens, or USD for the cost."""
 
     baseline_mean: float
     """Baseline mean tokens per attempt."""
@@ -249,6 +256,8 @@ class CaseDiff(_ReportModel):
     """Latency change; None when either run recorded no latency for this case."""
     tokens: TokenChange | None
     """Token change; None when either run recorded no tokens for this case."""
+    cost: TokenChange | None = None
+    """Change of the mean cost per attempt (USD); None when either run has no known cost."""
 
 
 class SuiteComparison(_ReportModel):

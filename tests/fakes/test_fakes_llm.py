@@ -314,3 +314,32 @@ def test_stream_event_with_invalid_json(llm: LLMFake) -> None:
     llm.reset()
     with pytest.raises(json.JSONDecodeError):
         list(openai_client(llm, max_retries=0).responses.create(model="g", input="hi", stream=True))
+
+
+CACHED = {"text": "Cached.", "usage": {"input_tokens": 1000, "output_tokens": 50,
+                                      "cache_read_tokens": 600, "cache_write_tokens": 300}}
+
+
+@pytest.mark.llm_script({"rules": [{"respond": CACHED}]})
+@pytest.mark.parametrize("stream", [False, True])
+def test_cache_tokens_reach_each_sdk_as_its_api_reports_them(llm: LLMFake, stream: bool) -> None:
+    client = anthropic_client(llm)
+    if stream:
+        with client.messages.stream(model="c", max_tokens=5, messages=USER) as events:
+            message = events.get_final_message()
+    else:
+        message = client.messages.create(model="c", max_tokens=5, messages=USER)
+    usage = message.usage  # Anthropic's input_tokens leaves the cached ones out
+    assert (usage.input_tokens, usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (100, 600, 300)
+    chat = openai_client(llm).chat.completions.create(model="g", messages=USER)
+    assert chat.usage is not None and chat.usage.prompt_tokens == 1000
+    assert chat.usage.prompt_tokens_details is not None and chat.usage.prompt_tokens_details.cached_tokens == 600
+    response = openai_client(llm).responses.create(model="g", input="How big?")
+    assert response.usage is not None and response.usage.input_tokens == 1000
+    assert response.usage.input_tokens_details.cached_tokens == 600
+
+
+def test_cache_counts_beyond_the_input_are_refused() -> None:
+    with pytest.raises(ValueError, match="must not exceed input_tokens"):
+        LLMScript.model_validate({"responses": [{"text": "x", "usage": {"input_tokens": 10, "output_tokens": 1,
+                                                                       "cache_read_tokens": 11}}]})

@@ -14,7 +14,7 @@ FLAT: dict[str, Any] = {
     "cases": [
         {"case_id": "refund", "movement": "regressed", "baseline_pass_rate": 1.0, "current_pass_rate": 0.4,
          "delta": -0.6, "delta_low": -0.85, "delta_high": -0.2, "p50_ms_delta": 10.0, "p95_ms_delta": 300.0,
-         "tokens_delta": 42.0, "verdict": "FAIL"},
+         "tokens_delta": 42.0, "cost_delta": 0.0125, "verdict": "FAIL"},
         {"case_id": "hello", "movement": "unchanged", "baseline_pass_rate": 1.0, "current_pass_rate": 1.0,
          "delta": 0.0, "verdict": "OK"},
         {"case_id": "slow", "movement": "unchanged", "delta": 0.0, "p95_ms_delta": 900.0, "verdict": "WARN"},
@@ -36,7 +36,8 @@ NESTED: dict[str, Any] = {
                "latency": {"baseline_p50_ms": 100.0, "current_p50_ms": 110.0, "baseline_p95_ms": 200.0,
                            "current_p95_ms": 500.0, "p50_delta_ms": 10.0, "p95_delta_ms": 300.0, "p95_ratio": 2.5,
                            "p_value": None, "p_value_adjusted": None, "verdict": "WARN"},
-               "tokens": {"baseline_mean": 100.0, "current_mean": 142.0, "delta": 42.0, "ratio": 1.42}},
+               "tokens": {"baseline_mean": 100.0, "current_mean": 142.0, "delta": 42.0, "ratio": 1.42},
+               "cost": {"baseline_mean": 0.05, "current_mean": 0.0625, "delta": 0.0125, "ratio": 1.25}},
               {"case_id": "hello", "pass_rate": None, "latency": None, "tokens": None}],
     "new_cases": ["fresh"], "missing_cases": [],
     "suite": {"scenarios": 2, "baseline_pass_rate": 0.9, "current_pass_rate": 0.8, "delta": -0.1,
@@ -56,7 +57,7 @@ def test_the_flat_shape() -> None:
     assert view["cases"]["refund"] == {
         "movement": "regressed", "baseline_pass_rate": 1.0, "current_pass_rate": 0.4, "delta": -0.6,
         "delta_low": -0.85, "delta_high": -0.2, "p50_ms_delta": 10.0, "p95_ms_delta": 300.0, "tokens_delta": 42.0,
-        "verdict": "FAIL"}
+        "cost_delta": 0.0125, "verdict": "FAIL"}
     assert view["cases"]["fresh"]["movement"] == "new"
     assert view["missing_cases"] == ["gone"]
     assert view["gates"] == [{"name": "scenario_regression", "verdict": "FAIL", "reason": "refund dropped",

@@ -6,12 +6,14 @@ import dataclasses
 import json
 import subprocess
 import sys
+from statistics import fmean
 from typing import Any
 
 import numpy as np
 import pytest
 
 from pytest_nodeval.gate import (
+    ALPHA_SHARES,
     CaseSample,
     Diff,
     GateName,
@@ -258,7 +260,7 @@ def test_an_unchanged_rerun_passes_every_gate() -> None:
     diff = compare(run, run, POLICY)
     assert [result.name for result in diff.gates] == list(GateName)
     assert {result.verdict for result in diff.gates} == {Verdict.OK}
-    assert [result.case_ids for result in diff.gates] == [[], [], [], []]
+    assert [result.case_ids for result in diff.gates] == [[], [], [], [], []]
     assert diff.breached == []
     assert all(case.pass_rate and case.pass_rate.movement is Movement.SAME for case in diff.cases)
     assert (diff.new_cases, diff.missing_cases) == ([], [])
@@ -298,6 +300,66 @@ def test_the_token_bootstrap_is_reproducible_and_follows_the_seed() -> None:
     assert other.numbers["lower_bound"] != first
 
 
+def priced(run: list[CaseSample], scale: float = 1.0, noise_seed: int | None = None) -> list[CaseSample]:
+    """The run with a cost per attempt: its tokens at $3 per million, scaled, with noise if seeded."""
+    rng = np.random.default_rng(noise_seed)
+    return [
+        dataclasses.replace(
+            s,
+            costs=tuple(
+                scale * t * 3e-6 * (rng.lognormal(0, 0.3) if noise_seed is not None else 1.0)
+                for t in s.tokens
+            ),
+        )
+        for s in run
+    ]
+
+
+def test_cost_growth_fails_only_when_large_and_significant() -> None:
+    baseline = priced(realistic_run(seed=1), noise_seed=3)
+    dearer = priced(realistic_run(seed=1), 1.3, noise_seed=4)
+    noise = priced(realistic_run(seed=1), 1.0, noise_seed=5)
+    failed = gate(compare(baseline, dearer, POLICY), GateName.COST)
+    assert failed.verdict is Verdict.FAIL
+    assert failed.numbers["ratio"] is not None and 1.2 < failed.numbers["ratio"] < 1.4
+    assert failed.numbers["level"] == pytest.approx(0.01 * ALPHA_SHARES[GateName.COST])
+    assert failed.numbers["baseline_cost_per_attempt_usd"] == pytest.approx(
+        sum(fmean(s.costs) for s in baseline) / len(baseline)
+    )
+    unchanged = gate(compare(baseline, noise, POLICY), GateName.COST)
+    assert unchanged.verdict is Verdict.OK and "cost per attempt" in unchanged.reason
+    # The tokens did not move: the token gate says nothing about money.
+    assert gate(compare(baseline, dearer, POLICY), GateName.TOKENS).verdict is Verdict.OK
+
+
+def test_cost_growth_from_one_noisy_case_is_inconclusive() -> None:
+    baseline = [dataclasses.replace(sample("a", 3, 3), costs=(0.01, 0.50, 0.02)),
+                dataclasses.replace(sample("b", 3, 3), costs=(0.10,) * 3)]
+    current = [dataclasses.replace(sample("a", 3, 3), costs=(0.01, 0.90, 0.02)), baseline[1]]
+    result = gate(compare(baseline, current, POLICY), GateName.COST)
+    assert result.numbers["ratio"] == pytest.approx((0.93 / 3 + 0.1) / (0.53 / 3 + 0.1))
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert compare(baseline, current, POLICY).cases[0].cost is not None
+
+
+def test_the_cost_gate_is_a_plain_threshold_between_replays() -> None:
+    baseline = priced(realistic_run(seed=1))
+    replay = {"baseline_mode": "deterministic", "current_mode": "deterministic"}
+    assert gate(compare(baseline, priced(realistic_run(seed=1), 1.2), POLICY, **replay), GateName.COST).verdict \
+        is Verdict.FAIL
+    assert gate(compare(baseline, priced(realistic_run(seed=1), 1.1), POLICY, **replay), GateName.COST).verdict \
+        is Verdict.OK
+
+
+def test_a_free_baseline_only_warns_about_a_run_that_costs() -> None:
+    free = priced(realistic_run(seed=1), 0.0)  # a mock provider's calls cost nothing
+    result = gate(compare(free, priced(realistic_run(seed=1)), POLICY), GateName.COST)
+    assert (result.verdict, result.reason) == (Verdict.WARN, "baseline recorded no cost")
+    # A baseline written before costs existed has none: nothing to compare, nothing to say.
+    older = gate(compare(realistic_run(seed=1), priced(realistic_run(seed=1)), POLICY), GateName.COST)
+    assert (older.verdict, older.reason) == (Verdict.OK, "no cost figures in both runs")
+
+
 def test_new_and_missing_cases_are_listed_and_left_out_of_the_pairing() -> None:
     baseline = [sample("kept", 9), sample("gone-b", 10), sample("gone-a", 0)]
     current = [sample("kept", 9), sample("new", 0)]
@@ -333,6 +395,7 @@ def test_a_significant_drop_under_the_threshold_is_ok() -> None:
         ("fail_on_scenario_drop", GateName.SCENARIO_REGRESSION),
         ("fail_on_latency_p95_increase", GateName.LATENCY_P95),
         ("fail_on_token_increase", GateName.TOKENS),
+        ("fail_on_cost_increase", GateName.COST),
     ],
 )
 def test_a_zero_threshold_disables_its_gate(field: str, name: GateName) -> None:
@@ -340,7 +403,7 @@ def test_a_zero_threshold_disables_its_gate(field: str, name: GateName) -> None:
     policy = dataclasses.replace(POLICY, **disabled)
     diff = compare(suite(BASELINE_PASSES), suite(CURRENT_PASSES), policy)
     assert name not in [result.name for result in diff.gates]
-    assert len(diff.gates) == 3
+    assert len(diff.gates) == len(GateName) - 1
 
 
 @pytest.mark.parametrize(

@@ -149,8 +149,8 @@ def test_an_unknown_mode_is_rejected_with_the_valid_ones() -> None:
 def test_report_compare_passes_both_reports_modes() -> None:
     from pytest_nodeval.report.baseline import compare as compare_reports
 
-    attempt = SimpleNamespace(outcome="passed", infra_error=False, latency_ms=None, tokens=0)
-    failed = SimpleNamespace(outcome="failed", infra_error=False, latency_ms=None, tokens=0)
+    attempt = SimpleNamespace(outcome="passed", infra_error=False, latency_ms=None, tokens=0, cost_usd=None)
+    failed = SimpleNamespace(outcome="failed", infra_error=False, latency_ms=None, tokens=0, cost_usd=None)
     baseline = SimpleNamespace(mode="deterministic", cases=[SimpleNamespace(id="c", attempts=[attempt] * 2)])
     current = SimpleNamespace(mode="deterministic", cases=[SimpleNamespace(id="c", attempts=[attempt, failed])])
     diff = compare_reports(baseline, current, POLICY)  # type: ignore[arg-type]
@@ -164,7 +164,8 @@ def test_the_gates_split_alpha_and_the_default_budget_is_one_percent() -> None:
     levels = [POLICY.level(name) for name in GateName]
     assert POLICY.alpha == 0.01
     assert sum(levels) == pytest.approx(0.01)
-    assert levels == [0.005, 0.0025, 0.00125, 0.00125]
+    # Tokens and cost split the share the token gate had alone (issue 16.3).
+    assert levels == [0.005, 0.0025, 0.00125, 0.000625, 0.000625]
 
 
 def test_holm_matches_statsmodels() -> None:

@@ -81,11 +81,13 @@ def test_a_blocked_prompt_is_an_empty_reply_not_a_crash() -> None:
 def test_usage_of_a_gemini_body_and_stream() -> None:
     body = {"candidates": [], "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 7,
                                                 "thoughtsTokenCount": 3, "cachedContentTokenCount": 32}}
-    assert extract_usage(body, None) == {"input_tokens": 40, "output_tokens": 10, "cache_read_tokens": 32}
+    assert extract_usage(body, None) == {"input_tokens": 40, "output_tokens": 10, "cache_read_tokens": 32,
+                                         "cache_write_tokens": 0}
     stream = "".join(f"data: {json.dumps(d)}\r\n\r\n" for d in [
         {"usageMetadata": {"promptTokenCount": 40, "totalTokenCount": 40}},
         {"usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 7}}])
-    assert extract_usage(None, stream) == {"input_tokens": 40, "output_tokens": 7}
+    assert extract_usage(None, stream) == {"input_tokens": 40, "output_tokens": 7, "cache_read_tokens": 0,
+                                           "cache_write_tokens": 0}
 
 
 def test_a_gemini_stream_request_says_so_in_its_path_and_drops_the_query() -> None:

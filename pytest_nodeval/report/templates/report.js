@@ -59,6 +59,12 @@
     return v >= 10000 ? (v / 1000).toFixed(1) + " s" : Math.round(v).toLocaleString("en") + " ms";
   }
   function count(v) { return isNum(v) ? Math.round(v).toLocaleString("en") : "–"; }
+  // USD as the terminal writes it: 4 decimals under a dollar; "unknown" when a model has no price.
+  function usd(v, unknown) {
+    if (unknown) return "unknown";
+    if (!isNum(v)) return "–";
+    return "$" + (Math.abs(v) < 1 ? v.toFixed(4) : v.toLocaleString("en", { minimumFractionDigits: 2, maximumFractionDigits: 2 }));
+  }
   function shorten(text, size) { return text.length > size ? text.slice(0, size - 1) + "…" : text; }
   function badge(word, cls) { return el("span", { "class": "badge " + (cls || word), text: word }); }
 
@@ -142,6 +148,7 @@
     if (isNum(c.delta_low)) words += "; 95% interval " + pp(c.delta_low) + " to " + pp(c.delta_high);
     if (isNum(c.p95_ms_delta)) words += "; p95 " + signed(c.p95_ms_delta, 0, " ms");
     if (isNum(c.tokens_delta)) words += "; tokens " + signed(c.tokens_delta, 0);
+    if (isNum(c.cost_delta)) words += "; cost per attempt " + (c.cost_delta < 0 ? "−" : "+") + usd(Math.abs(c.cost_delta));
     if (c.verdict) words += "; gate verdict " + c.verdict;
     return fill(td, {}, [el("span", { "class": "delta v-" + (c.verdict || "none"), title: words, text: pp(c.delta) })]);
   }
@@ -186,7 +193,7 @@
   }
 
   function buildDetail(r) {
-    var head = el("tr", {}, ["#", "outcome", "status", "latency", "tokens", "turns", "LLM calls", "tool calls", "failed assertions", "why", ""]
+    var head = el("tr", {}, ["#", "outcome", "status", "latency", "tokens", "cost", "turns", "LLM calls", "tool calls", "failed assertions", "why", ""]
       .map(function (h) { return el("th", { text: h }); }));
     var body = r.attempts.map(function (a) {
       var open = a.tl ? el("button", { type: "button", "class": "linkish open-attempt", "data-repeat": a.repeat, text: "timeline →" })
@@ -194,12 +201,14 @@
       if (a.tl) open.addEventListener("click", function (e) { e.stopPropagation(); openAttempt(r, a); });
       return el("tr", {}, el("td", { text: a.repeat }), el("td", {}, badge(a.outcome), a.infra ? el("small", { text: " infra" }) : null),
         el("td", { text: a.status || "–" }), el("td", { text: ms(a.latency) }), el("td", { text: count(a.tokens) }),
+        el("td", { title: a.cost_unpriced.length ? "no price for " + a.cost_unpriced.join(", ") : "", text: usd(a.cost, a.cost_unpriced.length) }),
         el("td", { text: a.turns }), el("td", { text: a.llm }), el("td", { text: a.tools }),
         el("td", { "class": a.failed ? "bad" : "", text: a.failed }), el("td", { "class": "reason", text: a.reason || "" }), el("td", {}, open));
     });
     var facts = el("p", { "class": "muted" }, "directory ", el("code", { text: r.dir || "?" }),
       isNum(r.min) ? " · minimum pass rate " + pct(r.min) : null,
-      isNum(r.p50) ? " · p50 latency " + ms(r.p50) : null);
+      isNum(r.p50) ? " · p50 latency " + ms(r.p50) : null,
+      isNum(r.cost) || r.cost_unknown ? " · cost per attempt " + usd(r.cost, r.cost_unknown) : null);
     return el("tr", { "class": "detail-row" }, el("td", { "class": "detail", colspan: 9 }, facts,
       el("table", { "class": "attempts" }, el("thead", {}, head), el("tbody", {}, body))));
   }
