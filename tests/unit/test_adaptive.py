@@ -185,5 +185,7 @@ def test_the_report_page_and_terminal_say_how_many_repeats_a_case_took() -> None
                       adaptive=adaptive)
     assert case_row(0, case, None, [], "b", [None] * 10)["adaptive"] == "3 of 10 repeats, no regression"
     assert case_row(0, case.model_copy(update={"adaptive": None}), None, [], "b", [None] * 10)["adaptive"] is None
-    report = SimpleNamespace(cases=[case])
+    from pytest_nodeval.report.models import Totals
+
+    report = SimpleNamespace(cases=[case], totals=Totals())
     assert case_lines(report)[1].endswith("passed (adaptive: 3 of 10 repeats, no regression)")  # type: ignore[arg-type]
