@@ -19,6 +19,8 @@ from .replay import ReplayStash
 from .writer import JournalWriter
 
 # Response headers worth keeping: what the SDKs read (retry policy, request ids, type).
+RETRIES_EXTENSION = "nodeval_retries"
+"""Set by the retrying transport under the recorder: the failed tries before this exchange."""
 KEPT_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "retry-after-ms", "x-should-retry")
 
 
@@ -38,6 +40,8 @@ def request_payload(request: httpx2.Request, provider: str, api: str, body: byte
 
 
 def response_payload(provider: str, response: httpx2.Response, latency_ms: float) -> dict[str, Any]:
+    """The final exchange of a request; `retries` counts the tries that failed before it
+    (see agent/retries.py), and its presence marks the exchange as final for replay."""
     headers = {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers}
     text = response.content.decode("utf-8", "replace")
     is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
@@ -50,12 +54,13 @@ def response_payload(provider: str, response: httpx2.Response, latency_ms: float
         "sse": text if is_sse else None,
         "usage": extract_usage(body, text if is_sse else None),
         "latency_ms": round(latency_ms, 3),
+        "retries": int(response.extensions.get(RETRIES_EXTENSION, 0)),
     }
 
 
 def error_payload(provider: str, exc: Exception, latency_ms: float) -> dict[str, Any]:
     return {"provider": provider, "status": 0, "error": f"{type(exc).__name__}: {exc}",
-            "latency_ms": round(latency_ms, 3)}
+            "latency_ms": round(latency_ms, 3), "retries": int(getattr(exc, RETRIES_EXTENSION, 0))}
 
 
 def extract_usage(body: Any, sse: str | None) -> dict[str, int] | None:
@@ -211,6 +216,10 @@ def replayed_response(recorded: dict[str, Any], request: httpx2.Request) -> http
         # The SDK retries as it did when recording; the recorded wait is not worth repeating.
         headers.pop("retry-after", None)
         headers["retry-after-ms"] = "1"
+        if recorded.get("retries") is not None:
+            # Recorded as the final exchange, after nodeval's own retries: the SDK retried
+            # nothing then, so it must not now (journals from before recorded every try).
+            headers["x-should-retry"] = "false"
     if recorded.get("sse") is not None:
         content = recorded["sse"].encode()
         headers.setdefault("content-type", "text/event-stream")

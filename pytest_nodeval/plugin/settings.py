@@ -57,6 +57,8 @@ class Settings:
     """How the controller shows a run's progress: auto, tty (a live line), plain (a line per interval) or off."""
     progress_interval_s: float = 30.0
     """Seconds between plain progress lines (nodeval_progress_interval)."""
+    limits: tuple[Any, ...] = ()
+    """The rate limits of nodeval_limits (agent.limits.LimitRule), shared by the run's processes."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
 
@@ -153,6 +155,7 @@ def from_config(config: pytest.Config) -> Settings:
         baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
         record_force=bool(config.getoption("nodeval_record_force")), adaptive=values["adaptive"],
         progress=_progress_mode(config, where), progress_interval_s=_progress_interval(config, where),
+        limits=_limits(config.getini("nodeval_limits"), where),
     )
 
 
@@ -173,6 +176,17 @@ def _progress_interval(config: pytest.Config, where: str) -> float:
     if not seconds >= 0:  # also refuses nan
         raise pytest.UsageError(f"nodeval_progress_interval ({where}) must be a number of seconds >= 0, got {raw!r}")
     return seconds
+
+def _limits(lines: list[str], where: str) -> tuple[Any, ...]:
+    if not lines:
+        return ()
+    from ..agent.limits import parse_limits
+    from ..errors import ConfigError
+
+    try:
+        return parse_limits(lines, where)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _judge(text: str, where: str) -> Any:
