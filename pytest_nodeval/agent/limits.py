@@ -193,7 +193,10 @@ class SharedLimiter:
     def _connect(self) -> _Closing:
         # A connection per use: threads of a process never share one, and each is open for
         # one short transaction only. The busy timeout waits out other processes' transactions.
-        return _Closing(sqlite3.connect(self.path, timeout=60, isolation_level=None))
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        # The state lives one run and means nothing after a crash of the machine: no fsync.
+        db.execute("PRAGMA synchronous=OFF")
+        return _Closing(db)
 
     def now(self) -> float:
         return self._clock()
