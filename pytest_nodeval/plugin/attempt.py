@@ -80,7 +80,7 @@ class Attempt:
         from ..people.judge import make_grader
 
         golden = self.case.journal().events if (self.case.journal_dir / "events.jsonl").is_file() else None
-        return make_grader(rubrics, self.settings.judge, golden, self.settings.judge_reuse)
+        return make_grader(rubrics, self.settings.judge, golden, self.settings.judge_reuse, limits=self._limits())
 
     def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
         """Run the case once, with the reference engine or your own `agent` (see agent/adapter.py).

@@ -184,7 +184,8 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter, st
         config, keys = with_fake_urls(case.config, llm_url or REPLAY_URL)
         try:
             chain = build_chain(config.providers, Wiring(writer, stash, keys, settings.limits))
-            user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path), llm_url)
+            user = JournalUser(stash) if stash is not None else make_user(
+                case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
             tools = build_tools(config, stash=stash, services=services, resources=resources)
             skills = _skills(case, config, tools)
             engine = Engine(config, writer, chain, tools, user, world, stash,
@@ -253,7 +254,7 @@ def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_di
     elif inputs is not None:
         user = ScriptedUser(ScriptedUserSpec(kind="scripted", inputs=inputs), "the inputs given to the agent")
     elif case.inputs is not None:
-        user = make_user(case.inputs.user, str(case.inputs_path))
+        user = make_user(case.inputs.user, str(case.inputs_path), limits=settings.limits)
     else:
         raise NodevalError(f"{case.inputs_path}: missing; give the agent's inputs there or pass inputs=[...]")
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")

@@ -16,7 +16,13 @@ import yaml
 from fakes.llm import LLMFake
 from pytest_nodeval import AgentContext
 from pytest_nodeval.case.directory import load_case
-from pytest_nodeval.runner.session import AttemptSettings, Observed, install_journal, run_agent_case, run_case
+from pytest_nodeval.runner.session import (
+    AttemptSettings,
+    Observed,
+    install_journal,
+    run_agent_case,
+    run_case,
+)
 
 KEY = "sk-ant-api03-nodeval-test-secret-0123456789"
 HELLO = {"text": "Hello!", "usage": {"input_tokens": 10, "output_tokens": 2}}

@@ -141,5 +141,5 @@ def test_a_bad_limits_line_is_a_usage_error_naming_it(project: pytest.Pytester) 
     _limits(project, "anthropic: rpm=fast")
     result = project.runpytest("--nodeval-mode", "live")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*nodeval_limits (*tox.ini*): rpm in line 'anthropic: rpm=fast' must be a whole "
-                                 "number >= 1, got 'fast'*"])
+    said = "*nodeval_limits (*tox.ini*): rpm in line 'anthropic: rpm=fast' must be a whole number >= 1, got 'fast'*"
+    result.stderr.fnmatch_lines([said])
