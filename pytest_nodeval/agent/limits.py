@@ -5,10 +5,12 @@ The limits come from the `nodeval_limits` ini key, one line per provider or per 
     anthropic: rpm=50 tpm=40000 inflight=8
     anthropic/claude-haiku-*: rpm=20 retries=6 max_wait=120
     openai: inflight=4
+    [release] anthropic: rpm=200 tpm=400000 inflight=32
 
 A request takes a place in every line that matches it (its provider's line and any model
 line whose glob matches the request's `model`), so a provider line is a budget shared by all
-its models and a model line a further budget of the models it names.
+its models and a model line a further budget of the models it names. A `[profile]` line is
+in force only under that profile, in place of the plain line for the same provider or model.
 
 The state lives in one SQLite file under the run directory, so the controller and every
 xdist worker of the run draw on the same budget (never one bucket per process). Every change
@@ -27,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 from ..errors import ConfigError
 
@@ -72,17 +74,38 @@ class LimitRule:
         return self.model is None or (model is not None and fnmatch.fnmatchcase(model, self.model))
 
 
-def parse_limits(lines: Iterable[str], where: str) -> tuple[LimitRule, ...]:
-    """`nodeval_limits` lines into rules; a bad line is a ConfigError naming it and what is valid."""
-    rules: list[LimitRule] = []
+def parse_limits(lines: Iterable[str], where: str, profile: str | None = None,
+                 profiles: Collection[str] | None = None) -> tuple[LimitRule, ...]:
+    """`nodeval_limits` lines into the rules in force; a bad line is a ConfigError naming it.
+
+    A line may start with `[profile]`: it applies only under that profile, where it replaces
+    the unqualified line of the same provider or model. Every line is checked, in force or not.
+    """
+    scopes: dict[str | None, dict[str, LimitRule]] = {None: {}}
     for line in lines:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        rule = _parse_line(line.strip(), where)
-        if any(r.bucket == rule.bucket for r in rules):
-            raise ConfigError(f"nodeval_limits ({where}): {rule.bucket!r} has two lines; keep one")
-        rules.append(rule)
-    return tuple(rules)
+        only, rule = _profile_of(line.strip(), where, profiles)
+        scope = scopes.setdefault(only, {})
+        if rule.bucket in scope:
+            raise ConfigError(f"nodeval_limits ({where}): {rule.bucket!r} has two lines"
+                              f"{'' if only is None else f' for profile {only!r}'}; keep one")
+        scope[rule.bucket] = rule
+    in_force = {**scopes[None], **(scopes.get(profile, {}) if profile is not None else {})}
+    return tuple(in_force.values())
+
+
+def _profile_of(line: str, where: str, profiles: Collection[str] | None) -> tuple[str | None, LimitRule]:
+    if not line.startswith("["):
+        return None, _parse_line(line, where)
+    name, closed, rest = line[1:].partition("]")
+    if not closed or not name.strip():
+        raise ConfigError(f"nodeval_limits ({where}): {line!r} starts like '[profile] provider: ...' "
+                          "but has no profile name in brackets")
+    if profiles is not None and name.strip() not in profiles:
+        raise ConfigError(f"nodeval_limits ({where}): {line!r} names profile {name.strip()!r}, which "
+                          f"nodeval_profiles does not define; defined: {', '.join(profiles) or 'none'}")
+    return name.strip(), _parse_line(rest.strip(), where)
 
 
 def _parse_line(line: str, where: str) -> LimitRule:

@@ -155,7 +155,7 @@ def from_config(config: pytest.Config) -> Settings:
         baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
         record_force=bool(config.getoption("nodeval_record_force")), adaptive=values["adaptive"],
         progress=_progress_mode(config, where), progress_interval_s=_progress_interval(config, where),
-        limits=_limits(config.getini("nodeval_limits"), where),
+        limits=_limits(config.getini("nodeval_limits"), where, profile, profiles),
     )
 
 
@@ -177,14 +177,15 @@ def _progress_interval(config: pytest.Config, where: str) -> float:
         raise pytest.UsageError(f"nodeval_progress_interval ({where}) must be a number of seconds >= 0, got {raw!r}")
     return seconds
 
-def _limits(lines: list[str], where: str) -> tuple[Any, ...]:
+
+def _limits(lines: list[str], where: str, profile: str | None, profiles: dict[str, Any]) -> tuple[Any, ...]:
     if not lines:
         return ()
     from ..agent.limits import parse_limits
     from ..errors import ConfigError
 
     try:
-        return parse_limits(lines, where)
+        return parse_limits(lines, where, profile, profiles)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -249,3 +249,19 @@ def test_process_alive_tells_the_living_from_the_dead() -> None:
         time.sleep(0.01)  # exited, not yet reaped
     assert not process_alive(zombie.pid)
     zombie.wait()
+
+
+def test_a_profile_line_replaces_the_plain_line_under_that_profile_only() -> None:
+    lines = ["anthropic: rpm=50 inflight=4", "openai: inflight=2", "[release] anthropic: rpm=500 inflight=32",
+             "[nightly] openai: inflight=9"]
+    plain = parse_limits(lines, "pyproject.toml", None, ["release", "nightly"])
+    assert plain == (LimitRule("anthropic", rpm=50, inflight=4), LimitRule("openai", inflight=2))
+    release = parse_limits(lines, "pyproject.toml", "release", ["release", "nightly"])
+    assert release == (LimitRule("anthropic", rpm=500, inflight=32), LimitRule("openai", inflight=2))
+    with pytest.raises(ConfigError, match=r"names profile 'relase', which nodeval_profiles does not define; "
+                                          r"defined: release, nightly"):
+        parse_limits(["[relase] anthropic: rpm=5"], "pyproject.toml", None, ["release", "nightly"])
+    with pytest.raises(ConfigError, match=r"rpm in line 'anthropic: rpm=x' must be"):
+        parse_limits(["[nightly] anthropic: rpm=x"], "pyproject.toml", "release", ["release", "nightly"])
+    with pytest.raises(ConfigError, match=r"'openai' has two lines for profile 'nightly'; keep one"):
+        parse_limits(["[nightly] openai: rpm=1", "[nightly] openai: rpm=2"], "pyproject.toml", None, ["nightly"])
