@@ -108,9 +108,9 @@ class LlmResponse(_Payload):
     """A transport failure (no HTTP response at all), e.g. "ConnectError: ..."."""
     usage: Usage | None = None
     latency_ms: float = 0.0
-    retries: int | None = None
-    """Tries of this request that failed (429, 5xx, connection) before this final exchange.
-    None: written before nodeval retried on its own, when each try was an exchange of its own."""
+    # `retries` (an extra field, written only by the HTTP recorder): the tries of this request
+    # that failed (429, 5xx, connection) before this final exchange. Absent from journals
+    # written before nodeval retried on its own, where each try is an exchange of its own.
 
 
 class ToolRegister(_Payload):
