@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 import os
 import sqlite3
 import time
@@ -325,6 +326,12 @@ def _take(db: sqlite3.Connection, rules: Sequence[LimitRule], now: float) -> Lea
     db.executemany("INSERT INTO leases VALUES (?, ?, ?, ?)",
                    [(lease.id, r.bucket, os.getpid(), now + LEASE_TTL_S) for r in rules if r.inflight is not None])
     return lease
+
+
+@functools.lru_cache(maxsize=8)
+def shared_limiter(path: Path) -> SharedLimiter:
+    """This process's handle on a run's limiter file (it holds no connection: threads may share it)."""
+    return SharedLimiter(path)
 
 
 def process_alive(pid: int) -> bool:

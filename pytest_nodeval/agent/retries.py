@@ -26,7 +26,7 @@ from typing import Any, Callable
 import httpx2
 
 from ..journal.transport import RETRIES_EXTENSION, extract_usage
-from .limits import Lease, LimitRule, RunLimits, SharedLimiter
+from .limits import Lease, LimitRule, RunLimits, shared_limiter
 
 DEFAULT_MAX_RETRIES = 2
 """The SDKs' own default, kept for clients that do not say."""
@@ -118,7 +118,7 @@ class _Tries:
                  rng: random.Random) -> None:
         rules = limits.rules_for(provider, request_model(body)) if limits is not None else ()
         self.rules = rules
-        self.limiter = SharedLimiter(limits.db_path) if limits is not None and rules else None
+        self.limiter = shared_limiter(limits.db_path) if limits is not None and rules else None
         self.policy = policy_for(rules, default)
         self.retries, self.waited = 0, 0.0
         self._rng = rng
