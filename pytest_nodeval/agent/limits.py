@@ -26,6 +26,7 @@ import fnmatch
 import functools
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -209,18 +210,22 @@ class SharedLimiter:
     def __init__(self, path: Path, *, clock: Callable[[], float] | None = None) -> None:
         self.path = path
         self._clock = clock or time.time
+        self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
 
-    def _connect(self) -> _Closing:
-        # A connection per use: threads of a process never share one, and each is open for
-        # one short transaction only. The busy timeout waits out other processes' transactions.
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        # The state lives one run and means nothing after a crash of the machine: no fsync.
-        db.execute("PRAGMA synchronous=OFF")
-        return _Closing(db)
+    def _connect(self) -> _Borrowed:
+        # One connection per thread (sqlite3 connections are not shared across threads), and
+        # a new one after a fork. The busy timeout waits out other processes' transactions.
+        db = getattr(self._local, "db", None)
+        if db is None or self._local.pid != os.getpid():
+            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            # The state lives one run and means nothing after a crash of the machine: no fsync.
+            db.execute("PRAGMA synchronous=OFF")
+            self._local.db, self._local.pid = db, os.getpid()
+        return _Borrowed(db)
 
     def now(self) -> float:
         return self._clock()
@@ -228,16 +233,12 @@ class SharedLimiter:
     def try_acquire(self, rules: Sequence[LimitRule], now: float | None = None) -> tuple[Lease | None, float]:
         """A place in every rule's budget, or how long to wait before trying again."""
         now = self.now() if now is None else now
-        with self._connect() as db:
+        with self._connect() as db:  # an error rolls the transaction back
             db.execute("BEGIN IMMEDIATE")
-            try:
-                _forget_the_past(db, now)
-                wait = max((_wait_for(db, rule, now) for rule in rules), default=0.0)
-                lease = None if wait > 0 else _take(db, rules, now)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            _forget_the_past(db, now)
+            wait = max((_wait_for(db, rule, now) for rule in rules), default=0.0)
+            lease = None if wait > 0 else _take(db, rules, now)
+            db.execute("COMMIT")
         return lease, wait
 
     def acquire(self, rules: Sequence[LimitRule], sleep: Callable[[float], None] = time.sleep) -> Lease:
@@ -279,8 +280,8 @@ class SharedLimiter:
             return int(db.execute("SELECT count(*) FROM leases WHERE bucket = ?", (rule.bucket,)).fetchone()[0])
 
 
-class _Closing:
-    """sqlite3's own context manager commits but never closes; this one closes."""
+class _Borrowed:
+    """A thread's connection for one transaction; a transaction left open by an error is undone."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
@@ -289,7 +290,8 @@ class _Closing:
         return self.db
 
     def __exit__(self, *exc_info: object) -> None:
-        self.db.close()
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
 
 
 def _forget_the_past(db: sqlite3.Connection, now: float) -> None:
@@ -307,17 +309,21 @@ def _wait_for(db: sqlite3.Connection, rule: LimitRule, now: float) -> float:
     paused = db.execute("SELECT until FROM pauses WHERE bucket = ?", (rule.bucket,)).fetchone()
     if paused is not None:
         waits.append(paused[0] - now)
-    if rule.rpm is not None:
+    # Counting first: the rows (all of the last minute) are read only when the budget is spent.
+    if rule.rpm is not None and _one(db, "SELECT count(*) FROM starts WHERE bucket = ?", rule.bucket) >= rule.rpm:
         starts = [row[0] for row in db.execute("SELECT t FROM starts WHERE bucket = ?", (rule.bucket,))]
         waits.append(rpm_wait(starts, now, rule.rpm))
-    if rule.tpm is not None:
+    if rule.tpm is not None and _one(db, "SELECT total(tokens) FROM debits WHERE bucket = ?", rule.bucket) >= rule.tpm:
         debits = db.execute("SELECT t, tokens FROM debits WHERE bucket = ?", (rule.bucket,)).fetchall()
         waits.append(tpm_wait(debits, now, rule.tpm))
     if rule.inflight is not None:
-        held = db.execute("SELECT count(*) FROM leases WHERE bucket = ?", (rule.bucket,)).fetchone()[0]
-        if held >= rule.inflight:
+        if _one(db, "SELECT count(*) FROM leases WHERE bucket = ?", rule.bucket) >= rule.inflight:
             waits.append(INFLIGHT_POLL_S)
     return max(waits)
+
+
+def _one(db: sqlite3.Connection, query: str, bucket: str) -> float:
+    return float(db.execute(query, (bucket,)).fetchone()[0])
 
 
 def _take(db: sqlite3.Connection, rules: Sequence[LimitRule], now: float) -> Lease:
