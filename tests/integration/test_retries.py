@@ -105,6 +105,23 @@ def test_an_outage_past_the_retries_is_the_infrastructures_and_replays_as_such(
     assert replayed.divergence is None and replayed.end is not None and replayed.end.infra
 
 
+def test_a_connection_lost_past_the_retries_replays_as_lost(tmp_path: Path, block_network: Any) -> None:
+    case_dir = _case(tmp_path)
+    cut = {"rules": [{"respond": {"fault": {"kind": "malformed_stream", "mode": "cut"}}}]}
+    with LLMFake(cut) as fake:
+        observed = _run(_anthropic_agent(fake.url, 1), case_dir, "record", tmp_path / "rec")
+        assert len(fake.requests) == 2
+    assert observed.end is not None and observed.end.infra and "APIConnectionError" in (observed.end.reason or "")
+    assert [(r["status"], r["retries"]) for r in _responses(observed)] == [(0, 1)]
+    install_journal(tmp_path / "rec", case_dir / "journal")
+    block_network()
+    # In replay the SDK keeps its own retry (journals from before need it): each of its tries
+    # of the request nodeval gave up on fails the same way, and the journal is not overrun.
+    replayed = _run(_anthropic_agent("http://127.0.0.1:9", 1), case_dir, "deterministic", tmp_path / "rep")
+    assert replayed.divergence is None and replayed.end is not None and replayed.end.infra
+    assert "APIConnectionError" in (replayed.end.reason or "")
+
+
 def test_max_wait_stops_retrying_before_a_long_retry_after(tmp_path: Path) -> None:
     script = {"rules": [{"respond": {"fault": {"kind": "rate_limit", "retry_after_s": 120}}}], "responses": [HELLO]}
     with LLMFake(script) as fake:
