@@ -31,6 +31,7 @@ SLOW = {"rules": [{"respond": {"text": "ok", "delay_s": 0.3, "usage": {"input_to
 def _inputs(directory: Path, case_id: str) -> Path:
     (directory / "input").mkdir(parents=True)
     (directory / "case.yaml").write_text(f"id: {case_id}\n")
+    (directory / "assertions.yaml").write_text("[]\n")  # this test checks the observation itself
     (directory / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["hi"]}}))
     return directory
 

@@ -39,6 +39,7 @@ def _case(root: Path) -> Path:
     directory = root / "retry-case"
     (directory / "input").mkdir(parents=True)
     (directory / "case.yaml").write_text("id: retry-case\n")
+    (directory / "assertions.yaml").write_text("[]\n")  # the Python test checks it
     (directory / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["hi"]}}))
     return directory
 
@@ -143,6 +144,7 @@ def test_the_reference_engine_retries_through_the_same_layer(tmp_path: Path) -> 
     directory = tmp_path / "engine-case"
     (directory / "input").mkdir(parents=True)
     (directory / "case.yaml").write_text("id: engine-case\n")
+    (directory / "assertions.yaml").write_text("[]\n")  # this test checks the observation itself
     config = {"providers": [{"name": "anthropic", "model": "claude-sonnet-4-6", "base_url": "fake", "max_retries": 3}],
               "system_prompt": "Be brief.", "tools": []}
     (directory / "input" / "config.yaml").write_text(yaml.safe_dump(config))

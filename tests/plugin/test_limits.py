@@ -65,6 +65,7 @@ def project(nodeval_project: pytest.Pytester) -> pytest.Pytester:
     case_dir = nodeval_project.path / "scenarios" / "fan-out"
     (case_dir / "input").mkdir(parents=True)
     (case_dir / "case.yaml").write_text("id: fan-out\n")
+    (case_dir / "assertions.yaml").write_text("[]\n")  # the Python test checks it
     (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["go"]}}))
     (nodeval_project.path / "scenarios" / "test_fan_out.py").write_text(AGENT)
     return nodeval_project
