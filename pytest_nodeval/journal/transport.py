@@ -18,9 +18,9 @@ import httpx2
 from .replay import ReplayStash
 from .writer import JournalWriter
 
-# Response headers worth keeping: what the SDKs read (retry policy, request ids, type).
 RETRIES_EXTENSION = "nodeval_retries"
 """Set by the retrying transport under the recorder: the failed tries before this exchange."""
+# Response headers worth keeping: what the SDKs read (retry policy, request ids, type).
 KEPT_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "retry-after-ms", "x-should-retry")
 
 
