@@ -89,7 +89,11 @@ def policy_for(rules: tuple[LimitRule, ...], default: RetryPolicy) -> RetryPolic
     return default
 
 
-def request_model(body: bytes) -> str | None:
+def request_model(path: str, body: bytes) -> str | None:
+    """The model a request names: in its body (Anthropic, OpenAI) or its path (Gemini's
+    `.../models/<model>:generateContent`)."""
+    if "/models/" in path:
+        return path.rpartition("/models/")[2].partition(":")[0] or None
     try:
         parsed = json.loads(body) if body else None
     except ValueError:
@@ -114,9 +118,9 @@ def response_tokens(response: httpx2.Response) -> int:
 class _Tries:
     """The bookkeeping of one request's tries, shared by the sync and async transports."""
 
-    def __init__(self, provider: str, default: RetryPolicy, limits: RunLimits | None, body: bytes,
-                 rng: random.Random) -> None:
-        rules = limits.rules_for(provider, request_model(body)) if limits is not None else ()
+    def __init__(self, provider: str, default: RetryPolicy, limits: RunLimits | None, request: httpx2.Request,
+                 body: bytes, rng: random.Random) -> None:
+        rules = limits.rules_for(provider, request_model(request.url.path, body)) if limits is not None else ()
         self.rules = rules
         self.limiter = shared_limiter(limits.db_path) if limits is not None and rules else None
         self.policy = policy_for(rules, default)
@@ -162,7 +166,7 @@ class LimitedTransport(httpx2.BaseTransport):
         self._sleep, self._rng = sleep, rng or random.Random()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        tries = _Tries(self._provider, self._policy, self._limits, request.read(), self._rng)
+        tries = _Tries(self._provider, self._policy, self._limits, request, request.read(), self._rng)
         while True:
             lease = tries.limiter.acquire(tries.rules) if tries.limiter is not None else None
             try:
@@ -196,7 +200,7 @@ class AsyncLimitedTransport(httpx2.AsyncBaseTransport):
         self._rng = rng or random.Random()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        tries = _Tries(self._provider, self._policy, self._limits, await request.aread(), self._rng)
+        tries = _Tries(self._provider, self._policy, self._limits, request, await request.aread(), self._rng)
         while True:
             lease = await tries.limiter.acquire_async(tries.rules) if tries.limiter is not None else None
             try:

@@ -189,9 +189,10 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def __init__(self, journal: JournalWriter, stash: ReplayStash, provider: str, api: str) -> None:
         self._journal, self._stash, self._provider, self._api = journal, stash, provider, api
-        self._gave_up: tuple[str, bytes, str] | None = None
-        """A request whose recorded final exchange is a transport error: the SDK's own retries
-        of it (which the recording never saw: nodeval had retried below) fail the same way."""
+        self._gave_up: tuple[str, bytes, dict[str, Any]] | None = None
+        """A request whose recorded final exchange is a refusal or a transport error: the SDK's
+        own retries of it (which the recording never saw: nodeval had retried below) get the
+        same answer, and the journal is not read further for them."""
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         return self._serve(request, request.read())
@@ -201,7 +202,7 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def _serve(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
         if self._gave_up is not None and self._gave_up[:2] == (request.url.path, body):
-            raise _transport_error(self._gave_up[2], request)
+            return _answer(self._gave_up[2], request)
         self._gave_up = None
         # Most replayed requests are byte for byte the recorded ones: nothing to parse then.
         recorded = self._stash.serve_llm_exact(self._journal, self._provider, self._api, request.method,
@@ -211,11 +212,16 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             # Freshly parsed (owned: the stash only reads it); a scan reads the body as sent.
             recorded = self._stash.serve_llm(self._journal, self._provider, payload, owned=True,
                                              text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}")
-        if recorded.get("error"):
-            if recorded.get("retries") is not None:
-                self._gave_up = (request.url.path, body, recorded["error"])
-            raise _transport_error(recorded["error"], request)
-        return replayed_response(recorded, request)
+        final_failure = recorded.get("error") or recorded.get("status", 200) >= 400
+        if final_failure and recorded.get("retries") is not None:
+            self._gave_up = (request.url.path, body, recorded)
+        return _answer(recorded, request)
+
+
+def _answer(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Response:
+    if recorded.get("error"):
+        raise _transport_error(recorded["error"], request)
+    return replayed_response(recorded, request)
 
 
 def replayed_response(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Response:

@@ -123,6 +123,33 @@ def test_a_connection_lost_past_the_retries_replays_as_lost(tmp_path: Path, bloc
     assert "APIConnectionError" in (replayed.end.reason or "")
 
 
+def _gemini_case(root: Path, script: dict[str, Any]) -> Path:
+    directory = _case(root)
+    config = {"providers": [{"name": "gemini", "model": "gemini-2.5-flash", "base_url": "fake", "max_retries": 2}],
+              "system_prompt": "Be brief.", "tools": []}
+    (directory / "input" / "config.yaml").write_text(yaml.safe_dump(config))
+    (directory / "input" / "llm.yaml").write_text(yaml.safe_dump(script))
+    return directory
+
+
+def test_gemini_is_retried_below_the_journal_and_replays_a_final_refusal(tmp_path: Path, block_network: Any) -> None:
+    burst = load_case(_gemini_case(tmp_path / "burst", _burst("rate_limit", times=2)))
+    observed = run_case(burst, AttemptSettings(mode="live"), tmp_path / "live")
+    assert observed.status == "ok" and observed.metrics()["retries"] == 2
+    assert [(r["status"], r["retries"]) for r in _responses(observed)] == [(200, 2)]
+
+    down = load_case(_gemini_case(tmp_path / "down", _burst("unavailable", times=None)))
+    recorded = run_case(down, AttemptSettings(mode="record"), tmp_path / "rec")
+    assert recorded.end is not None and recorded.end.infra
+    assert [(r["status"], r["retries"]) for r in _responses(recorded)] == [(503, 2)]
+    install_journal(tmp_path / "rec", down.journal_dir)
+    block_network()
+    # google-genai does not read x-should-retry, and replay keeps its retries for the journals
+    # from before: each of them gets the same recorded 503, and the replay does not diverge.
+    replayed = run_case(load_case(down.directory), AttemptSettings(mode="deterministic"), tmp_path / "rep")
+    assert replayed.divergence is None and replayed.end is not None and replayed.end.infra
+
+
 def test_max_wait_stops_retrying_before_a_long_retry_after(tmp_path: Path) -> None:
     script = {"rules": [{"respond": {"fault": {"kind": "rate_limit", "retry_after_s": 120}}}], "responses": [HELLO]}
     with LLMFake(script) as fake:

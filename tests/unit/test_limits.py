@@ -30,6 +30,7 @@ from pytest_nodeval.agent.retries import (
     RetryPolicy,
     backoff_s,
     policy_for,
+    request_model,
     retry_after_s,
     should_retry,
 )
@@ -121,6 +122,12 @@ def test_backoff_honours_retry_after_or_doubles_with_jitter() -> None:
         assert 0.375 <= backoff_s(policy, 0, None, rng) <= 0.5
         assert 1.5 <= backoff_s(policy, 2, {}, rng) <= 2.0
         assert 6.0 <= backoff_s(policy, 9, {}, rng) <= 8.0  # capped
+
+
+def test_the_model_of_a_request_is_read_from_its_body_or_gemini_path() -> None:
+    assert request_model("/v1/messages", b'{"model": "claude-haiku-4-5", "max_tokens": 5}') == "claude-haiku-4-5"
+    assert request_model("/v1beta/models/gemini-2.5-flash:streamGenerateContent", b"{}") == "gemini-2.5-flash"
+    assert request_model("/v1/chat/completions", b"not json") is None
 
 
 def test_a_model_line_sets_retries_over_its_provider_line_over_the_client() -> None:
