@@ -52,7 +52,25 @@ def build_app(fake: LLMFake) -> Starlette:
         return await _handle(fake, request)
 
     routes = [Route(path, endpoint, methods=["POST"]) for path in (*wire.API_PATHS, *wire.GEMINI_PATHS)]
-    return Starlette(routes=routes)
+    return _counting_in_flight(fake, Starlette(routes=routes))
+
+
+def _counting_in_flight(fake: LLMFake, app: Any) -> Any:
+    """Counts the requests being answered at once (until the last byte of a stream is sent)."""
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        # One event loop serves the fake: these updates never interleave.
+        fake.in_flight += 1
+        fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+        try:
+            await app(scope, receive, send)
+        finally:
+            fake.in_flight -= 1
+
+    return counted
 
 
 def _api_and_params(request: Request) -> tuple[Any, dict[str, str]]:
@@ -212,7 +230,7 @@ def _fault_status(kind: str, api: str) -> int:
     if kind == "overloaded":
         # Anthropic's own 529 (the SDK's OverloadedError); OpenAI and Gemini answer 503.
         return 529 if api == "anthropic" else 503
-    return {"rate_limit": 429, "server_error": 500}[kind]
+    return {"rate_limit": 429, "server_error": 500, "unavailable": 503}[kind]
 
 
 _DEFAULT_MESSAGES = {

@@ -47,12 +47,19 @@ openai_responses | gemini), ``model``, ``last_user_contains``, ``last_user_regex
 ``after_tool_result``, ``stream``. Fault kinds: ``rate_limit`` (429, optional Retry-After),
 ``server_error`` (500), ``overloaded`` (Anthropic 529 ``overloaded_error``; OpenAI and
 Gemini 503),
+``unavailable`` (503 for every API, optional Retry-After),
 ``timeout`` (the server stalls ``sleep_s`` seconds, longer than the client waits) and
 ``malformed_stream`` (``mode: cut`` drops the connection mid-event; ``mode: invalid_json``
 sends an event whose data is not JSON). A request that no rule and no remaining response
 answers gets a 400 in the provider's error shape that says so.
 
+A burst of faults is a rule with ``times``: ``{respond: {fault: {kind: rate_limit}}, times: 3}``
+fails the first three requests; without ``times`` the fault is permanent.
+
 Every request is kept in `LLMFake.requests` (headers with credentials redacted).
+`LLMFake.in_flight` counts the requests being answered right now and `max_in_flight` the
+most there ever were at once (until the last byte of a stream is sent): what a client-side
+concurrency limit must keep low.
 
 Not covered: other endpoints (models, batches, files, embeddings, token counting), images
 and documents, extended thinking, citations, structured-output validation, the Assistants
@@ -130,10 +137,10 @@ class ScriptedToolCall(_Model):
 
 
 class Fault(_Model):
-    kind: Literal["rate_limit", "server_error", "overloaded", "timeout", "malformed_stream"]
+    kind: Literal["rate_limit", "server_error", "overloaded", "unavailable", "timeout", "malformed_stream"]
     """What goes wrong instead of an answer."""
     retry_after_s: float | None = Field(default=None, ge=0)
-    """rate_limit/overloaded: sent as `retry-after` (whole seconds) and `retry-after-ms`."""
+    """rate_limit/overloaded/unavailable: sent as `retry-after` (whole seconds) and `retry-after-ms`."""
     message: str | None = None
     """Error message; a provider-like default when omitted."""
     sleep_s: float = Field(default=30.0, gt=0)
@@ -283,6 +290,10 @@ class LLMFake:
         self.api_key = api_key
         """When set, requests without this key get the provider's 401."""
         self.requests: list[RecordedLLMRequest] = []
+        self.in_flight = 0
+        """Requests being answered right now."""
+        self.max_in_flight = 0
+        """The most requests ever answered at once (since the start or the last `reset`)."""
         self._counter = 0
         self._plan = self._new_plan(seed)
         self._served: Any = None
@@ -318,6 +329,7 @@ class LLMFake:
         (from `seed`, else the script's seed); recorded requests are cleared."""
         self._plan = self._new_plan(seed)
         self.requests.clear()
+        self.max_in_flight = self.in_flight
 
     def _new_plan(self, seed: int | None) -> _Plan:
         rng = random.Random(self.script.seed if seed is None else seed)

@@ -58,11 +58,13 @@ FAKE_KEY = "nodeval-fake-key"
 
 class AgentContext:
     def __init__(self, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None = None,
-                 fakes: dict[str, Any] | None = None) -> None:
+                 fakes: dict[str, Any] | None = None, limits: Any = None) -> None:
         self.journal, self.user, self.stash = journal, user, stash
         self.fakes = fakes or {}
         """Fakes started for this attempt by kind: with an `llm` one, live and record sessions send
         the SDK clients there unless a base_url is given."""
+        self.limits = limits
+        """The run's shared rate limits (limits.RunLimits), which every client here goes through."""
         self._clients: list[Any] = []
         self._registered: set[str] = set()
         self._calls = 0
@@ -74,11 +76,18 @@ class AgentContext:
 
     # -- SDK clients ------------------------------------------------------------------------
 
-    def http_client(self, provider: str = "http", *, api: str = "http", asynchronous: bool = False) -> Any:
-        """An httpx2 client journaled under `provider` (for SDKs not built in)."""
+    def http_client(self, provider: str = "http", *, api: str = "http", asynchronous: bool = False,
+                    max_retries: int | None = None) -> Any:
+        """An httpx2 client journaled under `provider` (for SDKs not built in).
+
+        Live, its requests are rate-limited by the run's `nodeval_limits` (under the name
+        `provider`) and retried on 429/5xx/connection errors `max_retries` times (default 2):
+        give the SDK on top of it no retries of its own.
+        """
         from .providers import Wiring, sdk_http_client
 
-        client = sdk_http_client(Wiring(self.journal, self.stash), provider, api, asynchronous=asynchronous)
+        wiring = Wiring(self.journal, self.stash, limits=self.limits)
+        client = sdk_http_client(wiring, provider, api, asynchronous=asynchronous, max_retries=max_retries)
         self._clients.append(client)
         return client
 
@@ -120,9 +129,14 @@ class AgentContext:
             options = options.model_copy(update={"base_url": fake})
             kwargs.setdefault("api_key", FAKE_KEY)
         self._key(kwargs, "genai.Client", "GEMINI_API_KEY", "GOOGLE_API_KEY")
-        kwargs["http_options"] = options.model_copy(update={
-            "httpx_client": self.http_client(name, api=GEMINI_API),
-            "httpx_async_client": self.http_client(name, api=GEMINI_API, asynchronous=True)})
+        asked = options.retry_options
+        retries = max(0, (asked.attempts or 1) - 1) if asked is not None and asked.attempts is not None else None
+        update: dict[str, Any] = {
+            "httpx_client": self.http_client(name, api=GEMINI_API, max_retries=retries),
+            "httpx_async_client": self.http_client(name, api=GEMINI_API, asynchronous=True, max_retries=retries)}
+        if not self.replaying:
+            update["retry_options"] = None  # nodeval retries below the journal (the SDK's own `attempts`)
+        kwargs["http_options"] = options.model_copy(update=update)
         return genai.Client(**kwargs)
 
     def _sdk(self, cls: Any, name: str, api: str, key_env: str, asynchronous: bool, kwargs: dict[str, Any]) -> Any:
@@ -131,7 +145,12 @@ class AgentContext:
             kwargs["base_url"] = fake + ("/v1" if api.startswith("openai") else "")
             kwargs.setdefault("api_key", FAKE_KEY)
         self._key(kwargs, cls.__name__, key_env)
-        kwargs["http_client"] = self.http_client(name, api=api, asynchronous=asynchronous)
+        retries = kwargs.pop("max_retries", None)
+        if not self.replaying:
+            kwargs["max_retries"] = 0  # nodeval retries below the journal, limited and counted
+        elif retries is not None:
+            kwargs["max_retries"] = retries  # journals from before retried in the SDK
+        kwargs["http_client"] = self.http_client(name, api=api, asynchronous=asynchronous, max_retries=retries)
         return cls(**kwargs)
 
     def _fake_url(self) -> str | None:
@@ -285,9 +304,10 @@ def tool(fn: F | None = None, *, name: str | None = None) -> Any:
 
 
 def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None,
-              *, mode: str, fakes: dict[str, Any] | None = None) -> tuple[str | None, str | None]:
+              *, mode: str, fakes: dict[str, Any] | None = None,
+              limits: Any = None) -> tuple[str | None, str | None]:
     """Run a user's agent; returns (divergence, error). The journal gets session.start/end."""
-    ctx = AgentContext(journal, user, stash, fakes)
+    ctx = AgentContext(journal, user, stash, fakes, limits)
     journal.emit("session.start", {"engine": getattr(agent, "__qualname__", type(agent).__name__),
                                    "version": __version__, "session_id": journal.header.session_id, "mode": mode})
     start = time.perf_counter()

@@ -77,13 +77,19 @@ class Wiring:
     stash: ReplayStash | None = None
     api_keys: dict[str, str] = field(default_factory=dict)
     """Keys by provider name, ahead of the environment (e.g. for local fakes)."""
+    limits: Any = None
+    """The run's shared rate limits (limits.RunLimits); None: no limits, retries only."""
+
+    @property
+    def live(self) -> bool:
+        return self.stash is None
 
 
-def side_wiring(keys: dict[str, str] | None = None) -> Wiring:
+def side_wiring(keys: dict[str, str] | None = None, limits: Any = None) -> Wiring:
     """Wiring for model calls outside the agent's session: an in-memory, discarded journal."""
     header = JournalHeader(session_id=new_session_id(), created_at=now_iso(), engine=EngineInfo(version="side"),
                            source="live")
-    return Wiring(JournalWriter(None, header), None, keys or {})
+    return Wiring(JournalWriter(None, header), None, keys or {}, limits)
 
 
 # -- mock ---------------------------------------------------------------------------------
@@ -181,21 +187,47 @@ def _reply_from_mock(response: dict[str, Any]) -> ModelReply:
 # -- SDK providers ------------------------------------------------------------------------
 
 
-def sdk_http_client(wiring: Wiring, provider: str, api: str, *, asynchronous: bool = False) -> Any:
-    """An httpx2 client whose transport journals (live) or serves the journal (replay)."""
+def sdk_http_client(wiring: Wiring, provider: str, api: str, *, asynchronous: bool = False,
+                    max_retries: int | None = None) -> Any:
+    """An httpx2 client whose transport journals (live) or serves the journal (replay).
+
+    Live, the journaling transport sends through the retrying, rate-limited one (see
+    agent/retries.py): `max_retries` retries unless a `nodeval_limits` line says otherwise.
+    The SDK built on this client must not retry itself (pass it `max_retries=0`).
+    """
     import httpx2
 
     from ..journal.transport import AsyncRecordingTransport, RecordingTransport, ReplayTransport
+    from .retries import DEFAULT_MAX_RETRIES, AsyncLimitedTransport, LimitedTransport, RetryPolicy
 
+    policy = RetryPolicy(max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries)
+    family = limits_provider(provider, api)
     if wiring.stash is not None:
         transport: Any = ReplayTransport(wiring.journal, wiring.stash, provider, api)
     elif asynchronous:
-        transport = AsyncRecordingTransport(wiring.journal, provider, api)
+        transport = AsyncRecordingTransport(wiring.journal, provider, api,
+                                            AsyncLimitedTransport(family, policy, wiring.limits))
     else:
-        transport = RecordingTransport(wiring.journal, provider, api)
+        transport = RecordingTransport(wiring.journal, provider, api, LimitedTransport(family, policy, wiring.limits))
     # trust_env=False: proxy settings from the environment would add real transports.
     client_cls = httpx2.AsyncClient if asynchronous else httpx2.Client
     return client_cls(transport=transport, trust_env=False)
+
+
+def limits_provider(provider: str, api: str) -> str:
+    """The name a `nodeval_limits` line gives a client's traffic: its API's family (anthropic,
+    openai) whatever the provider's key, or the name given to a plain `http_client`."""
+    family = api.partition(".")[0]
+    return provider if family in ("http", "") else family
+
+
+def sdk_retries(spec: ProviderSpec, wiring: Wiring) -> int:
+    """The SDK's own retries: none live (nodeval retries below the journal), as recorded in replay.
+
+    Journals from before nodeval retried on its own hold every try; replaying them needs the
+    SDK to retry as it did then. A final exchange says `x-should-retry: false` in replay.
+    """
+    return 0 if wiring.live else spec.max_retries
 
 
 def api_key(spec: ProviderSpec, wiring: Wiring, default_env: str, *other_envs: str) -> str:
@@ -220,8 +252,8 @@ class AnthropicProvider:
         self.errors = (anthropic.APIError,)
         self._client = anthropic.Anthropic(
             api_key=api_key(spec, wiring, "ANTHROPIC_API_KEY"), base_url=spec.base_url,
-            max_retries=spec.max_retries, timeout=spec.timeout_s,
-            http_client=sdk_http_client(wiring, spec.key, "anthropic.messages"),
+            max_retries=sdk_retries(spec, wiring), timeout=spec.timeout_s,
+            http_client=sdk_http_client(wiring, spec.key, "anthropic.messages", max_retries=spec.max_retries),
         )
 
     def complete(self, request: ModelRequest) -> ModelReply:
@@ -289,8 +321,8 @@ class OpenAIProvider:
         api = "openai.responses" if spec.api == "responses" else "openai.chat"
         self._client = openai.OpenAI(
             api_key=api_key(spec, wiring, "OPENAI_API_KEY"), base_url=spec.base_url,
-            max_retries=spec.max_retries, timeout=spec.timeout_s,
-            http_client=sdk_http_client(wiring, spec.key, api),
+            max_retries=sdk_retries(spec, wiring), timeout=spec.timeout_s,
+            http_client=sdk_http_client(wiring, spec.key, api, max_retries=spec.max_retries),
         )
 
     def complete(self, request: ModelRequest) -> ModelReply:
@@ -412,8 +444,9 @@ class GeminiProvider:
         options = types.HttpOptions(
             base_url=spec.base_url, timeout=round(spec.timeout_s * 1000),
             retry_options=gemini_retries(spec.max_retries, replaying=wiring.stash is not None),
-            httpx_client=sdk_http_client(wiring, spec.key, GEMINI_API),
-            httpx_async_client=sdk_http_client(wiring, spec.key, GEMINI_API, asynchronous=True))
+            httpx_client=sdk_http_client(wiring, spec.key, GEMINI_API, max_retries=spec.max_retries),
+            httpx_async_client=sdk_http_client(wiring, spec.key, GEMINI_API, asynchronous=True,
+                                               max_retries=spec.max_retries))
         self._client = genai.Client(api_key=api_key(spec, wiring, "GEMINI_API_KEY", "GOOGLE_API_KEY"),
                                     http_options=options)
 
@@ -476,12 +509,13 @@ GEMINI_API = "gemini.generate_content"
 
 
 def gemini_retries(max_retries: int, *, replaying: bool) -> Any:
-    """The SDK's retry policy (it retries nothing unless told to); no waiting in replay."""
+    """The SDK's retry policy: none live (nodeval retries below the journal); in replay, as
+    journals from before were recorded (every try an exchange), without waiting."""
     from google.genai import types
 
     if replaying:  # recorded failures are served at once; the recorded backoff is not worth repeating
         return types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=0.0, max_delay=0.0, jitter=0.0)
-    return types.HttpRetryOptions(attempts=max_retries + 1)
+    return types.HttpRetryOptions(attempts=1)
 
 
 def gemini_stop_reason(finish: Any) -> str:

@@ -117,6 +117,9 @@ class LlmResponse(_Payload):
     model: str | None = None
     """The model that answered, as the response names it (else as the request asked): prices it."""
     latency_ms: float = 0.0
+    # `retries` (an extra field, written only by the HTTP recorder): the tries of this request
+    # that failed (429, 5xx, connection) before this final exchange. Absent from journals
+    # written before nodeval retried on its own, where each try is an exchange of its own.
 
 
 class ToolRegister(_Payload):

@@ -18,6 +18,8 @@ import httpx2
 from .replay import ReplayStash
 from .writer import JournalWriter
 
+RETRIES_EXTENSION = "nodeval_retries"
+"""Set by the retrying transport under the recorder: the failed tries before this exchange."""
 # Response headers worth keeping: what the SDKs read (retry policy, request ids, type).
 KEPT_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "retry-after-ms", "x-should-retry")
 
@@ -39,6 +41,8 @@ def request_payload(request: httpx2.Request, provider: str, api: str, body: byte
 
 def response_payload(provider: str, response: httpx2.Response, latency_ms: float,
                      requested_model: str | None = None) -> dict[str, Any]:
+    """The final exchange of a request; `retries` counts the tries that failed before it
+    (see agent/retries.py), and its presence marks the exchange as final for replay."""
     headers = {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers}
     text = response.content.decode("utf-8", "replace")
     is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
@@ -53,6 +57,7 @@ def response_payload(provider: str, response: httpx2.Response, latency_ms: float
         "usage": extract_usage(body, sse),
         "model": extract_model(body, sse) or requested_model,
         "latency_ms": round(latency_ms, 3),
+        "retries": int(response.extensions.get(RETRIES_EXTENSION, 0)),
     }
 
 
@@ -64,7 +69,7 @@ def requested_model(payload: dict[str, Any]) -> str | None:
 
 def error_payload(provider: str, exc: Exception, latency_ms: float) -> dict[str, Any]:
     return {"provider": provider, "status": 0, "error": f"{type(exc).__name__}: {exc}",
-            "latency_ms": round(latency_ms, 3)}
+            "latency_ms": round(latency_ms, 3), "retries": int(getattr(exc, RETRIES_EXTENSION, 0))}
 
 
 def extract_usage(body: Any, sse: str | None) -> dict[str, int] | None:
@@ -236,6 +241,10 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def __init__(self, journal: JournalWriter, stash: ReplayStash, provider: str, api: str) -> None:
         self._journal, self._stash, self._provider, self._api = journal, stash, provider, api
+        self._gave_up: tuple[str, bytes, dict[str, Any]] | None = None
+        """A request whose recorded final exchange is a refusal or a transport error: the SDK's
+        own retries of it (which the recording never saw: nodeval had retried below) get the
+        same answer, and the journal is not read further for them."""
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         return self._serve(request, request.read())
@@ -244,6 +253,9 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         return self._serve(request, await request.aread())
 
     def _serve(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
+        if self._gave_up is not None and self._gave_up[:2] == (request.url.path, body):
+            return _answer(self._gave_up[2], request)
+        self._gave_up = None
         # Most replayed requests are byte for byte the recorded ones: nothing to parse then.
         recorded = self._stash.serve_llm_exact(self._journal, self._provider, self._api, request.method,
                                                request.url.path, body)
@@ -252,9 +264,16 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             # Freshly parsed (owned: the stash only reads it); a scan reads the body as sent.
             recorded = self._stash.serve_llm(self._journal, self._provider, payload, owned=True,
                                              text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}")
-        if recorded.get("error"):
-            raise _transport_error(recorded["error"], request)
-        return replayed_response(recorded, request)
+        final_failure = recorded.get("error") or recorded.get("status", 200) >= 400
+        if final_failure and recorded.get("retries") is not None:
+            self._gave_up = (request.url.path, body, recorded)
+        return _answer(recorded, request)
+
+
+def _answer(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Response:
+    if recorded.get("error"):
+        raise _transport_error(recorded["error"], request)
+    return replayed_response(recorded, request)
 
 
 def replayed_response(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Response:
@@ -263,6 +282,10 @@ def replayed_response(recorded: dict[str, Any], request: httpx2.Request) -> http
         # The SDK retries as it did when recording; the recorded wait is not worth repeating.
         headers.pop("retry-after", None)
         headers["retry-after-ms"] = "1"
+        if recorded.get("retries") is not None:
+            # Recorded as the final exchange, after nodeval's own retries: the SDK retried
+            # nothing then, so it must not now (journals from before recorded every try).
+            headers["x-should-retry"] = "false"
     if recorded.get("sse") is not None:
         content = recorded["sse"].encode()
         headers.setdefault("content-type", "text/event-stream")

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,6 +47,7 @@ class JournalWriter:
         self._durable = durable
         self._turn = 0
         self._file: IO[str] | None = None
+        self._lock = threading.Lock()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
             write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable)
@@ -79,21 +81,22 @@ class JournalWriter:
             redacted = self._redactor(type_name, payload, text)  # type: ignore[call-arg]
         else:
             redacted = self._redactor(type_name, payload)
-        raw = {
-            "seq": len(self.events) + 1,
-            "ts": now_iso(),
-            "type": type_name,
-            "turn": self._turn if turn is None else turn,
-            "payload": redacted,
-        }
-        # Serialise first, then validate the very line that is written: the event kept in
-        # memory is what a reader will parse, and it shares no objects with the caller (an
-        # agent's live message list, say, changes after the call).
-        if owned:
-            event = EVENT_ADAPTER.validate_python(raw)
-        else:
-            event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
-        return self._keep(event)
+        with self._lock:  # an agent's threads may call models at once: one seq each, in file order
+            raw = {
+                "seq": len(self.events) + 1,
+                "ts": now_iso(),
+                "type": type_name,
+                "turn": self._turn if turn is None else turn,
+                "payload": redacted,
+            }
+            # Serialise first, then validate the very line that is written: the event kept in
+            # memory is what a reader will parse, and it shares no objects with the caller (an
+            # agent's live message list, say, changes after the call).
+            if owned:
+                event = EVENT_ADAPTER.validate_python(raw)
+            else:
+                event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
+            return self._keep(event)
 
     def emit_recorded(self, recorded: Any, *, turn: int | None = None, raw_payload: bytes = b"") -> Any:
         """Append an event whose payload is served verbatim from a golden journal.
@@ -109,9 +112,10 @@ class JournalWriter:
         if not getattr(self._redactor, "redacts_as_recorded", False):
             # A stricter redactor (the sampler's PII one, a user's) never saw this payload.
             return self.emit(recorded.type, recorded.payload_dict(), turn=turn)
-        event = model.model_construct(seq=len(self.events) + 1, ts=now_iso(), type=recorded.type,
-                                      turn=self._turn if turn is None else turn, payload=recorded.payload)
-        return self._keep(event, raw_payload)
+        with self._lock:
+            event = model.model_construct(seq=len(self.events) + 1, ts=now_iso(), type=recorded.type,
+                                          turn=self._turn if turn is None else turn, payload=recorded.payload)
+            return self._keep(event, raw_payload)
 
     def _keep(self, event: Any, raw_payload: bytes = b"") -> Any:
         if self._file is not None:

@@ -93,10 +93,10 @@ def parse_verdict(text: str, tool_args: dict[str, Any] | None) -> dict[str, str]
 
 
 class Judge:
-    def __init__(self, spec: ProviderSpec, llm_url: str | None) -> None:
+    def __init__(self, spec: ProviderSpec, llm_url: str | None, *, limits: Any = None) -> None:
         self.spec = resolve(spec, llm_url).model_copy(update={"label": "judge"})
         keys = {"judge": FAKE_KEY} if is_fake(spec) else {}
-        self._provider: Any = PROVIDERS[self.spec.name](self.spec, side_wiring(keys))
+        self._provider: Any = PROVIDERS[self.spec.name](self.spec, side_wiring(keys, limits))
 
     @property
     def name(self) -> str:
@@ -130,8 +130,8 @@ class Judge:
 
 
 def make_grader(rubrics: Sequence[Any], judge_spec: ProviderSpec | None, golden: Sequence[Any] | None,
-                reuse: bool) -> Any:
-    """A grade(journal, llm_url) hook for session.run_case."""
+                reuse: bool, *, limits: Any = None) -> Any:
+    """A grade(journal, llm_url) hook for session.run_case; `limits`: the run's shared rate limits."""
 
     def grade(journal: Any, llm_url: str | None) -> dict[str, Any]:
         text = transcript(journal.events)
@@ -147,7 +147,7 @@ def make_grader(rubrics: Sequence[Any], judge_spec: ProviderSpec | None, golden:
                                          "or `judge:` on the rubric)"}
                     continue
                 key = f"{spec.name}:{spec.model}"
-                judge = judges.setdefault(key, Judge(spec, llm_url))
+                judge = judges.setdefault(key, Judge(spec, llm_url, limits=limits))
                 journal.emit("judge.request", {"judge": judge.name, "criterion": criterion,
                                                "body": {"transcript_digest": seen, "reference": rubric.reference}})
                 verdict = recorded.get(criterion) or judge.grade(criterion, text, rubric.reference)

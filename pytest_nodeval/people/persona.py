@@ -42,12 +42,12 @@ def persona_prompt(spec: PersonaUserSpec) -> str:
 
 
 class PersonaUser:
-    def __init__(self, spec: PersonaUserSpec, llm_url: str | None = None) -> None:
+    def __init__(self, spec: PersonaUserSpec, llm_url: str | None = None, *, limits: Any = None) -> None:
         self.spec = spec
         self.ending: str | None = None
         provider_spec = resolve(spec.provider, llm_url).model_copy(update={"label": "user"})
         keys = {"user": FAKE_KEY} if is_fake(spec.provider) else {}
-        self._provider: Any = PROVIDERS[provider_spec.name](provider_spec, side_wiring(keys))
+        self._provider: Any = PROVIDERS[provider_spec.name](provider_spec, side_wiring(keys, limits))
         self._system = persona_prompt(spec)
         self._said: list[str] = []
         self._heard: list[str] = []

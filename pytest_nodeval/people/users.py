@@ -52,11 +52,12 @@ class JournalUser:
         return UserTurn(payload["text"], payload.get("source", "scripted"))
 
 
-def make_user(spec: Any, where: str, llm_url: str | None = None) -> SimulatedUser:
+def make_user(spec: Any, where: str, llm_url: str | None = None, *, limits: Any = None) -> SimulatedUser:
+    """The simulated user of a live attempt; a persona's model calls go through the run's `limits`."""
     if isinstance(spec, ScriptedUserSpec):
         return ScriptedUser(spec, where)
     if isinstance(spec, PersonaUserSpec):
         from .persona import PersonaUser
 
-        return PersonaUser(spec, llm_url)
+        return PersonaUser(spec, llm_url, limits=limits)
     raise NodevalError(f"{where}: unsupported user kind {getattr(spec, 'kind', spec)!r}")

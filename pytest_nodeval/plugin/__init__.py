@@ -80,6 +80,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="")
     parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=10 adaptive=on'.", type="linelist",
                   default=[])
+    parser.addini("nodeval_limits", "Rate limits shared by every worker of a run: lines "
+                  "'provider[/model-glob]: rpm=N tpm=N inflight=N retries=N max_wait=S'.", type="linelist",
+                  default=[])
 
 
 def pytest_configure(config: pytest.Config) -> None:

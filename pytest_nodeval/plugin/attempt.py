@@ -67,7 +67,16 @@ class Attempt:
         world = self.case.spec.world.backend or (None if self.settings.world == "auto" else self.settings.world)
         return AttemptSettings(mode=self.settings.mode, match=self.settings.match, world_backend=world,
                                run_id=self.run_dir.name, seed=self.ref.repeat, judge=self.settings.judge,
-                               work_dir=self.run_dir / "_work", install=False)  # the controller installs passes
+                               work_dir=self.run_dir / "_work", install=False,  # the controller installs passes
+                               limits=self._limits())
+
+    def _limits(self) -> Any:
+        if not self.settings.limits:
+            return None
+        from ..agent.limits import RunLimits
+
+        # Under the run directory: the controller and every xdist worker share this one file.
+        return RunLimits(self.settings.limits, self.run_dir / "_shared" / "limits.sqlite")
 
     def _grader(self) -> Any:
         rubrics = [a for a in self.case.assertions if a.kind == "judge"]
@@ -76,7 +85,7 @@ class Attempt:
         from ..people.judge import make_grader
 
         golden = self.case.journal().events if (self.case.journal_dir / "events.jsonl").is_file() else None
-        return make_grader(rubrics, self.settings.judge, golden, self.settings.judge_reuse)
+        return make_grader(rubrics, self.settings.judge, golden, self.settings.judge_reuse, limits=self._limits())
 
     def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
         """Run the case once, with the reference engine or your own `agent` (see agent/adapter.py).
@@ -212,7 +221,7 @@ class Attempt:
             cache_read_tokens=cost.cache_read_tokens, cache_write_tokens=cost.cache_write_tokens,
             cost_usd=cost.cost_usd, cost_unpriced=list(cost.unpriced),
             turns=metrics.get("turns", 0), llm_calls=metrics.get("llm_calls", 0),
-            tool_calls=metrics.get("tool_calls", 0),
+            tool_calls=metrics.get("tool_calls", 0), retries=metrics.get("retries", 0),
             journal=str(self.journal_dir.relative_to(self.run_dir)) if self.observed else None,
             world_backend=self.observed.world_backend if self.observed else None,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),

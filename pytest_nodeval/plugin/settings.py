@@ -61,6 +61,8 @@ class Settings:
     """Per-model price overrides (runner.cost.Price) from nodeval_prices, ahead of genai-prices."""
     max_cost: float | None = None
     """--nodeval-max-cost / nodeval_max_cost: USD the run may spend before it stops starting attempts."""
+    limits: tuple[Any, ...] = ()
+    """The rate limits of nodeval_limits (agent.limits.LimitRule), shared by the run's processes."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
 
@@ -158,6 +160,7 @@ def from_config(config: pytest.Config) -> Settings:
         record_force=bool(config.getoption("nodeval_record_force")), adaptive=values["adaptive"],
         progress=_progress_mode(config, where), progress_interval_s=_progress_interval(config, where),
         prices=_prices(config.getini("nodeval_prices"), where), max_cost=_max_cost(config, where),
+        limits=_limits(config.getini("nodeval_limits"), where, profile, profiles),
     )
 
 
@@ -205,6 +208,18 @@ def _max_cost(config: pytest.Config, where: str) -> float | None:
     if not 0 < value < float("inf"):
         raise pytest.UsageError(f"{source} must be a positive amount in USD (e.g. 5 or 0.50), got {raw!r}")
     return value
+
+
+def _limits(lines: list[str], where: str, profile: str | None, profiles: dict[str, Any]) -> tuple[Any, ...]:
+    if not lines:
+        return ()
+    from ..agent.limits import parse_limits
+    from ..errors import ConfigError
+
+    try:
+        return parse_limits(lines, where, profile, profiles)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _judge(text: str, where: str) -> Any:

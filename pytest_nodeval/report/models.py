@@ -87,6 +87,9 @@ class AttemptRecord(_Model):
     turns: int = 0
     llm_calls: int = 0
     tool_calls: int = 0
+    retries: int = 0
+    """LLM requests tried again after a 429, 5xx or connection error (live attempts only;
+    each LLM call counts once in llm_calls however often it was tried)."""
     journal: str | None = None
     """The observed journal directory, relative to the run directory."""
     world_backend: str | None = None

@@ -201,6 +201,9 @@ def totals_line(report: RunReport) -> str:
     if t.not_run:
         budget = f" ({t.not_run_budget} for the budget)" if t.not_run_budget else ""
         parts.append(f"{t.not_run} not run{budget}")
+    retries = sum(a.retries for c in report.cases for a in c.attempts)
+    if retries:
+        parts.append(f"{retries} LLM request(s) retried (429, 5xx, connection)")
     worlds = sorted({a.world_backend for c in report.cases for a in c.attempts if a.world_backend})
     where = f", world: {'/'.join(worlds)}" if worlds else ""
     return f"{report.mode} mode, repeat {report.repeat}{where}: " + ", ".join(parts) + rate

@@ -45,6 +45,8 @@ class AttemptSettings:
     session_id: str | None = None
     """The observed journal's session id (default: a new random one); set by callers that
     must correlate the journal with their own records, such as `nodeval inspect-mode`."""
+    limits: Any = None
+    """The run's shared rate limits (agent.limits.RunLimits), for live model calls; None: none."""
     install: bool = True
     """Record mode: replace the case's journal as soon as the session ends ok. Callers that
     judge the attempt first (the plugin, `nodeval record`) pass False and install only a
@@ -92,6 +94,9 @@ class Observed:
         end = self.end
         llm_calls = sum(1 for e in self.events if e.type == "llm.request")
         tool_calls = sum(1 for e in self.events if e.type == "tool.call")
+        # Retries happened only if this attempt reached the network; a replay serves none.
+        retries = 0 if self.mode in REPLAY_MODES else sum(
+            e.payload_dict().get("retries") or 0 for e in self.events if e.type == "llm.response")
         return {
             "status": self.status,
             "reason": self.divergence or (end.reason if end else "the session did not end"),
@@ -104,6 +109,7 @@ class Observed:
             "turns": end.turns if end else 0,
             "llm_calls": llm_calls,
             "tool_calls": tool_calls,
+            "retries": retries,
             "user_ending": end.user_ending if end else None,
         }
 
@@ -178,8 +184,9 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter, st
         llm_url = services.llm_url
         config, keys = with_fake_urls(case.config, llm_url or REPLAY_URL)
         try:
-            chain = build_chain(config.providers, Wiring(writer, stash, keys))
-            user = JournalUser(stash) if stash is not None else make_user(case.inputs.user, str(case.inputs_path), llm_url)
+            chain = build_chain(config.providers, Wiring(writer, stash, keys, settings.limits))
+            user = JournalUser(stash) if stash is not None else make_user(
+                case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
             tools = build_tools(config, stash=stash, services=services, resources=resources)
             skills = _skills(case, config, tools)
             engine = Engine(config, writer, chain, tools, user, world, stash,
@@ -248,14 +255,15 @@ def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_di
     elif inputs is not None:
         user = ScriptedUser(ScriptedUserSpec(kind="scripted", inputs=inputs), "the inputs given to the agent")
     elif case.inputs is not None:
-        user = make_user(case.inputs.user, str(case.inputs_path))
+        user = make_user(case.inputs.user, str(case.inputs_path), limits=settings.limits)
     else:
         raise NodevalError(f"{case.inputs_path}: missing; give the agent's inputs there or pass inputs=[...]")
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
     writer = JournalWriter(journal_dir, journal_header(source, None), durable=not settings.replay)
     try:
-        divergence, _ = run_agent(agent, writer, user, stash, mode=settings.mode, fakes=dict(fakes or {}))
+        divergence, _ = run_agent(agent, writer, user, stash, mode=settings.mode, fakes=dict(fakes or {}),
+                                  limits=settings.limits)
     finally:
         writer.close()
     observed = Observed(case.id, settings.mode, writer.events, journal_dir, divergence=divergence,

@@ -231,7 +231,7 @@ def test_an_overloaded_gemini_falls_back_to_openai_and_replays_the_same_way(
     assert [e.type for e in replayed.events] == [e.type for e in live.events]
 
 
-def test_a_recorded_retry_replays_as_a_retry(tmp_path: Path, block_network: Any) -> None:
+def test_a_retried_request_replays_as_its_final_exchange(tmp_path: Path, block_network: Any) -> None:
     case_dir = write_case(tmp_path, "retry", script=[], inputs=["Status?"], tools=[], record=False, providers=[
         {"name": "gemini", "model": "gemini-2.5-flash", "base_url": "fake", "max_retries": 1}])
     (case_dir / "input" / "llm.yaml").write_text(yaml.safe_dump({"responses": [
@@ -241,4 +241,7 @@ def test_a_recorded_retry_replays_as_a_retry(tmp_path: Path, block_network: Any)
     attempts = block_network()
     replayed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep")
     assert replayed.divergence is None and replayed.output == "All green." and attempts == []
-    assert [e.payload.status for e in replayed.events if e.type == "llm.response"] == [429, 200]
+    # nodeval retried the 429 below the journal: only the final exchange is kept, with the count.
+    responses = [e.payload_dict() for e in replayed.events if e.type == "llm.response"]
+    assert [(r["status"], r.get("retries")) for r in responses] == [(200, 1)]
+    assert live.metrics()["retries"] == 1 and replayed.metrics()["retries"] == 0
