@@ -38,6 +38,8 @@ checks_key: pytest.StashKey[dict[tuple[str, int], int]] = pytest.StashKey()
 """config.stash: how many collected tests check each (case directory, repeat) here."""
 infra_key: pytest.StashKey[str] = pytest.StashKey()
 """item.stash: why a fixture (a world, a fake) could not start, when the machine is to blame."""
+shard_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+"""config.stash: this run's shard plan (--nodeval-shard) as JSON types, for report.json."""
 fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
 
