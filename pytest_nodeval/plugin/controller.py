@@ -264,7 +264,9 @@ class Controller:
             _point_latest(self.settings.report_dir, self.run_id)
         except OSError as exc:
             self.problem = f"could not write the report under {self.run_dir}: {exc}"
-        if self.settings.history is not None:
+        # A shard is part of a run: `nodeval merge` appends the whole one. Keeping shards out
+        # also keeps the history every shard balances by the same until the merge.
+        if self.settings.history is not None and self.shard is None:
             self._append_history(report, self.settings.history)
         if self.report_path is not None:
             self._write_html(report)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -113,13 +113,15 @@ class ShardPlan:
     """baseline, history or counts: where the durations came from."""
     units: dict[str, int]
     """Every unit of the collected suite -> its shard."""
+    kept: int = 0
+    """Tests this shard kept."""
 
     def cases(self) -> dict[str, int]:
         return {unit[5:]: shard for unit, shard in sorted(self.units.items()) if unit.startswith("case:")}
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.spec.index, "total": self.spec.total, "balanced_by": self.balanced_by,
-                "cases": self.cases(), "tests": sum(1 for s in self.units.values() if s == self.spec.index)}
+                "cases": self.cases(), "tests": self.kept}
 
 
 def plan_for(items: list[pytest.Item], spec: ShardSpec, durations: dict[str, float], source: str) -> ShardPlan:
@@ -146,7 +148,7 @@ def deselect(config: pytest.Config, items: list[pytest.Item]) -> ShardPlan | Non
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    return plan
+    return replace(plan, kept=len(kept))
 
 
 def known_durations(config: pytest.Config) -> tuple[dict[str, float], str]:
