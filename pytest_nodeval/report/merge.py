@@ -36,12 +36,15 @@ class ShardRun:
 
 
 def load_shards(paths: list[Path]) -> list[ShardRun]:
-    runs = []
+    """The runs, each once: a run reached twice (`latest` beside its directory, a symlink an
+    artifact upload turned into a copy) is the same run, told apart by its run id."""
+    runs: dict[str, ShardRun] = {}
     for path in paths:
         if not (path / "report.json").is_file():
             raise NodevalError(f"{path}: not a run directory (no report.json)")
-        runs.append(ShardRun(path, load_report(path)))
-    return runs
+        report = load_report(path)
+        runs.setdefault(report.run_id, ShardRun(path, report))
+    return list(runs.values())
 
 
 def check_compatible(runs: list[ShardRun]) -> None:
