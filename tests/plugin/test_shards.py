@@ -248,3 +248,14 @@ def test_junit_testcases_carry_case_repeat_outcome_latency_and_tokens(project: p
     assert float(alpha["nodeval_latency_ms"]) >= 0 and int(alpha["nodeval_tokens"]) > 0
     plain = [p for k, p in props.items() if "test_plain" in k]
     assert len(plain) == 5 and all("nodeval_case" not in p for p in plain)
+
+
+def test_a_shard_under_xdist_runs_the_same_tests_and_records_its_split(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    alone = project.runpytest("--repeat", "2", "--nodeval-shard=2/3", "--nodeval-report-dir=alone")
+    spread = project.runpytest("--repeat", "2", "--nodeval-shard=2/3", "--nodeval-report-dir=spread", "-n", "2")
+    assert alone.ret == spread.ret == 0
+    one, two = (_report(next((project.path / d).glob("*/report.json")).parent) for d in ("alone", "spread"))
+    assert one.shard is not None and two.shard is not None
+    assert one.shard.model_dump() == two.shard.model_dump()
+    assert [c.id for c in one.cases] == [c.id for c in two.cases] == sorted(c for c, k in one.shard.cases.items() if k == 2)
