@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "baseline": ("pytest_nodeval.commands.baseline", "Compare a run with a baseline, or bless a run as the baseline."),
     "clean": ("pytest_nodeval.commands.clean", "Remove world containers that runs left behind."),
     "history": ("pytest_nodeval.commands.history", "Show a case's results across past runs."),
+    "merge": ("pytest_nodeval.commands.merge", "Join the runs of --nodeval-shard K/N into one run, gated and reported."),
     "plan": ("pytest_nodeval.commands.plan", "How many repeats the gate needs to detect a given drop."),
     "promote": ("pytest_nodeval.commands.promote", "Make a reviewable case directory from a captured sample."),
     "eval": ("pytest_nodeval.commands.evaluate", "Evaluate for an external harness; the only mode for now is "

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ..case import CASE_FILE
-from .keys import GATE_INI_KEYS, WORKER_RUN_ID, RecentCases, case_ref, cases_key, run_id_key, settings_key
+from .keys import GATE_INI_KEYS, WORKER_RUN_ID, RecentCases, case_ref, cases_key, run_id_key, settings_key, shard_key
 
 pytest_plugins = ["pytest_nodeval.plugin.fixtures"]
 
@@ -58,6 +58,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nodeval-max-cost", default=None, metavar="USD",
                     help="Stop starting attempts once the run's spend plus what is in flight would pass this "
                          "many USD; the rest are 'not run (budget)'. Default: ini nodeval_max_cost, else no limit.")
+    group.addoption("--nodeval-shard", default=None, metavar="K/N",
+                    help="Run shard K of N (1-based): every repeat and check of a case on one shard, balanced by "
+                         "the baseline's or the history's durations. 'auto' reads CI_NODE_INDEX/CI_NODE_TOTAL "
+                         "or BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT. Join the runs with nodeval merge.")
+    group.addoption("--nodeval-summary-md", default=None, metavar="PATH",
+                    help="Also write the run's summary as Markdown here (a CI job summary); when "
+                         "GITHUB_STEP_SUMMARY is set, it is appended to that file too.")
     parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
@@ -163,7 +170,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         parametrize_case(metafunc)
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m: a shard splits what is selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _select_cases(config, items)
+    _shard_items(config, items)
+
+
+def _select_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
     wanted = set(config.getoption("nodeval_case"))
     if not wanted:
         return
@@ -179,6 +192,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _shard_items(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("nodeval_shard"):
+        return
+    from .shard import WORKER_OUTPUT_KEY, deselect
+
+    plan = deselect(config, items)
+    if plan is not None:
+        config.stash[shard_key] = plan.to_json()
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is not None:  # the xdist controller does not collect: it reads the plan from here
+            workeroutput[WORKER_OUTPUT_KEY] = plan.to_json()
 
 
 @pytest.hookimpl(wrapper=True)

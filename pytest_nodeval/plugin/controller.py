@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..case import CASE_FILE
-from .keys import case_ref, run_id_key, settings_key
+from .keys import case_ref, run_id_key, settings_key, shard_key
 
 if TYPE_CHECKING:  # the models load only once a run has cases (a suite without any never pays)
     from ..report.models import AttemptRecord, CaseMeta, RunReport
@@ -46,6 +46,7 @@ class Controller:
         self.cleaned: list[str] = []
         self.notes: list[str] = []
         self.diff: Any = None
+        self.shard: dict[str, Any] | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._check_baseline()
@@ -65,6 +66,7 @@ class Controller:
     # -- what is expected ------------------------------------------------------------------
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.shard = self.config.stash.get(shard_key, None)
         for item in session.items:
             ref = case_ref(item)
             if ref is not None:
@@ -77,6 +79,15 @@ class Controller:
             parsed = parse_case_nodeid(nodeid)
             if parsed is not None:
                 self.expected.setdefault(nodeid, parsed)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        from .shard import WORKER_OUTPUT_KEY
+
+        # Every worker computes the same shard plan; any one that finished hands it over.
+        plan = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY)
+        if plan is not None and self.shard is None:
+            self.shard = plan
 
     # -- what arrives ----------------------------------------------------------------------
 
@@ -230,7 +241,7 @@ class Controller:
             world=self.settings.world, max_cost_usd=self.settings.max_cost, exit_status=pytest_exit,
             pytest_exit_status=pytest_exit,
             totals=totals, suite=suite, cases=cases, environment=_environment(self.config),
-            gate_policy=dict(self.settings.gate_policy),
+            gate_policy=dict(self.settings.gate_policy), shard=self.shard,
         )
 
     def _install_recordings(self, report: RunReport) -> None:
@@ -276,10 +287,31 @@ class Controller:
             _point_latest(self.settings.report_dir, self.run_id)
         except OSError as exc:
             self.problem = f"could not write the report under {self.run_dir}: {exc}"
-        if self.settings.history is not None:
+        # A shard is part of a run: `nodeval merge` appends the whole one. Keeping shards out
+        # also keeps the history every shard balances by the same until the merge.
+        if self.settings.history is not None and self.shard is None:
             self._append_history(report, self.settings.history)
         if self.report_path is not None:
             self._write_html(report)
+        self._write_summary_md(report)
+
+    def _write_summary_md(self, report: RunReport) -> None:
+        """--nodeval-summary-md, and GitHub's job summary when the run is a GitHub Actions step."""
+        import os
+
+        from ..report.summary_md import write_summary
+
+        links = {"report.json": _relative(self.run_dir / "report.json")}
+        if self.html_path is not None:
+            links["report.html"] = _relative(self.html_path)
+        targets = [(Path(p), False) for p in [self.config.getoption("nodeval_summary_md")] if p]
+        if os.environ.get("GITHUB_STEP_SUMMARY"):
+            targets.append((Path(os.environ["GITHUB_STEP_SUMMARY"]), True))
+        for path, append in targets:
+            try:
+                write_summary(report, path, links, append=append)
+            except OSError as exc:
+                self.problem = f"could not write the Markdown summary {path}: {exc}"
 
     def _append_history(self, report: RunReport, path: Path) -> None:
         import sqlite3
@@ -354,7 +386,24 @@ def _environment(config: pytest.Config) -> dict[str, str]:
 
     workers = getattr(config.option, "numprocesses", None)
     return {"pytest_nodeval": __version__, "pytest": pytest.__version__, "python": platform.python_version(),
-            "platform": sys.platform, "workers": str(workers or 0)}
+            "platform": sys.platform, "workers": str(workers or 0), **_git_commit(config.rootpath)}
+
+
+def _git_commit(rootdir: Path) -> dict[str, str]:
+    """{'git_commit': sha} when known: the CI's variable, else git itself; `nodeval merge`
+    refuses shards of different commits."""
+    import os
+    import subprocess
+
+    for variable in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT"):
+        if os.environ.get(variable):
+            return {"git_commit": os.environ[variable]}
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=rootdir, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    sha = done.stdout.strip()
+    return {"git_commit": sha} if done.returncode == 0 and sha else {}
 
 
 def _point_latest(report_dir: Path, run_id: str) -> None:

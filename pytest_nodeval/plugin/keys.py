@@ -40,6 +40,8 @@ infra_key: pytest.StashKey[str] = pytest.StashKey()
 """item.stash: why a fixture (a world, a fake) could not start, when the machine is to blame."""
 budget_key: pytest.StashKey[Any] = pytest.StashKey()
 """config.stash: the run's runner.budget.Budget (--nodeval-max-cost), made on first use."""
+shard_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+"""config.stash: this run's shard plan (--nodeval-shard) as JSON types, for report.json."""
 fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
 adaptive_off_key: pytest.StashKey[str] = pytest.StashKey()

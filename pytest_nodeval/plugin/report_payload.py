@@ -31,6 +31,9 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
     record = _record(report, item, attempt, ref)
     if record is not None:
         payload["attempt"] = record.model_dump(mode="json")
+        from .junit import record_properties
+
+        record_properties(item, report, record)
     setattr(report, ATTRIBUTE, payload)
     if report.when == "teardown" and attempt is not None:
         # The small record above is all the run needs from here on; the attempt holds the

@@ -239,6 +239,21 @@ def summary_of(cases: list[CaseReport], suite: SuiteStats, duration_s: float) ->
         pass_rate=suite.pass_rate, duration_s=duration_s)
 
 
+class ShardRecord(_Model):
+    """Which slice of the suite a sharded run (--nodeval-shard K/N) ran: `nodeval merge` checks
+    the shards against it and counts a missing shard's cases as not run."""
+
+    index: int
+    """This shard, counting from 1."""
+    total: int
+    balanced_by: Literal["baseline", "history", "counts"]
+    """Where the durations that balanced the split came from."""
+    cases: dict[str, int] = Field(default_factory=dict)
+    """Every case of the selected suite -> the shard it was assigned to (not only this one's)."""
+    tests: int = 0
+    """Tests (cases' and plain ones) this shard kept."""
+
+
 class RunReport(_Model):
     schema_version: Literal["1"] = REPORT_SCHEMA_VERSION
     run_id: str
@@ -268,6 +283,11 @@ class RunReport(_Model):
     adaptive: AdaptiveRun | None = None
     """Adaptive repeats, when they were in effect (asked for, with a baseline, not replay)."""
     environment: dict[str, str] = Field(default_factory=dict)
+    """Versions, platform, xdist workers and, when known, git_commit (what `nodeval merge` compares)."""
+    shard: ShardRecord | None = None
+    """The slice of the suite this run was (--nodeval-shard), None for a whole run."""
+    merged_from: list[str] = Field(default_factory=list)
+    """The shard runs (their run ids) `nodeval merge` joined into this one; empty for a pytest run."""
 
     def case(self, case_id: str) -> CaseReport:
         return next(c for c in self.cases if c.id == case_id)
