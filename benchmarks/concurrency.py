@@ -1,0 +1,121 @@
+"""Attempts in flight per process: a latency-bound live suite, serial against --nodeval-concurrency.
+
+    .venv/bin/python benchmarks/concurrency.py [--cases 60] [--delay 1.0] [--runs serial,c30,n2c15]
+
+Generates a suite of `--cases` cases x 1 repeat. Each case's agent (the reference engine, an
+`anthropic` provider with `base_url: fake`) makes 3 LLM calls to its own `fakes.llm`, which
+waits `--delay` seconds before each answer, so one attempt takes about 3 x delay and the
+suite about cases x 3 x delay serially. Then times, each as one `pytest` subprocess in live
+mode:
+
+    serial  pytest --nodeval-mode live
+    c30     pytest --nodeval-mode live --nodeval-concurrency 30
+    n2c15   pytest --nodeval-mode live -n 2 --nodeval-concurrency 15
+
+and checks that every variant reaches the same verdict per case as the first one timed
+(half the cases are built to fail their assertion, so a verdict mix-up would show). Prints
+the wall time of each, the goal (1.5 x serial work / 30 + the run's startup, measured as a
+`--collect-only` run), and whether it was met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+VARIANTS = {
+    "serial": [],
+    "c30": ["--nodeval-concurrency", "30"],
+    "n2c15": ["-n", "2", "--nodeval-concurrency", "15"],
+}
+CALLS = 3
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=60, help="cases in the suite, 1 repeat each (default 60)")
+    parser.add_argument("--delay", type=float, default=1.0, help="seconds the fake waits per answer (default 1.0)")
+    parser.add_argument("--runs", default=",".join(VARIANTS), help=f"variants, in order (default {','.join(VARIANTS)})")
+    return parser.parse_args()
+
+
+def write_suite(root: Path, cases: int, delay: float) -> None:
+    (root / "pytest.ini").write_text("[pytest]\ntestpaths = scenarios\naddopts = -p no:randomly -p no:cacheprovider\n"
+                                     "nodeval_history =\n")
+    for index in range(cases):
+        directory = root / "scenarios" / f"case-{index:03d}"
+        (directory / "input").mkdir(parents=True)
+        word = "fine" if index % 2 == 0 else "broken"  # half the cases fail their assertion
+        _dump(directory / "case.yaml", {"id": directory.name, "name": f"case {index}"})
+        _dump(directory / "input" / "config.yaml", {
+            "providers": [{"name": "anthropic", "model": "claude-bench", "base_url": "fake", "max_retries": 0}],
+            "system_prompt": "Answer briefly.", "tools": []})
+        _dump(directory / "input" / "inputs.yaml",
+              {"user": {"kind": "scripted", "inputs": [f"question {n}" for n in range(1, CALLS + 1)]}})
+        _dump(directory / "input" / "llm.yaml", {"schema_version": 1, "responses": [
+            {"text": f"answer {n}: all {word}", "delay_s": delay, "usage": {"input_tokens": 10, "output_tokens": 5}}
+            for n in range(1, CALLS + 1)]})
+        _dump(directory / "assertions.yaml", [{"kind": "output_contains", "text": "all fine"}])
+
+
+def _dump(path: Path, data: object) -> None:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def run(root: Path, args: list[str]) -> tuple[float, dict[str, str]]:
+    """(wall seconds, outcome per case) of one pytest run in live mode."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    command = [sys.executable, "-m", "pytest", "-q", "--nodeval-mode", "live", "--nodeval-report-dir=reports", *args]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    report_path = root / "reports" / "latest" / "report.json"
+    if done.returncode not in (0, 1) or not report_path.is_file():
+        raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    report = json.loads(report_path.read_text())
+    verdicts = {a["case_id"]: a["outcome"] for case in report["cases"] for a in case["attempts"]}
+    return seconds, verdicts
+
+
+def startup(root: Path) -> float:
+    """Seconds of a run that collects the suite and runs nothing: the fixed cost of any run."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "--nodeval-mode", "live"],
+                   cwd=root, capture_output=True, check=False)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    args = parse_args()
+    root = Path(tempfile.mkdtemp(prefix="nodeval-bench-concurrency-"))
+    write_suite(root, args.cases, args.delay)
+    work = args.cases * CALLS * args.delay
+    base = startup(root)
+    print(f"suite: {args.cases} cases x 1 repeat, {CALLS} LLM calls each, {args.delay:g} s per answer: "
+          f"{work:.0f} s of waiting serially; startup (--collect-only run) {base:.1f} s; load {os.getloadavg()[0]:.1f}")
+    reference: dict[str, str] | None = None
+    for name in args.runs.split(","):
+        seconds, verdicts = run(root, VARIANTS[name])
+        same = reference is None or verdicts == reference
+        reference = reference or verdicts
+        line = f"{name:7s} {' '.join(VARIANTS[name]) or '(no options)':36s} {seconds:7.1f} s"
+        if name != "serial":
+            goal = 1.5 * work / 30 + base
+            line += f"   goal <= {goal:.1f} s: {'met' if seconds <= goal else 'NOT met'}"
+        passed = sum(1 for v in verdicts.values() if v == "passed")
+        print(f"{line}   verdicts: {passed} passed of {len(verdicts)}, "
+              f"{'same per case' if same else 'DIFFERENT per case'}")
+        if not same:
+            raise SystemExit("verdicts differ from the first run")
+
+
+if __name__ == "__main__":
+    main()
