@@ -1,6 +1,6 @@
 """Attempts in flight per process: a latency-bound live suite, serial against --nodeval-concurrency.
 
-    .venv/bin/python benchmarks/concurrency.py [--cases 60] [--delay 1.0] [--runs serial,c30,n2c15]
+    .venv/bin/python benchmarks/concurrency.py [--cases 60] [--delay 1.0] [--runs serial,c30,n2c15] [--rounds 3]
 
 Generates a suite of `--cases` cases x 1 repeat. Each case's agent (the reference engine, an
 `anthropic` provider with `base_url: fake`) makes 3 LLM calls to its own `fakes.llm`, which
@@ -12,10 +12,11 @@ mode:
     c30     pytest --nodeval-mode live --nodeval-concurrency 30
     n2c15   pytest --nodeval-mode live -n 2 --nodeval-concurrency 15
 
-and checks that every variant reaches the same verdict per case as the first one timed
-(half the cases are built to fail their assertion, so a verdict mix-up would show). Prints
-the wall time of each, the goal (1.5 x serial work / 30 + the run's startup, measured as a
-`--collect-only` run), and whether it was met.
+and checks that every run reaches the same verdict per case as the first one timed (half
+the cases are built to fail their assertion, so a verdict mix-up would show). The serial
+run is timed once (it takes minutes); the others `--rounds` times, interleaved, and their
+median is printed with its min and max. Also prints the goal (1.5 x serial work / 30 + the
+run's startup, the median of 3 `--collect-only` runs) and whether the median met it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,6 +46,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cases", type=int, default=60, help="cases in the suite, 1 repeat each (default 60)")
     parser.add_argument("--delay", type=float, default=1.0, help="seconds the fake waits per answer (default 1.0)")
     parser.add_argument("--runs", default=",".join(VARIANTS), help=f"variants, in order (default {','.join(VARIANTS)})")
+    parser.add_argument("--rounds", type=int, default=3, help="timings of each variant but serial (default 3)")
     return parser.parse_args()
 
 
@@ -98,23 +101,32 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="nodeval-bench-concurrency-"))
     write_suite(root, args.cases, args.delay)
     work = args.cases * CALLS * args.delay
-    base = startup(root)
+    base = statistics.median(startup(root) for _ in range(3))
+    goal = 1.5 * work / 30 + base
     print(f"suite: {args.cases} cases x 1 repeat, {CALLS} LLM calls each, {args.delay:g} s per answer: "
-          f"{work:.0f} s of waiting serially; startup (--collect-only run) {base:.1f} s; load {os.getloadavg()[0]:.1f}")
+          f"{work:.0f} s of waiting serially; startup (--collect-only run) {base:.1f} s; goal {goal:.1f} s; "
+          f"load {os.getloadavg()[0]:.1f}")
+    names = args.runs.split(",")
+    times: dict[str, list[float]] = {name: [] for name in names}
     reference: dict[str, str] | None = None
-    for name in args.runs.split(","):
-        seconds, verdicts = run(root, VARIANTS[name])
-        same = reference is None or verdicts == reference
-        reference = reference or verdicts
-        line = f"{name:7s} {' '.join(VARIANTS[name]) or '(no options)':36s} {seconds:7.1f} s"
+    for round_ in range(args.rounds):
+        for name in names:
+            if name == "serial" and round_ > 0:
+                continue
+            seconds, verdicts = run(root, VARIANTS[name])
+            reference = reference or verdicts
+            if verdicts != reference:
+                raise SystemExit(f"{name}: verdicts differ from the first run: {verdicts} != {reference}")
+            times[name].append(seconds)
+            print(f"  round {round_ + 1} {name}: {seconds:.1f} s, {sum(v == 'passed' for v in verdicts.values())} "
+                  f"passed of {len(verdicts)}, same verdict per case; load {os.getloadavg()[0]:.1f}", flush=True)
+    for name in names:
+        median = statistics.median(times[name])
+        line = f"{name:7s} {' '.join(VARIANTS[name]) or '(no options)':36s} median {median:6.1f} s"
+        line += f" (min {min(times[name]):.1f}, max {max(times[name]):.1f}, n={len(times[name])})"
         if name != "serial":
-            goal = 1.5 * work / 30 + base
-            line += f"   goal <= {goal:.1f} s: {'met' if seconds <= goal else 'NOT met'}"
-        passed = sum(1 for v in verdicts.values() if v == "passed")
-        print(f"{line}   verdicts: {passed} passed of {len(verdicts)}, "
-              f"{'same per case' if same else 'DIFFERENT per case'}")
-        if not same:
-            raise SystemExit("verdicts differ from the first run")
+            line += f"   goal <= {goal:.1f} s: {'met' if median <= goal else 'NOT met'}"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -94,10 +94,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(markers, "nodeval-markers")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "nodeval-xdist")
-    from .ahead import RunAhead, wanted
+    if config.stash[settings_key].concurrency > 1:
+        from .ahead import RunAhead, wanted
 
-    if wanted(config.stash[settings_key]):
-        config.pluginmanager.register(RunAhead(config), "nodeval-ahead")
+        if wanted(config.stash[settings_key]):
+            config.pluginmanager.register(RunAhead(config), "nodeval-ahead")
     if workerinput is None:
         from .controller import Controller
 

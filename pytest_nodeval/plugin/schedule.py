@@ -16,10 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadScheduling
+from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]  # xdist ships no py.typed
 
 
-class ChunkedLoadScheduling(LoadScheduling):
+class ChunkedLoadScheduling(LoadScheduling):  # type: ignore[misc]  # untyped base
+    collection: list[str] | None
+    pending: list[int]
+
     def __init__(self, config: pytest.Config, log: Any = None, *, chunk: int) -> None:
         super().__init__(config, log)
         self.chunk = max(2, chunk)
@@ -33,9 +36,10 @@ class ChunkedLoadScheduling(LoadScheduling):
         if not self._check_nodes_have_same_collection():
             self.log("**Different tests collected, aborting run**")
             return
-        self.collection = next(iter(self.node2collection.values()))
-        self.pending[:] = range(len(self.collection))
-        if not self.collection:
+        collection: list[str] = next(iter(self.node2collection.values()))
+        self.collection = collection
+        self.pending[:] = range(len(collection))
+        if not collection:
             return
         share = -(-len(self.pending) // len(self.nodes))
         for node in self.nodes:
