@@ -49,7 +49,9 @@ def nodeval_attempt(request: pytest.FixtureRequest, nodeval_case: Case, nodeval_
                     nodeval_run_dir: Path) -> Iterator[Attempt]:
     """This attempt: `.run()` the case in the configured mode, `.check()` its assertions.yaml."""
     attempt = request.node.stash.get(ahead_key, None)  # already started in the pool (plugin/ahead.py)
-    if attempt is None:
+    if attempt is not None:
+        del request.node.stash[ahead_key]  # once: a rerun (pytest-rerunfailures) is a new try, run here
+    else:
         from .attempt import new_attempt
 
         attempt = new_attempt(request.node, nodeval_case, nodeval_settings, nodeval_run_dir)

@@ -278,3 +278,36 @@ def test_with_xdist_each_worker_keeps_several_attempts_in_flight(project: pytest
     report = _report(project)
     assert {a.worker for c in report.cases for a in c.attempts} == {"gw0", "gw1"}
     assert sorted(c.id for c in report.cases) == [f"case-{i:02d}" for i in range(12)]
+
+
+RERUN = '''
+import pytest
+from pathlib import Path
+
+TRIES = Path(__file__).with_name("tries.txt")
+
+
+def counting_agent(ctx):
+    for _ in ctx.inputs():
+        tries = int(TRIES.read_text()) + 1 if TRIES.exists() else 1
+        TRIES.write_text(str(tries))
+        ctx.output(f"try {tries}")
+
+
+@pytest.mark.nodeval_case("own-rerun", agent=counting_agent)
+def test_second_try_passes(nodeval_attempt):
+    assert nodeval_attempt.run().output == "try 2"
+'''
+
+
+def test_a_rerun_of_a_pooled_attempt_runs_it_again(project: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    root = project.path / "scenarios"
+    (root / "own-rerun" / "input").mkdir(parents=True)
+    _dump(root / "own-rerun" / "case.yaml", {"id": "own-rerun"})
+    _dump(root / "own-rerun" / "input" / "inputs.yaml", {"user": {"kind": "scripted", "inputs": ["go"]}})
+    (root / "test_rerun.py").write_text(RERUN)
+    result = project.runpytest("scenarios/test_rerun.py", "--nodeval-mode", "live", "--nodeval-concurrency", "2",
+                               "--reruns", "1")
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
+    assert (root / "tries.txt").read_text() == "2"
