@@ -59,7 +59,9 @@ def write_suite(root: Path, cases: int, delay: float) -> None:
         word = "fine" if index % 2 == 0 else "broken"  # half the cases fail their assertion
         _dump(directory / "case.yaml", {"id": directory.name, "name": f"case {index}"})
         _dump(directory / "input" / "config.yaml", {
-            "providers": [{"name": "anthropic", "model": "claude-bench", "base_url": "fake", "max_retries": 0}],
+            # The SDK's default retries (2), as users run it: under heavy load the fake's 1 s
+            # keep-alive can close a connection the client is reusing ("connection reset").
+            "providers": [{"name": "anthropic", "model": "claude-bench", "base_url": "fake"}],
             "system_prompt": "Answer briefly.", "tools": []})
         _dump(directory / "input" / "inputs.yaml",
               {"user": {"kind": "scripted", "inputs": [f"question {n}" for n in range(1, CALLS + 1)]}})

@@ -54,8 +54,7 @@ def write_shared_case(root: Path, case_id: str, url: str, *, key_env: str = "NOD
     (directory / "input").mkdir(parents=True)
     _dump(directory / "case.yaml", {"id": case_id, "name": case_id})
     _dump(directory / "input" / "config.yaml", {
-        "providers": [{"name": "anthropic", "model": "claude-test", "base_url": url, "api_key_env": key_env,
-                       "max_retries": 0}],
+        "providers": [{"name": "anthropic", "model": "claude-test", "base_url": url, "api_key_env": key_env}],
         "system_prompt": "Answer briefly.", "tools": []})
     _dump(directory / "input" / "inputs.yaml", {"user": {"kind": "scripted", "inputs": ["one", "two", "three"]}})
     _dump(directory / "assertions.yaml", [{"kind": "output_contains", "text": "fine"}])
@@ -165,14 +164,14 @@ URL = "{url}"
 
 
 def sync_agent(ctx):
-    client = ctx.anthropic(base_url=URL, api_key="k", max_retries=0)
+    client = ctx.anthropic(base_url=URL, api_key="k")
     for text in ctx.inputs():
         reply = client.messages.create(model="m", max_tokens=50, messages=[{{"role": "user", "content": text}}])
         ctx.output(reply.content[0].text)
 
 
 async def async_agent(ctx):
-    client = ctx.async_anthropic(base_url=URL, api_key="k", max_retries=0)
+    client = ctx.async_anthropic(base_url=URL, api_key="k")
     for text in ctx.inputs():
         reply = await client.messages.create(model="m", max_tokens=50, messages=[{{"role": "user", "content": text}}])
         ctx.output(reply.content[0].text)
