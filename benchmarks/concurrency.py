@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -75,19 +76,26 @@ def _dump(path: Path, data: object) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def run(root: Path, args: list[str]) -> tuple[float, dict[str, str]]:
-    """(wall seconds, outcome per case) of one pytest run in live mode."""
+def run(root: Path, args: list[str]) -> tuple[float, float, dict[str, str]]:
+    """(wall seconds, CPU seconds of every process of the run, outcome per case) of one pytest run in live mode.
+
+    The CPU seconds (user + system, the run's processes together) hardly depend on what else
+    loads the machine; with W processes the run cannot take less than CPU / W on W free cores.
+    """
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     command = [sys.executable, "-m", "pytest", "-q", "--nodeval-mode", "live", "--nodeval-report-dir=reports", *args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     report_path = root / "reports" / "latest" / "report.json"
     if done.returncode not in (0, 1) or not report_path.is_file():
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     report = json.loads(report_path.read_text())
     verdicts = {a["case_id"]: a["outcome"] for case in report["cases"] for a in case["attempts"]}
-    return seconds, verdicts
+    return seconds, cpu, verdicts
 
 
 def startup(root: Path) -> float:
@@ -110,22 +118,28 @@ def main() -> None:
           f"load {os.getloadavg()[0]:.1f}")
     names = args.runs.split(",")
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
     reference: dict[str, str] | None = None
     for round_ in range(args.rounds):
         for name in names:
             if name == "serial" and round_ > 0:
                 continue
-            seconds, verdicts = run(root, VARIANTS[name])
+            seconds, cpu, verdicts = run(root, VARIANTS[name])
             reference = reference or verdicts
-            if verdicts != reference:
-                raise SystemExit(f"{name}: verdicts differ from the first run: {verdicts} != {reference}")
+            differ = {case: (reference.get(case), verdict) for case, verdict in verdicts.items()
+                      if reference.get(case) != verdict}
+            if differ or len(verdicts) != len(reference):
+                raise SystemExit(f"{name}: verdicts differ from the first run (first, now): {differ}")
             times[name].append(seconds)
-            print(f"  round {round_ + 1} {name}: {seconds:.1f} s, {sum(v == 'passed' for v in verdicts.values())} "
-                  f"passed of {len(verdicts)}, same verdict per case; load {os.getloadavg()[0]:.1f}", flush=True)
+            cpus[name].append(cpu)
+            passed = sum(v == "passed" for v in verdicts.values())
+            print(f"  round {round_ + 1} {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU, {passed} passed of "
+                  f"{len(verdicts)}, same verdict per case; load {os.getloadavg()[0]:.1f}", flush=True)
     for name in names:
         median = statistics.median(times[name])
         line = f"{name:7s} {' '.join(VARIANTS[name]) or '(no options)':36s} median {median:6.1f} s"
-        line += f" (min {min(times[name]):.1f}, max {max(times[name]):.1f}, n={len(times[name])})"
+        line += f" (min {min(times[name]):.1f}, max {max(times[name]):.1f}, n={len(times[name])}),"
+        line += f" CPU {statistics.median(cpus[name]):.1f} s"
         if name != "serial":
             line += f"   goal <= {goal:.1f} s: {'met' if median <= goal else 'NOT met'}"
         print(line)
