@@ -12,10 +12,11 @@ scheduler in plugin/schedule.py sends chunks of at least N so that queue stays f
 
 An attempt can start ahead when nothing its test sets up feeds it:
 
-* a case directory's own test (`test_scenario`), unless a conftest makes it request a
-  world or a fake fixture, which the attempt would use;
+* a case directory's own test (`test_scenario`);
 * a Python scenario that declares its agent on the marker,
-  `@pytest.mark.nodeval_case("id", agent=my_agent)`, whose body calls `run()`.
+  `@pytest.mark.nodeval_case("id", agent=my_agent)`, whose body calls `run()`;
+
+unless the test requests a world or a fake fixture, whose value the attempt would use.
 
 Everything else runs inside its test as before: deterministic replay (fast and CPU-bound),
 tests of an attempt that several tests in this process check, skip-marked tests, reruns.
@@ -135,11 +136,10 @@ def can_start_ahead(item: pytest.Item) -> bool:
         return False
     if checks_here(item.session).get((ref.directory, ref.repeat), 1) > 1:
         return False  # its tests share one run of the engine (Attempt.shared), inline
+    if set(getattr(item, "fixturenames", ())) & TEST_FED:
+        return False  # e.g. an own agent's clients go to the test's nodeval_llm_server
     marker = item.get_closest_marker("nodeval_case")
-    if marker is not None and marker.kwargs.get("agent") is not None:
-        return True
-    fixtures = set(getattr(item, "fixturenames", ()))
-    return isinstance(item.parent, CaseFile) and not fixtures & TEST_FED
+    return isinstance(item.parent, CaseFile) or (marker is not None and marker.kwargs.get("agent") is not None)
 
 
 def _worker_queue(config: pytest.Config) -> list[int] | None:

@@ -68,6 +68,17 @@ def write_fake_case(root: Path, case_id: str, answer: str) -> Path:
     return directory
 
 
+def write_own_case(root: Path, case_id: str, inputs: list[str] | None) -> Path:
+    """A case for an own agent: no input/config.yaml; no inputs.yaml when `inputs` is None."""
+    directory = root / case_id
+    (directory / "input").mkdir(parents=True)
+    _dump(directory / "case.yaml", {"id": case_id, "name": case_id})
+    _dump(directory / "assertions.yaml", [])  # the Python tests check it
+    if inputs is not None:
+        _dump(directory / "input" / "inputs.yaml", {"user": {"kind": "scripted", "inputs": inputs}})
+    return directory
+
+
 def _dump(path: Path, data: Any) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
@@ -212,11 +223,7 @@ def test_other_agent(nodeval_attempt):
 def _own_agent_project(project: pytest.Pytester, url: str) -> None:
     root = project.path / "scenarios"
     for case_id in ("own-sync", "own-async", "own-broken", "own-noinputs", "own-other"):
-        (root / case_id).mkdir()
-        _dump(root / case_id / "case.yaml", {"id": case_id, "name": case_id})
-        if case_id != "own-noinputs":
-            (root / case_id / "input").mkdir()
-            _dump(root / case_id / "input" / "inputs.yaml", {"user": {"kind": "scripted", "inputs": ["a", "b", "c"]}})
+        write_own_case(root, case_id, None if case_id == "own-noinputs" else ["a", "b", "c"])
     (root / "test_own.py").write_text(OWN_AGENTS.format(url=url))
 
 
@@ -302,11 +309,39 @@ def test_second_try_passes(nodeval_attempt):
 def test_a_rerun_of_a_pooled_attempt_runs_it_again(project: pytest.Pytester) -> None:
     pytest.importorskip("pytest_rerunfailures")
     root = project.path / "scenarios"
-    (root / "own-rerun" / "input").mkdir(parents=True)
-    _dump(root / "own-rerun" / "case.yaml", {"id": "own-rerun"})
-    _dump(root / "own-rerun" / "input" / "inputs.yaml", {"user": {"kind": "scripted", "inputs": ["go"]}})
+    write_own_case(root, "own-rerun", ["go"])
     (root / "test_rerun.py").write_text(RERUN)
     result = project.runpytest("scenarios/test_rerun.py", "--nodeval-mode", "live", "--nodeval-concurrency", "2",
                                "--reruns", "1")
     assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
     assert (root / "tries.txt").read_text() == "2"
+
+
+WITH_FIXTURE = '''
+import pytest
+from pytest_nodeval import expect
+
+
+def fake_agent(ctx):
+    client = ctx.anthropic()  # sent to the test's nodeval_llm_server: no key, no base_url
+    for text in ctx.inputs():
+        reply = client.messages.create(model="m", max_tokens=50, messages=[{"role": "user", "content": text}])
+        ctx.output(reply.content[0].text)
+
+
+@pytest.mark.nodeval_case("own-fake", agent=fake_agent)
+def test_with_the_fake(nodeval_llm_server, nodeval_attempt):
+    expect(nodeval_attempt.run()).output_contains("fine")
+'''
+
+
+def test_a_declared_agent_that_needs_a_fake_fixture_runs_inside_its_test(project: pytest.Pytester,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    root = project.path / "scenarios"
+    write_own_case(root, "own-fake", ["a"])
+    _dump(root / "own-fake" / "input" / "llm.yaml", {"schema_version": 1, "responses": [{"text": "all fine"}]})
+    (root / "test_fixture.py").write_text(WITH_FIXTURE)
+    result = project.runpytest("scenarios/test_fixture.py", "--nodeval-mode", "live", "--nodeval-concurrency", "2",
+                               "--repeat", "2")
+    result.assert_outcomes(passed=2)
