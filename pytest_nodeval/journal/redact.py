@@ -82,9 +82,24 @@ def might_hold_secrets(payload: Any, patterns: list[re.Pattern[str]], literals: 
 
 
 def secret_env_values(environ: dict[str, str] | None = None) -> tuple[str, ...]:
-    environ = dict(os.environ) if environ is None else environ
+    environ = environ_snapshot() if environ is None else environ
     # Short values would redact ordinary words; real keys are long.
     return tuple(v for k, v in environ.items() if _SECRET_ENV.search(k.upper()) and len(v) >= 8)
+
+
+def environ_snapshot() -> dict[str, str]:
+    """os.environ as a dict, safe while another thread changes it.
+
+    `dict(os.environ)` lists the keys, then reads each: with attempts running in pool
+    threads (--nodeval-concurrency), pytest's main thread deletes PYTEST_CURRENT_TEST in
+    between, and the copy raised KeyError. A key gone by the time it is read is left out.
+    """
+    found = {}
+    for key in list(os.environ):
+        value = os.environ.get(key)
+        if value is not None:
+            found[key] = value
+    return found
 
 
 def chain(*redactors: Redactor) -> Redactor:

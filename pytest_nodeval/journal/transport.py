@@ -9,7 +9,9 @@ like the recorded one.
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 import time
 from typing import Any
 
@@ -180,13 +182,24 @@ def _rebuilt(response: httpx2.Response, request: httpx2.Request) -> httpx2.Respo
                            request=request, extensions={"http_version": b"HTTP/1.1"})
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every recording transport of the process.
+
+    Building one loads the CA bundle, ~70 ms of CPU that each live attempt would pay again,
+    holding the GIL, so attempts running in parallel (--nodeval-concurrency) would queue on it.
+    A context is safe to share between threads and event loops.
+    """
+    return httpx2.create_ssl_context()
+
+
 class RecordingTransport(httpx2.BaseTransport):
     """Forwards to a real transport and journals each exchange (the whole SSE stream too)."""
 
     def __init__(self, journal: JournalWriter, provider: str, api: str,
                  inner: httpx2.BaseTransport | None = None) -> None:
         self._journal, self._provider, self._api = journal, provider, api
-        self._inner = inner or httpx2.HTTPTransport()
+        self._inner = inner or httpx2.HTTPTransport(verify=_tls_context())
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         payload = request_payload(request, self._provider, self._api, request.read())
@@ -211,7 +224,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
     def __init__(self, journal: JournalWriter, provider: str, api: str,
                  inner: httpx2.AsyncBaseTransport | None = None) -> None:
         self._journal, self._provider, self._api = journal, provider, api
-        self._inner = inner or httpx2.AsyncHTTPTransport()
+        self._inner = inner or httpx2.AsyncHTTPTransport(verify=_tls_context())
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()

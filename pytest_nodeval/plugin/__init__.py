@@ -65,12 +65,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nodeval-summary-md", default=None, metavar="PATH",
                     help="Also write the run's summary as Markdown here (a CI job summary); when "
                          "GITHUB_STEP_SUMMARY is set, it is appended to that file too.")
+    group.addoption("--nodeval-concurrency", type=int, default=None, metavar="N",
+                    help="Attempts in flight per process (per xdist worker): live, record and full attempts run "
+                         "ahead of their tests in a pool. Default: ini nodeval_concurrency, else 1 (one at a time).")
     parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
     parser.addini("nodeval_match", "Replay request matching: default or strict.", default="")
     parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
     parser.addini("nodeval_adaptive", "Adaptive repeats against the baseline: on or off (default off).", default="")
+    parser.addini("nodeval_concurrency", "Attempts in flight per process (see --nodeval-concurrency).", default="")
+    parser.addini("nodeval_world_concurrency", "Of those, attempts holding a world at once (default 4).", default="")
     parser.addini("nodeval_report_dir", "Directory for run reports.", default="reports")
     parser.addini("nodeval_baseline", "Baseline report.json for the gate.", default="")
     for name, help_text in GATE_INI_KEYS.items():
@@ -106,6 +111,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(markers, "nodeval-markers")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "nodeval-xdist")
+    if config.stash[settings_key].concurrency > 1:
+        from .ahead import RunAhead, wanted
+
+        if wanted(config.stash[settings_key]):
+            config.pluginmanager.register(RunAhead(config), "nodeval-ahead")
     if workerinput is None:
         from .controller import Controller
 
@@ -126,20 +136,30 @@ def new_run_id() -> str:
 
 
 class _XdistHooks:
-    """Hands the controller's run id to every worker, so all write into one run directory."""
+    """Hands the controller's run id to every worker, so all write into one run directory;
+    with --nodeval-concurrency, sends each worker enough tests to keep its pool busy."""
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[WORKER_RUN_ID] = node.config.stash[run_id_key]
 
-    @pytest.hookimpl(optionalhook=True)
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Adaptive repeats decide from a case's earlier repeats: all of them go to one worker."""
-        if not config.stash[settings_key].adaptive:
-            return None
-        from .adaptive import make_scheduler
+        """Adaptive repeats decide from a case's earlier repeats: all of them go to one worker.
+        Otherwise, with --nodeval-concurrency, each worker gets chunks of N tests (schedule.py)."""
+        settings = config.stash[settings_key]
+        if settings.adaptive:
+            from .adaptive import make_scheduler
 
-        return make_scheduler(config, log)
+            return make_scheduler(config, log)
+        if settings.concurrency < 2 or config.getvalue("dist") != "load":
+            return None
+        from .ahead import wanted
+        from .schedule import ChunkedLoadScheduling
+
+        if not wanted(settings):
+            return None
+        return ChunkedLoadScheduling(config, log, chunk=settings.concurrency)
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:

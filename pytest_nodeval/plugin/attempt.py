@@ -6,6 +6,7 @@ Used by the fixtures; the result becomes the `AttemptRecord` that rides on the T
 from __future__ import annotations
 
 import os
+from concurrent.futures import CancelledError, Future
 from contextvars import Token
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ from ..checks.assertions import AssertionResult, Evidence, evaluate_all
 from ..checks.expect import collect_results, stop_collecting
 from ..errors import NodevalError
 from ..report.models import AssertionRecord, AttemptRecord, CaseMeta
-from ..runner.session import AttemptSettings, Observed, run_agent_case, run_case
+from ..runner.session import AttemptSettings, Observed, opens_world, run_agent_case, run_case
 from ..text import printable
 from .collect import CaseRef
+from .keys import case_ref, checks_key, observed_key
 from .settings import Settings
 
 
@@ -61,6 +63,16 @@ class Attempt:
         self.budget_stop: str | None = None
         """Why the budget kept this attempt from starting: it is then "not run", in no rate."""
         self._cost: Any = None
+        self.declared: tuple[Any, list[str] | None] | None = None
+        """(agent, inputs) from the test's `nodeval_case` marker (`agent=`, `inputs=`): what
+        `run()` runs, and what lets the attempt start before its test (see plugin/ahead.py)."""
+        self.ahead: Future[Observed] | None = None
+        """The attempt already started in the pool: `run()` takes its observation."""
+
+    @property
+    def opens_world(self) -> bool:
+        """Whether running this attempt opens a world of its own."""
+        return self.world is None and self.declared is None and opens_world(self.case, self.attempt_settings)
 
     @property
     def attempt_settings(self) -> AttemptSettings:
@@ -94,6 +106,7 @@ class Attempt:
         fails the test here, for YAML cases and own agents alike (and the report stays
         failed even if the test swallows that failure: see `report_payload.attach`).
         """
+        agent, inputs = self._agent(agent, inputs)
         key = (self.ref.directory, self.ref.repeat)
         reusable = agent is None and self.world is None  # a test's own world must see its own run
         if self.observed is None and reusable and key in self.shared:
@@ -103,16 +116,9 @@ class Attempt:
                 del self.shared[key]
             self.journal_dir = self.observed.journal_dir
         if self.observed is None:
-            reservation = self._reserve()
-            self._snapshot_config()
-            self.journal_dir = self._claim_journal_dir()
+            reservation = None if self.ahead else self._reserve()  # a pooled attempt: see plugin/ahead.py
             try:
-                if agent is None:
-                    self.observed = run_case(self.case, self.attempt_settings, self.journal_dir, world=self.world,
-                                             grade=self._grader(), fakes=self.fakes)
-                else:
-                    self.observed = run_agent_case(agent, self.case, self.attempt_settings, self.journal_dir, inputs,
-                                                   fakes=self.fakes)
+                self.observed = self._take_ahead(agent, inputs) if self.ahead else self.execute(agent, inputs)
             except NodevalError as exc:
                 if exc.infrastructure:
                     self.infra_cause = str(exc)
@@ -151,6 +157,44 @@ class Attempt:
 
             self._cost = attempt_cost(self.observed.events, self.settings.prices) if self.observed else AttemptCost(None)
         return self._cost
+
+    def execute(self, agent: Any = None, inputs: list[str] | None = None) -> Observed:
+        """Run the case once and return the observation; raises what the run raised.
+
+        Thread-safe against other attempts: the pool calls it for attempts started ahead.
+        """
+        self._snapshot_config()
+        self.journal_dir = self._claim_journal_dir()
+        if agent is None:
+            return run_case(self.case, self.attempt_settings, self.journal_dir, world=self.world,
+                            grade=self._grader(), fakes=self.fakes)
+        return run_agent_case(agent, self.case, self.attempt_settings, self.journal_dir, inputs, fakes=self.fakes)
+
+    def _take_ahead(self, agent: Any, inputs: list[str] | None) -> Observed:
+        """The observation of the attempt started ahead, waiting for it; what it raised is raised here."""
+        from ..runner.pool import NotStarted
+
+        future, self.ahead = self.ahead, None
+        assert future is not None
+        try:
+            observed = future.result()
+        except CancelledError:  # stopped before it started, yet its test runs: run it here
+            return self.execute(agent, inputs)
+        except NotStarted as refused:
+            pytest.skip(f"not started: {refused.reason}")
+        self.journal_dir = observed.journal_dir
+        return observed
+
+    def _agent(self, agent: Any, inputs: list[str] | None) -> tuple[Any, list[str] | None]:
+        """The agent and inputs to run: the ones given, else those the marker declared."""
+        if self.declared is None:
+            return agent, inputs
+        declared, declared_inputs = self.declared
+        if agent is not None and agent is not declared:
+            pytest.fail(f"case '{self.case.id}': this test's nodeval_case marker declares agent={_name(declared)}, "
+                        f"but run() was given {_name(agent)}; call run() without an agent, or declare that one",
+                        pytrace=False)
+        return declared, inputs if inputs is not None else declared_inputs
 
     @property
     def divergence(self) -> str | None:
@@ -241,6 +285,39 @@ class Attempt:
     @staticmethod
     def deactivate(token: Token[list[AssertionResult] | None]) -> None:
         stop_collecting(token)
+
+
+def new_attempt(item: pytest.Item, case: Case, settings: Settings, run_dir: Path) -> Attempt:
+    """The attempt of a test: for its fixture, or to start ahead of it (plugin/ahead.py)."""
+    ref = case_ref(item)
+    attempt = Attempt(case, ref, settings, run_dir, item.config.rootpath)
+    attempt.shared = item.config.stash.setdefault(observed_key, {})
+    if getattr(item, "execution_count", 1) > 1:  # a rerun (pytest-rerunfailures) is a new try
+        attempt.shared.pop((ref.directory, ref.repeat), None)
+    attempt.checks_here = checks_here(item.session).get((ref.directory, ref.repeat), 1)
+    attempt.check_name = item.name
+    marker = item.get_closest_marker("nodeval_case")
+    if marker is not None and marker.kwargs.get("agent") is not None:
+        attempt.declared = (marker.kwargs["agent"], marker.kwargs.get("inputs"))
+    return attempt
+
+
+def checks_here(session: pytest.Session) -> dict[tuple[str, int], int]:
+    """Tests per (case directory, repeat) among the items this process collected."""
+    counts = session.config.stash.get(checks_key, None)
+    if counts is None:
+        counts = {}
+        for item in session.items:
+            ref = case_ref(item)
+            if ref is not None:
+                key = (ref.directory, ref.repeat)
+                counts[key] = counts.get(key, 0) + 1
+        session.config.stash[checks_key] = counts
+    return counts
+
+
+def _name(agent: Any) -> str:
+    return getattr(agent, "__qualname__", None) or type(agent).__name__
 
 
 def _rel(path: Path) -> str:

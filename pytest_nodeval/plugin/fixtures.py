@@ -7,17 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import pytest
 
-from .keys import (
-    attempt_key,
-    budget_key,
-    case_ref,
-    checks_key,
-    fakes_key,
-    infra_key,
-    observed_key,
-    run_id_key,
-    settings_key,
-)
+from .keys import ahead_key, attempt_key, budget_key, case_ref, fakes_key, infra_key, run_id_key, settings_key
 
 if TYPE_CHECKING:
     from fakes.composio import ComposioFake
@@ -58,17 +48,15 @@ def nodeval_case(request: pytest.FixtureRequest) -> Case:
 def nodeval_attempt(request: pytest.FixtureRequest, nodeval_case: Case, nodeval_settings: Settings,
                     nodeval_run_dir: Path) -> Iterator[Attempt]:
     """This attempt: `.run()` the case in the configured mode, `.check()` its assertions.yaml."""
-    from .attempt import Attempt
+    attempt = request.node.stash.get(ahead_key, None)  # already started in the pool (plugin/ahead.py)
+    if attempt is not None:
+        del request.node.stash[ahead_key]  # once: a rerun (pytest-rerunfailures) is a new try, run here
+    else:
+        from .attempt import new_attempt
 
-    ref = request.node.callspec.params["nodeval_case"]
-    attempt = Attempt(nodeval_case, ref, nodeval_settings, nodeval_run_dir, request.config.rootpath)
-    attempt.fakes = request.node.stash.setdefault(fakes_key, {})  # shared with the fake fixtures, in any order
-    attempt.shared = request.config.stash.setdefault(observed_key, {})
-    if getattr(request.node, "execution_count", 1) > 1:  # a rerun (pytest-rerunfailures) is a new try
-        attempt.shared.pop((ref.directory, ref.repeat), None)
-    attempt.checks_here = _checks_here(request.session).get((ref.directory, ref.repeat), 1)
-    attempt.check_name = request.node.name
-    attempt.budget = _budget(request.config, nodeval_settings, nodeval_run_dir)
+        attempt = new_attempt(request.node, nodeval_case, nodeval_settings, nodeval_run_dir)
+        attempt.fakes = request.node.stash.setdefault(fakes_key, {})  # shared with the fake fixtures, in any order
+        attempt.budget = _budget(request.config, nodeval_settings, nodeval_run_dir)
     request.node.stash[attempt_key] = attempt
     token = attempt.activate()
     yield attempt
@@ -85,20 +73,6 @@ def _budget(config: pytest.Config, settings: Settings, run_dir: Path) -> Any:
 
         budget = config.stash[budget_key] = run_budget(settings, run_dir)
     return budget
-
-
-def _checks_here(session: pytest.Session) -> dict[tuple[str, int], int]:
-    """Tests per (case directory, repeat) among the items this process collected."""
-    counts = session.config.stash.get(checks_key, None)
-    if counts is None:
-        counts = {}
-        for item in session.items:
-            ref = case_ref(item)
-            if ref is not None:
-                key = (ref.directory, ref.repeat)
-                counts[key] = counts.get(key, 0) + 1
-        session.config.stash[checks_key] = counts
-    return counts
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ case_index_key: pytest.StashKey[dict[str, Path]] = pytest.StashKey()
 """config.stash: case id -> directory under the case roots, for Python scenarios."""
 attempt_key: pytest.StashKey[Attempt] = pytest.StashKey()
 """item.stash: the test's attempt, read when its TestReport is made."""
+ahead_key: pytest.StashKey[Attempt] = pytest.StashKey()
+"""item.stash: the test's attempt, started in the pool before the test (plugin/ahead.py)."""
 observed_key: pytest.StashKey[dict[tuple[str, int], list[Any]]] = pytest.StashKey()
 """config.stash: reference-engine sessions by (case directory, repeat) that more tests of the
 same attempt will check, with how many: a process runs each attempt once."""

@@ -23,10 +23,12 @@ from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, MatchLevel, Mode
 
 WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
 PROGRESS_MODES = ("auto", "tty", "plain", "off")
-PROFILE_KEYS = ("mode", "repeat", "match", "world", "adaptive")
+PROFILE_KEYS = ("mode", "repeat", "match", "world", "adaptive", "concurrency")
 DEFAULTS: dict[str, Any] = {"mode": "deterministic", "repeat": 1, "match": "default", "world": "auto",
-                            "adaptive": "off"}
+                            "adaptive": "off", "concurrency": 1}
 SWITCH_VALUES = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+WORLD_CONCURRENCY = 4
+"""World-backed attempts in flight per process by default (nodeval_world_concurrency)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,11 @@ class Settings:
     """--nodeval-max-cost / nodeval_max_cost: USD the run may spend before it stops starting attempts."""
     limits: tuple[Any, ...] = ()
     """The rate limits of nodeval_limits (agent.limits.LimitRule), shared by the run's processes."""
+    concurrency: int = 1
+    """Attempts in flight per process (--nodeval-concurrency): live, record and full attempts
+    run ahead of their tests in a pool (plugin/ahead.py); 1 runs each inside its test."""
+    world_concurrency: int = WORLD_CONCURRENCY
+    """Of those, how many may hold a world at once (nodeval_world_concurrency)."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
 
@@ -120,7 +127,19 @@ def _validate(key: str, raw: Any, source: str) -> Any:
         if not 1 <= value <= MAX_REPEAT:
             raise pytest.UsageError(f"repeat from {source} must be an integer from 1 to {MAX_REPEAT}, got {raw!r}")
         return value
+    if key == "concurrency":
+        return _positive(raw, f"{key} from {source}")
     return raw
+
+
+def _positive(raw: Any, what: str) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"{what} must be a positive integer, got {raw!r}")
+    return value
 
 
 def from_config(config: pytest.Config) -> Settings:
@@ -133,7 +152,8 @@ def from_config(config: pytest.Config) -> Settings:
     layers = [
         ("command line", {"mode": config.getoption("nodeval_mode"), "repeat": config.getoption("repeat"),
                           "match": config.getoption("nodeval_match"), "world": config.getoption("nodeval_world"),
-                          "adaptive": config.getoption("nodeval_adaptive")}),
+                          "adaptive": config.getoption("nodeval_adaptive"),
+                          "concurrency": config.getoption("nodeval_concurrency")}),
         (f"profile {profile!r} ({where})", profiles.get(profile, {}) if profile else {}),
         (where, {k: config.getini(f"nodeval_{k}") or None for k in PROFILE_KEYS}),
         ("default", DEFAULTS),
@@ -161,6 +181,9 @@ def from_config(config: pytest.Config) -> Settings:
         progress=_progress_mode(config, where), progress_interval_s=_progress_interval(config, where),
         prices=_prices(config.getini("nodeval_prices"), where), max_cost=_max_cost(config, where),
         limits=_limits(config.getini("nodeval_limits"), where, profile, profiles),
+        concurrency=values["concurrency"],
+        world_concurrency=_positive(config.getini("nodeval_world_concurrency") or WORLD_CONCURRENCY,
+                                    f"nodeval_world_concurrency ({where})"),
     )
 
 

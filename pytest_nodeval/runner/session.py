@@ -318,9 +318,14 @@ def _golden(case: Case, settings: AttemptSettings) -> list[Any] | None:
     return case.journal().events
 
 
+def opens_world(case: Case, settings: AttemptSettings) -> bool:
+    """Whether `run_case` opens a world for this case (unless given one): live tools that act in it."""
+    return not settings.replay and case.config is not None and bool(WORLD_TOOLS & {t.name for t in case.config.tools})
+
+
 def _open_world(case: Case, settings: AttemptSettings) -> Any:
     assert case.config is not None
-    if not WORLD_TOOLS & {t.name for t in case.config.tools}:
+    if not opens_world(case, settings):
         return None
     from ..world.select import open_world
 

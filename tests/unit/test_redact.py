@@ -43,3 +43,27 @@ def test_chain_runs_in_order_and_is_named_after_its_parts() -> None:
     chained = chain(pii_redactor, upper)
     assert chained("io.input", {"text": "mail jane@example.com"}) == {"text": "MAIL [REDACTED]"}
     assert chained.__name__ == "pii_redactor+upper"
+
+
+class _EnvironLosingAKey(dict):  # type: ignore[type-arg]
+    """os.environ as another thread changes it: PYTEST_CURRENT_TEST is listed, then gone."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        yield from [*super().__iter__(), "PYTEST_CURRENT_TEST"]
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        if key == "PYTEST_CURRENT_TEST":
+            raise KeyError(key)
+        return super().__getitem__(key)
+
+    def keys(self):  # type: ignore[no-untyped-def]
+        return list(self)
+
+
+def test_secret_env_values_survive_a_key_deleted_while_copying(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from pytest_nodeval.journal.redact import secret_env_values
+
+    monkeypatch.setattr(os, "environ", _EnvironLosingAKey({"SERVICE_API_KEY": "k" * 20, "HOME": "/root"}))
+    assert secret_env_values() == ("k" * 20,)
