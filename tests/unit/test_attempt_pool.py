@@ -183,3 +183,13 @@ def test_a_small_suite_is_shared_fairly_and_then_the_workers_shut_down() -> None
     assert a.sent == [list(range(0, 10))] and b.sent == [list(range(10, 20))]
     assert a.shutting_down and b.shutting_down
     assert not sched.pending
+
+
+def test_a_cost_capped_run_keeps_its_attempts_inline() -> None:
+    """The pool does not reserve from the --nodeval-max-cost budget, so a capped run does not use it."""
+    from pytest_nodeval.plugin.ahead import wanted
+
+    live = SimpleNamespace(concurrency=8, mode="live", max_cost=None)
+    assert wanted(live)  # type: ignore[arg-type]
+    assert not wanted(SimpleNamespace(concurrency=8, mode="live", max_cost=2.0))  # type: ignore[arg-type]
+    assert not wanted(SimpleNamespace(concurrency=8, mode="deterministic", max_cost=None))  # type: ignore[arg-type]
