@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,39 @@ def test_every_gate_threshold_is_an_ini_key() -> None:
 
     assert set(GATE_INI_KEYS) - set(GATE_INI_ALIASES) == {f.name for f in fields(GatePolicy)}
     assert set(GATE_INI_ALIASES.values()) <= set(GATE_INI_KEYS), "an alias names a real key"
+
+
+WRONG_FILES = [  # (schema, document, the key the error must name)
+    ("case.schema.json", {"id": "x", "colour": "blue"}, "colour"),
+    ("case.schema.json", {"id": "x", "repeat": "many"}, "repeat"),
+    ("case.schema.json", {"name": "no id"}, "id"),
+    ("config.schema.json", {"providers": [{"name": "mock", "model": "m"}], "prompt": "x"}, "prompt"),
+    ("config.schema.json", {"providers": [{"name": "mock", "model": "m"}], "limits": {"max_turns": "ten"}}, "max_turns"),
+    ("config.schema.json", {"system_prompt": "no providers"}, "providers"),
+    ("inputs.schema.json", {"user": {"kind": "scripted", "inputs": ["hi"], "colour": "x"}}, "colour"),
+    ("inputs.schema.json", {"user": {"kind": "scripted", "inputs": "hi"}}, "inputs"),
+    ("inputs.schema.json", {"user": {"kind": "persona", "persona": "p", "reason": "r"}}, "provider"),
+    ("assertions.schema.json", [{"kind": "tool_called", "tool": "shell", "colour": 1}], "colour"),
+    ("assertions.schema.json", [{"kind": "max_turns", "value": "three"}], "value"),
+    ("assertions.schema.json", [{"kind": "tool_called"}], "tool"),
+    ("fake-llm.schema.json", {"responses": [{"text": "hi", "colour": 1}]}, "colour"),
+]
+
+
+@pytest.mark.parametrize(("schema", "document", "key"), WRONG_FILES,
+                         ids=[f"{s.split('.')[0]}-{k}-{i}" for i, (s, _, k) in enumerate(WRONG_FILES)])
+def test_a_wrong_file_fails_its_schema_naming_the_key(schema: str, document: Any, key: str) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+
+    validator = jsonschema.Draft202012Validator(json.loads((SCHEMA_DIR / schema).read_text()))
+    errors = list(validator.iter_errors(document))
+    assert errors, f"{schema} accepted {document}"
+    # The key is in the error's path, or (unknown or missing keys) named in its message; a union
+    # member's errors are in its context.
+    said, pending = [], list(errors)
+    while pending:
+        error = pending.pop()
+        said.append(error)
+        pending += error.context
+    assert any(key in [str(p) for p in e.absolute_path] or repr(key) in e.message or f'"{key}"' in e.message
+               for e in said), [e.message for e in said]
