@@ -120,6 +120,7 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
         if shard in missing:
             records += [_not_run(case_id, r, f"{shard}/{total}") for r in range(1, first.repeat + 1)]
     cases, totals, suite = aggregate(records, metas)
+    totals.cost_recorded = first.totals.cost_recorded  # as the shards' controllers set it (replay or not)
     started = min(r.report.started_at for r in runs)
     finished = max(r.report.finished_at for r in runs)
     duration_s = round((_when(finished) - _when(started)).total_seconds(), 3)
@@ -129,7 +130,8 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
     return RunReport(
         run_id=run_id, started_at=started, finished_at=finished, duration_s=duration_s,
         summary=summary_of(cases, suite, duration_s), mode=first.mode, repeat=first.repeat, profile=first.profile,
-        match=first.match, world=first.world, exit_status=status, pytest_exit_status=pytest_status,
+        match=first.match, world=first.world, max_cost_usd=first.max_cost_usd, exit_status=status,
+        pytest_exit_status=pytest_status,
         totals=totals, suite=suite, cases=cases, environment=environment, gate_policy=dict(first.gate_policy),
         merged_from=[r.report.run_id for r in runs])
 
