@@ -92,7 +92,10 @@ def test_the_release_pipeline_runs_here_end_to_end(tmp_path: Path) -> None:
 
     with ThreadPoolExecutor(4) as pool:
         shards = list(pool.map(machine, range(1, 5)))
-    assert all(s.returncode == 0 for s in shards), [s.stdout[-2000:] for s in shards]
+    # As in the workflow (`|| true`), a shard's own status is not the verdict: the merge's is. What
+    # the merge needs is each shard's run; the verdicts are checked on the merged report below.
+    written = [list((tmp_path / "merge" / "shards" / f"nodeval-shard-{k}").glob("*/report.json")) for k in range(1, 5)]
+    assert all(written), [(s.returncode, s.stdout[-3000:] + s.stderr[-1000:]) for s in shards]
     merge_dir = tmp_path / "merge"
     shutil.copytree(project / "reports", merge_dir / "reports", ignore=shutil.ignore_patterns("history.sqlite", "2*"))
     summary = merge_dir / "github-step-summary.md"
