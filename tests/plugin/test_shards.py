@@ -259,3 +259,23 @@ def test_a_shard_under_xdist_runs_the_same_tests_and_records_its_split(project: 
     assert one.shard is not None and two.shard is not None
     assert one.shard.model_dump() == two.shard.model_dump()
     assert [c.id for c in one.cases] == [c.id for c in two.cases] == sorted(c for c, k in one.shard.cases.items() if k == 2)
+
+
+def test_a_shard_the_suite_does_not_fill_writes_an_empty_run_the_merge_takes(
+        nodeval_project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    for case_id in ("one", "two"):
+        write_case(nodeval_project.path / "scenarios", case_id, script=[{"text": "Done."}], inputs=["go"])
+    whole = nodeval_project.runpytest("--nodeval-report-dir=whole")
+    dirs, statuses = [], []
+    for k in (1, 2, 3):  # two cases over three shards: one shard is empty
+        result = nodeval_project.runpytest(f"--nodeval-shard={k}/3", f"--nodeval-report-dir=shards/{k}")
+        statuses.append(result.ret)
+        dirs.append(next((nodeval_project.path / "shards" / str(k)).glob("*/report.json")).parent)
+    reports = [_report(d) for d in dirs]
+    assert statuses == [0, 0, 0] and sorted(len(r.cases) for r in reports) == [0, 1, 1]
+    empty = next(r for r in reports if not r.cases)
+    assert empty.shard is not None and sorted(empty.shard.cases) == ["one", "two"]
+    assert nodeval(["merge", *map(str, dirs), "--to", str(nodeval_project.path / "merged")]) == 0
+    merged = _report(nodeval_project.path / "merged")
+    assert comparable(merged) == comparable(_report(next((nodeval_project.path / "whole").glob("*/report.json")).parent))
+    assert whole.ret == 0 and "merged into" in capsys.readouterr().out
