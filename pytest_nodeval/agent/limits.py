@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Collection, Iterable, Sequence
 
 from ..errors import ConfigError
+from ..world.processes import process_alive
 
 WINDOW_S = 60.0
 """Requests and tokens per minute are counted over the last `WINDOW_S` seconds (a sliding window)."""
@@ -339,17 +340,3 @@ def shared_limiter(path: Path) -> SharedLimiter:
     """This process's handle on a run's limiter file (it holds no connection: threads may share it)."""
     return SharedLimiter(path)
 
-
-def process_alive(pid: int) -> bool:
-    """Whether a process of this machine still runs (a zombie, killed but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no procfs: trust the signal check
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]

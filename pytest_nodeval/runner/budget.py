@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..world.processes import process_alive
+
 BUDGET_FILE = Path("_shared") / "budget.sqlite"
 _CENT_FRACTION = 1e-9
 """Float sums of prices (0.1 + 0.2) must not refuse an attempt that fits to the cent."""
@@ -109,7 +111,7 @@ class Budget:
     def _forget_dead(self, db: sqlite3.Connection) -> None:
         """A crashed worker's attempts are no longer in flight."""
         for pid in [row[0] for row in db.execute("SELECT DISTINCT pid FROM in_flight")]:
-            if pid != os.getpid() and not _alive(pid):
+            if pid != os.getpid() and not process_alive(pid):
                 db.execute("DELETE FROM in_flight WHERE pid = ?", (pid,))
 
     @contextmanager
@@ -128,13 +130,3 @@ class Budget:
 
 def _one(db: sqlite3.Connection, sql: str) -> float:
     return float(db.execute(sql).fetchone()[0])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
