@@ -40,27 +40,23 @@ def _case(project: pytest.Pytester) -> Path:
     return case_dir
 
 
-def test_sdk_clients_use_the_running_fake_without_a_key_or_base_url(nodeval_project: pytest.Pytester,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def _recorded_events(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The foreign case recorded with no key and no base_url: the clients find the running fake."""
     for env in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(env, raising=False)
-    case_dir = _case(nodeval_project)
-    nodeval_project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=1)
-    events = [json.loads(line) for line in (case_dir / "journal" / "events.jsonl").read_text().splitlines()]
+    case_dir = _case(project)
+    project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=1)
+    return [json.loads(line) for line in (case_dir / "journal" / "events.jsonl").read_text().splitlines()]
+
+
+def test_sdk_clients_use_the_running_fake_and_events_carry_their_turn(nodeval_project: pytest.Pytester,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _recorded_events(nodeval_project, monkeypatch)
     assert [e["payload"]["provider"] for e in events if e["type"] == "llm.request"] == ["anthropic", "openai"] * 2
-    nodeval_project.runpytest().assert_outcomes(passed=1)  # and it replays
-
-
-def test_own_agent_events_carry_the_turn_of_their_input(nodeval_project: pytest.Pytester,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    for env in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
-        monkeypatch.delenv(env, raising=False)
-    case_dir = _case(nodeval_project)
-    nodeval_project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=1)
-    events = [json.loads(line) for line in (case_dir / "journal" / "events.jsonl").read_text().splitlines()]
     turns = [(e["type"], e["turn"]) for e in events if e["type"] in ("io.input", "llm.request", "io.output")]
     assert turns == [("io.input", 1), ("llm.request", 1), ("llm.request", 1), ("io.output", 1),
                      ("io.input", 2), ("llm.request", 2), ("llm.request", 2), ("io.output", 2)]
+    nodeval_project.runpytest().assert_outcomes(passed=1)  # and it replays
 
 
 # -- the foreign-agent worked example (README): written against the SDKs, not for nodeval ----------
