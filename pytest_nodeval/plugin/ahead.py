@@ -41,9 +41,7 @@ TEST_FED = frozenset({"nodeval_world", "nodeval_llm_server", "nodeval_composio",
 
 
 def wanted(settings: Settings) -> bool:
-    # --nodeval-max-cost holds each attempt's estimate before it starts (plugin/attempt.py); the
-    # pool does not go through that budget yet, so a capped run keeps its attempts inline.
-    return settings.concurrency > 1 and settings.mode in POOLED_MODES and settings.max_cost is None
+    return settings.concurrency > 1 and settings.mode in POOLED_MODES
 
 
 class RunAhead:
@@ -63,8 +61,13 @@ class RunAhead:
     def pool(self) -> AttemptPool:
         if self._pool is None:
             from ..runner.pool import AttemptPool
+            from .budget import budget_gate
 
-            self._pool = AttemptPool(self.size, self.settings.world_concurrency)
+            # --nodeval-max-cost: an attempt holds its estimate just before it starts in the pool,
+            # so "spend plus what is in flight" counts what is running, not what is queued.
+            run_dir = self.settings.report_dir / self.config.stash[run_id_key]
+            gate = budget_gate(self.config, self.settings, run_dir)
+            self._pool = AttemptPool(self.size, self.settings.world_concurrency, gate)
         return self._pool
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -107,7 +110,8 @@ class RunAhead:
         run_dir = self.settings.report_dir / item.config.stash[run_id_key]
         attempt = new_attempt(item, case, self.settings, run_dir)
         agent, inputs = attempt.declared or (None, None)
-        attempt.ahead = self.pool.submit(Job(item.nodeid, lambda: attempt.execute(agent, inputs), attempt.opens_world))
+        job = Job(item.nodeid, lambda: attempt.execute(agent, inputs), case.id, world=attempt.opens_world)
+        attempt.ahead = self.pool.submit(job)
         item.stash[ahead_key] = attempt
         self.held.add(item.nodeid)
 

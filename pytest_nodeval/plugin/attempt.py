@@ -180,8 +180,9 @@ class Attempt:
             observed = future.result()
         except CancelledError:  # stopped before it started, yet its test runs: run it here
             return self.execute(agent, inputs)
-        except NotStarted as refused:
-            pytest.skip(f"not started: {refused.reason}")
+        except NotStarted as refused:  # the budget's start gate (plugin/budget.py): "not run", in no rate
+            self.budget_stop = refused.reason
+            pytest.skip(refused.reason)
         self.journal_dir = observed.journal_dir
         return observed
 

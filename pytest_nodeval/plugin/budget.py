@@ -5,8 +5,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..runner.budget import Budget, Prior
+import pytest
+
+from ..runner.budget import Budget, BudgetGate, Prior
+from .keys import budget_key
 from .settings import Settings
+
+SPENDING_MODES = ("live", "record")
+"""Modes whose attempts call models for real (full mode replays the agent's calls)."""
+
+
+def shared_budget(config: pytest.Config, settings: Settings, run_dir: Path) -> Budget | None:
+    """The run's budget, made once per process, when --nodeval-max-cost is set and the mode spends."""
+    if settings.max_cost is None or settings.mode not in SPENDING_MODES:
+        return None
+    budget = config.stash.get(budget_key, None)
+    if budget is None:
+        budget = config.stash[budget_key] = run_budget(settings, run_dir)
+    return budget
+
+
+def budget_gate(config: pytest.Config, settings: Settings, run_dir: Path) -> BudgetGate | None:
+    """The budget as the start gate of the pool that runs attempts ahead (plugin/ahead.py)."""
+    budget = shared_budget(config, settings, run_dir)
+    if budget is None:
+        return None
+    from ..report.models import BUDGET_REASON
+    from ..runner.cost import attempt_cost
+
+    return BudgetGate(budget, lambda observed: attempt_cost(observed.events, settings.prices).cost_usd, BUDGET_REASON)
 
 
 def run_budget(settings: Settings, run_dir: Path) -> Budget:

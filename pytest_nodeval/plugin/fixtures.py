@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import pytest
 
-from .keys import ahead_key, attempt_key, budget_key, case_ref, fakes_key, infra_key, run_id_key, settings_key
+from .keys import ahead_key, attempt_key, case_ref, fakes_key, infra_key, run_id_key, settings_key
 
 if TYPE_CHECKING:
     from fakes.composio import ComposioFake
@@ -53,26 +53,15 @@ def nodeval_attempt(request: pytest.FixtureRequest, nodeval_case: Case, nodeval_
         del request.node.stash[ahead_key]  # once: a rerun (pytest-rerunfailures) is a new try, run here
     else:
         from .attempt import new_attempt
+        from .budget import shared_budget
 
         attempt = new_attempt(request.node, nodeval_case, nodeval_settings, nodeval_run_dir)
         attempt.fakes = request.node.stash.setdefault(fakes_key, {})  # shared with the fake fixtures, in any order
-        attempt.budget = _budget(request.config, nodeval_settings, nodeval_run_dir)
+        attempt.budget = shared_budget(request.config, nodeval_settings, nodeval_run_dir)
     request.node.stash[attempt_key] = attempt
     token = attempt.activate()
     yield attempt
     attempt.deactivate(token)
-
-
-def _budget(config: pytest.Config, settings: Settings, run_dir: Path) -> Any:
-    """The run's shared budget, when --nodeval-max-cost is set and the mode calls models for real."""
-    if settings.max_cost is None or settings.mode not in ("live", "record"):
-        return None
-    budget = config.stash.get(budget_key, None)
-    if budget is None:
-        from .budget import run_budget
-
-        budget = config.stash[budget_key] = run_budget(settings, run_dir)
-    return budget
 
 
 @pytest.fixture

@@ -8,23 +8,33 @@ afterwards `settle()` swaps the estimate for the actual cost.
 
 An attempt's estimate is the mean cost of its case's finished attempts, else of the
 baseline's attempts of that case, else of the run's finished attempts, else of the
-baseline's; with none of those it is 0, so a run's first attempt always starts.
+baseline's. With none of those, the run's first attempt starts at an estimate of 0 and
+the others wait for it to finish (then the run's mean estimates them); once attempts have
+finished without a known cost (a model with no price), the estimate is 0.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..world.processes import process_alive
+
+if TYPE_CHECKING:
+    from .pool import Job
 
 BUDGET_FILE = Path("_shared") / "budget.sqlite"
 _CENT_FRACTION = 1e-9
 """Float sums of prices (0.1 + 0.2) must not refuse an attempt that fits to the cent."""
+_WAIT_S = 0.05
+"""How often an attempt waiting for the run's first cost looks again."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS in_flight (id INTEGER PRIMARY KEY, case_id TEXT NOT NULL, estimate REAL NOT NULL,
                                       pid INTEGER NOT NULL);
@@ -66,13 +76,27 @@ class Budget:
         self.path, self.limit, self.prior = run_dir / BUDGET_FILE, limit_usd, prior or Prior()
 
     def reserve(self, case_id: str) -> Reservation:
-        """Decide whether an attempt of `case_id` may start, holding its estimate if so."""
+        """Decide whether an attempt of `case_id` may start, holding its estimate if so.
+
+        While nothing has finished and nothing estimates a cost, an attempt waits for the one
+        in flight: started together at a 0 estimate, N attempts could pass the limit N-fold.
+        """
+        while (decision := self._decide(case_id)) is None:
+            time.sleep(_WAIT_S)
+        return decision
+
+    def _decide(self, case_id: str) -> Reservation | None:
+        """A decision, or None when this attempt has no estimate yet and must wait (see reserve)."""
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")  # one decision at a time across processes
             self._forget_dead(db)
             spent = _one(db, "SELECT COALESCE(SUM(cost), 0) FROM finished")
             in_flight = _one(db, "SELECT COALESCE(SUM(estimate), 0) FROM in_flight")
             estimate = self._estimate(db, case_id)
+            if estimate is None:
+                if _one(db, "SELECT COUNT(*) FROM in_flight") and not _one(db, "SELECT COUNT(*) FROM finished"):
+                    return None
+                estimate = 0.0
             within = spent + in_flight + estimate <= self.limit + _CENT_FRACTION
             decision = Reservation(within, case_id, estimate, spent, in_flight, self.limit)
             if decision.allowed:
@@ -100,13 +124,13 @@ class Budget:
             return (_one(db, "SELECT COALESCE(SUM(cost), 0) FROM finished"),
                     int(_one(db, "SELECT COUNT(*) FROM finished WHERE cost IS NULL")))
 
-    def _estimate(self, db: sqlite3.Connection, case_id: str) -> float:
+    def _estimate(self, db: sqlite3.Connection, case_id: str) -> float | None:
         own = db.execute("SELECT AVG(cost) FROM finished WHERE case_id = ? AND cost IS NOT NULL", (case_id,))
         run = db.execute("SELECT AVG(cost) FROM finished WHERE cost IS NOT NULL")
         for guess in (own.fetchone()[0], self.prior.by_case.get(case_id), run.fetchone()[0], self.prior.overall):
             if guess is not None:
                 return float(guess)
-        return 0.0
+        return None
 
     def _forget_dead(self, db: sqlite3.Connection) -> None:
         """A crashed worker's attempts are no longer in flight."""
@@ -126,6 +150,33 @@ class Budget:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             db.close()
+
+
+class BudgetGate:
+    """The budget as a pool's start gate (runner/pool.py `StartGate`): an attempt started ahead
+    holds its estimate just before it starts, in its pool thread, exactly as an inline one does.
+
+    `refused` prefixes the refusal (the report's "not run (budget)"); `cost_of` turns a
+    finished job's result into USD (None: unknown, not counted).
+    """
+
+    def __init__(self, budget: Budget, cost_of: Callable[[Any], float | None], refused: str) -> None:
+        self.budget, self.cost_of, self.refused = budget, cost_of, refused
+        self._held: dict[str, Reservation] = {}
+        self._lock = threading.Lock()
+
+    def reserve(self, job: Job) -> str | None:
+        reservation = self.budget.reserve(job.case_id)
+        if not reservation.allowed:
+            return f"{self.refused}: {reservation.refusal()}"
+        with self._lock:
+            self._held[job.key] = reservation
+        return None
+
+    def settle(self, job: Job, result: Any, error: BaseException | None) -> None:
+        with self._lock:
+            reservation = self._held.pop(job.key)
+        self.budget.settle(reservation, None if error is not None else self.cost_of(result))
 
 
 def _one(db: sqlite3.Connection, sql: str) -> float:

@@ -35,6 +35,8 @@ class Job:
     key: str
     """Names the attempt (the test's node id)."""
     run: Callable[[], Any]
+    case_id: str = ""
+    """The case the attempt belongs to (a budget estimates an attempt's cost by its case)."""
     world: bool = False
     """Whether the attempt opens a world, and so needs one of the pool's world slots."""
 
@@ -77,6 +79,9 @@ class AttemptPool:
         self._threads: list[threading.Thread] = []
         self._changed = threading.Condition()
         self._stopping = False
+        self._tickets = 0
+        self._turn = 0
+        """Jobs pass the gate one at a time in the order taken (see `_pass_gate`)."""
         self.in_flight = 0
         """Jobs running now (read it for a progress line; changes under the pool's lock)."""
         self.most_in_flight = 0
@@ -108,31 +113,47 @@ class AttemptPool:
 
     def _work(self) -> None:
         while (taken := self._take()) is not None:
-            job, future = taken
+            job, future, ticket = taken
             try:
-                if future.set_running_or_notify_cancel():
-                    self._run(job, future)
+                self._run(job, future, ticket)
             finally:
                 if job.world:
                     with self._changed:
                         self._worlds_free += 1
                         self._changed.notify_all()
 
-    def _take(self) -> tuple[Job, Future[Any]] | None:
-        """The first pending job that can start now (a world job needs a free slot); None once stopping."""
+    def _take(self) -> tuple[Job, Future[Any], int] | None:
+        """The first pending job that can start now (a world job needs a free slot), marked
+        running, with its turn at the gate; None once stopping."""
         with self._changed:
             while not self._stopping:
-                for index, (job, future) in enumerate(self._pending):
-                    if not job.world or self._worlds_free > 0:
-                        del self._pending[index]
-                        self._worlds_free -= job.world
-                        return job, future
-                self._changed.wait()
+                startable = next((i for i, (job, _) in enumerate(self._pending)
+                                  if not job.world or self._worlds_free > 0), None)
+                if startable is None:
+                    self._changed.wait()
+                    continue
+                job, future = self._pending.pop(startable)
+                if future.set_running_or_notify_cancel():  # False: its holder cancelled it
+                    self._worlds_free -= job.world
+                    self._tickets += 1
+                    return job, future, self._tickets - 1
             return None
 
-    def _run(self, job: Job, future: Future[Any]) -> None:
+    def _pass_gate(self, job: Job, ticket: int) -> str | None:
+        """The gate's decision, taken in the order the jobs were taken: a budget then admits
+        attempts in collection order, as a serial run would, not in the order threads wake."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._turn == ticket)
         try:
-            refusal = self.gate.reserve(job)
+            return self.gate.reserve(job)
+        finally:
+            with self._changed:
+                self._turn += 1
+                self._changed.notify_all()
+
+    def _run(self, job: Job, future: Future[Any], ticket: int) -> None:
+        try:
+            refusal = self._pass_gate(job, ticket)
         except BaseException as exc:  # a broken gate fails this attempt, not the pool
             future.set_exception(exc)
             return

@@ -136,6 +136,18 @@ def test_max_cost_stops_starting_attempts_and_the_rest_are_not_run(priced_projec
                                  "--nodeval-max-cost $0.2000: 3 attempt(s) not run (budget), in no rate"])
 
 
+def test_attempts_run_ahead_hold_the_budget_as_serial_ones_do(priced_project: pytest.Pytester) -> None:
+    (priced_project.path / "scenarios" / "table" / "case.yaml").unlink()
+    result = priced_project.runpytest("--nodeval-mode", "live", "--repeat", "5", "--nodeval-world", "local",
+                                      "--nodeval-max-cost", "0.20", "--nodeval-concurrency", "4")
+    result.assert_outcomes(passed=2, skipped=3)
+    report = _report(priced_project)
+    # The first attempt starts alone (nothing to estimate from); the second at its mean; the
+    # third would pass $0.20 with the second in flight, and so would the rest.
+    assert [a.outcome for a in report.case("house").attempts] == ["passed", "passed", "not_run", "not_run", "not_run"]
+    assert report.totals.not_run_budget == 3 and _cents(report.totals.cost_usd) == pytest.approx(17.58)
+
+
 def test_the_budget_is_shared_by_the_xdist_workers_of_a_run(priced_project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     (priced_project.path / "scenarios" / "table" / "case.yaml").unlink()
@@ -146,8 +158,8 @@ def test_the_budget_is_shared_by_the_xdist_workers_of_a_run(priced_project: pyte
     ran = [a for a in attempts if a.outcome == "passed"]
     assert {a.worker for a in attempts} == {"gw0", "gw1"}, "both workers took attempts"
     # Each worker alone would start two ($0.1758 of its own spend); one shared budget starts
-    # two, or three when both first attempts began before either was priced.
-    assert 2 <= len(ran) <= 3 and report.totals.not_run_budget == 6 - len(ran)
+    # two (a worker's first attempt waits for the run's first cost).
+    assert len(ran) == 2 and report.totals.not_run_budget == 4
     assert _cents(report.totals.cost_usd) == pytest.approx(8.79 * len(ran))
     assert (priced_project.path / "reports" / "latest" / "_shared" / "budget.sqlite").is_file()
     assert result.ret == 0

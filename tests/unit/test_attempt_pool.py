@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import CancelledError
 from types import SimpleNamespace
 from typing import Any
@@ -35,7 +36,7 @@ class Blocking:
                 self.now -= 1
             return value if value is not None else key
 
-        return Job(key, run, world)
+        return Job(key, run, world=world)
 
     def wait_started(self, count: int) -> None:
         for _ in range(count):
@@ -129,6 +130,34 @@ def test_the_start_gate_can_refuse_a_start_and_settles_every_started_job() -> No
     assert gate.settled == [("a", 1, None), ("c", None, "RuntimeError")], "a refused job is never settled"
 
 
+class SlowGate(Gate):
+    """Takes a while to decide, and notes how many decisions overlapped."""
+
+    def __init__(self) -> None:
+        super().__init__(set())
+        self.deciding = self.most_deciding = 0
+        self.lock = threading.Lock()
+
+    def reserve(self, job: Job) -> str | None:
+        with self.lock:
+            self.deciding += 1
+            self.most_deciding = max(self.most_deciding, self.deciding)
+        time.sleep(0.02)
+        with self.lock:
+            self.deciding -= 1
+        return super().reserve(job)
+
+
+def test_the_gate_decides_one_job_at_a_time_in_the_order_taken() -> None:
+    gate = SlowGate()
+    pool = AttemptPool(6, world_slots=1, gate=gate)
+    futures = [pool.submit(Job(str(i), lambda: None)) for i in range(12)]
+    for future in futures:
+        future.result(WAIT)
+    pool.stop(wait=True)
+    assert gate.most_deciding == 1 and gate.reserved == [str(i) for i in range(12)]
+
+
 # -- the xdist scheduler ---------------------------------------------------------------------
 
 
@@ -185,11 +214,9 @@ def test_a_small_suite_is_shared_fairly_and_then_the_workers_shut_down() -> None
     assert not sched.pending
 
 
-def test_a_cost_capped_run_keeps_its_attempts_inline() -> None:
-    """The pool does not reserve from the --nodeval-max-cost budget, so a capped run does not use it."""
+def test_only_modes_that_wait_on_models_run_attempts_ahead() -> None:
     from pytest_nodeval.plugin.ahead import wanted
 
-    live = SimpleNamespace(concurrency=8, mode="live", max_cost=None)
-    assert wanted(live)  # type: ignore[arg-type]
-    assert not wanted(SimpleNamespace(concurrency=8, mode="live", max_cost=2.0))  # type: ignore[arg-type]
-    assert not wanted(SimpleNamespace(concurrency=8, mode="deterministic", max_cost=None))  # type: ignore[arg-type]
+    assert wanted(SimpleNamespace(concurrency=8, mode="live"))  # type: ignore[arg-type]
+    assert not wanted(SimpleNamespace(concurrency=1, mode="live"))  # type: ignore[arg-type]
+    assert not wanted(SimpleNamespace(concurrency=8, mode="deterministic"))  # type: ignore[arg-type]
