@@ -9,13 +9,15 @@ flight" means, is `report/progress.py`'s.
 TERM=dumb) and captures the tests' output (not -s: what a test prints would cross the line);
 plain lines otherwise. `tty` and `plain` force one of them.
 
-**Plain lines** (at most one per `nodeval_progress_interval`, 30 s) are written when a test
-starts, before pytest writes anything for it, or when one finishes (or its worker crashes),
-with pytest's own `write_line`, which ends pytest's current line first; pytest then starts
-the test's line afresh (its file name again before the dots). They come with test events,
-never from a background thread: the terminal writer is not thread-safe, and while a test
-runs in-process pytest captures the output file descriptors. A stretch with no test event
-at all (one long attempt without -n) therefore prints nothing until that attempt ends.
+**Plain lines** (one per `nodeval_progress_interval`, 30 s) are written when a test starts,
+before pytest writes anything for it, or when one finishes (or its worker crashes), with
+pytest's own `write_line`, which ends pytest's current line first; pytest then starts the
+test's line afresh (its file name again before the dots). When no test event has written
+one for an interval (one long attempt, every worker busy), a background thread writes it:
+not through pytest's terminal writer, which is not thread-safe, but to a duplicate of its
+file descriptor taken at session start, since while a test runs in-process pytest points
+the descriptor itself at its capture file. Such a line starts on a line of its own; pytest's
+dots after it continue below it.
 
 **The live line** is drawn on the row below pytest's cursor, and the cursor is put back where
 pytest left it:
@@ -38,6 +40,7 @@ test) can still cross it.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Generator
 from typing import Any, TextIO
@@ -56,8 +59,11 @@ class Progress:
         self.config = config
         self.settings = config.stash[settings_key]
         self.tally = Tally(tests)
+        self.lock = threading.Lock()
+        """Held while the tally changes or is summed: the ticker thread reads it."""
         self.workers: set[str] = set()
         self.out: _LiveLine | _PlainLines | None = None
+        self._ticker: _Ticker | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Here, not in __init__: the terminal reporter is registered by its own pytest_configure.
@@ -69,6 +75,9 @@ class Progress:
             self.out = _LiveLine(reporter._tw)
         else:
             self.out = _PlainLines(reporter, self.settings.progress_interval_s, time.monotonic())
+            if self.settings.progress_interval_s > 0:
+                self._ticker = _Ticker(self, self.out)
+                self._ticker.start()
 
     @pytest.hookimpl(optionalhook=True)  # only exists when pytest-xdist is active
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -79,14 +88,16 @@ class Progress:
         if isinstance(self.out, _PlainLines) and self.out.due(time.monotonic()):
             self._show(self.out)  # before pytest starts this test's line: its dots stay on one line
         yield
-        self.tally.start(nodeid, time.monotonic())
+        with self.lock:
+            self.tally.start(nodeid, time.monotonic())
         self._redraw()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         yield  # the controller has read the report: a Python scenario's test is known by now
         now = time.monotonic()
-        self._count(report, now)
+        with self.lock:
+            self._count(report, now)
         crashed = report.when == "???"  # type: ignore[comparison-overlap]  # no logfinish follows
         if crashed and isinstance(self.out, _PlainLines) and self.out.due(now):
             self._show(self.out)
@@ -96,7 +107,8 @@ class Progress:
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Generator[None, None, None]:
         yield
         now = time.monotonic()
-        self.tally.finish(nodeid, now)
+        with self.lock:
+            self.tally.finish(nodeid, now)
         if isinstance(self.out, _PlainLines) and self.out.due(now):
             self._show(self.out)  # under xdist the last attempts start nothing more: say it here
         self._redraw()
@@ -113,6 +125,8 @@ class Progress:
         try:
             return (yield)
         finally:
+            if self._ticker is not None:
+                self._ticker.stop()
             if isinstance(self.out, _LiveLine):
                 self.out.close()
             self.out = None
@@ -134,9 +148,15 @@ class Progress:
             self._show(self.out)
 
     def _show(self, out: _LiveLine | _PlainLines) -> None:
-        snapshot = self.tally.snapshot(workers=len(self.workers) or 1)
-        if snapshot.total:
-            out.show(format_line(snapshot))
+        line = self.line()
+        if line is not None:
+            out.show(line)
+
+    def line(self) -> str | None:
+        """The progress line now; None in a run without attempts."""
+        with self.lock:
+            snapshot = self.tally.snapshot()
+        return format_line(snapshot) if snapshot.total else None
 
 
 def choose_mode(setting: str, reporter: Any, config: pytest.Config) -> str | None:
@@ -170,12 +190,15 @@ class _PlainLines:
         self.reporter = reporter
         self.interval_s = interval_s
         self.last = started
+        self._lock = threading.Lock()
 
     def due(self, now: float) -> bool:
-        if now - self.last < self.interval_s:
-            return False
-        self.last = now
-        return True
+        """Whether a line is due now; if so, the next is due an interval from now."""
+        with self._lock:
+            if now - self.last < self.interval_s:
+                return False
+            self.last = now
+            return True
 
     def show(self, line: str) -> None:
         writer = getattr(self.reporter, "_tw", None)
@@ -184,6 +207,53 @@ class _PlainLines:
             # dots); under xdist the dots run on without one: end it here.
             self.reporter.write("\n")
         self.reporter.write_line(line)
+
+
+class _Ticker:
+    """Writes the plain line when no test event has for an interval (see the module docstring)."""
+
+    def __init__(self, progress: Progress, out: _PlainLines) -> None:
+        self.progress, self.out = progress, out
+        self.file = _side_file(getattr(out.reporter, "_tw", None))
+        self._column_after_last: int | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nodeval-progress", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+        if self.file is not None:
+            self.file.close()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(min(1.0, self.out.interval_s / 3)):
+            if self.file is None or not self.out.due(time.monotonic()):
+                continue
+            line = self.progress.line()
+            if line is None:
+                continue
+            # End pytest's partial line first, unless our last line already did and pytest
+            # wrote nothing since (its writer does not see what we write).
+            column = getattr(getattr(self.out.reporter, "_tw", None), "width_of_current_line", 0)
+            ends_pytests_line = column and column != self._column_after_last
+            self._column_after_last = column
+            try:
+                self.file.write(("\n" if ends_pytests_line else "") + line + "\n")
+                self.file.flush()
+            except (OSError, ValueError):  # the output went away: nothing more to say
+                return
+
+
+def _side_file(writer: Any) -> TextIO | None:
+    """A file of our own on the descriptor pytest writes its report to; None without one."""
+    try:
+        fd = writer._file.fileno()
+        return open(os.dup(fd), "w", encoding=getattr(writer._file, "encoding", None) or "utf-8", errors="replace")
+    except (AttributeError, OSError, ValueError):  # e.g. an in-memory stream (pytester in-process)
+        return None
 
 
 class _LiveLine:

@@ -12,13 +12,17 @@ start (a concurrency pool inside the worker) is not in flight here until its tes
 
 Every event costs O(1): each attempt keeps its own counts, and the run's totals change by
 the difference an event makes to one attempt, so a 10,000-test run redraws as cheaply as a
-10-test one. The ETA uses the median time of the last `ETA_WINDOW` attempts.
+10-test one.
+
+The ETA is what remains at the rate attempts finished lately: the last `ETA_WINDOW` of them
+over the time they took to finish (since the first test started, while fewer are done). A
+rate, not a per-attempt time, so it needs no idea of the run's parallelism: xdist workers,
+attempts run ahead in a worker's pool and slow stragglers all show in how fast attempts end.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +31,7 @@ from itertools import islice
 __all__ = ["ETA_WINDOW", "Snapshot", "Tally", "format_eta", "format_line"]
 
 ETA_WINDOW = 100
-"""Attempts whose times the ETA's median uses: the recent ones, so it follows the suite's mix."""
+"""Attempts whose finishing rate the ETA uses: the recent ones, so it follows the suite's mix."""
 
 AttemptKey = tuple[str, int]
 _NO_PROBLEM, _FAILED, _INFRA = 0, 1, 2
@@ -47,7 +51,7 @@ class Snapshot:
     spend_usd: float | None
     """The sum of `cost_usd` over the attempts that report one; None when none does."""
     eta_s: float | None
-    """Seconds until the rest is done at the recent median attempt time; None before any is done."""
+    """Seconds until the rest is done at the rate attempts finished lately; None before any is done."""
 
 
 @dataclass(slots=True)
@@ -55,7 +59,6 @@ class _Attempt:
     tests: int = 0
     running: int = 0
     finished: int = 0
-    took_s: float = 0.0
     problems: dict[str, int] = field(default_factory=dict)
     costs: dict[str, float] = field(default_factory=dict)
 
@@ -80,11 +83,13 @@ class Tally:
         self._attempts: dict[AttemptKey, _Attempt] = {}
         self._started: dict[str, float] = {}
         self._finished: set[str] = set()
-        self._durations: deque[float] = deque(maxlen=ETA_WINDOW)
+        self._first_start: float | None = None
+        self._done_at: deque[float] = deque(maxlen=ETA_WINDOW + 1)
+        """When the recent attempts were done: the window's rate is len - 1 over its span."""
+        self._now = 0.0
+        """The latest event's time."""
         self._done = self._in_flight = self._failed = self._infra = 0
         self._spend, self._priced = 0.0, 0
-        self.peak_running = 0
-        """The most tests seen running at once: the run's parallelism, as far as it shows."""
 
     # -- events ------------------------------------------------------------------------------
 
@@ -95,7 +100,9 @@ class Tally:
         was_finished = nodeid in self._finished
         self._finished.discard(nodeid)
         self._started[nodeid] = now
-        self.peak_running = max(self.peak_running, len(self._started))
+        if self._first_start is None:
+            self._first_start = now
+        self._now = now
 
         def apply(attempt: _Attempt) -> None:
             attempt.running += 1
@@ -138,11 +145,11 @@ class Tally:
         if key is None or started is None:
             return
         self._finished.add(nodeid)
+        self._now = now
 
         def apply(attempt: _Attempt) -> None:
             attempt.running -= 1
             attempt.finished += 1
-            attempt.took_s += now - started
 
         self._change(key, apply)
 
@@ -153,18 +160,21 @@ class Tally:
 
     # -- the sum -----------------------------------------------------------------------------
 
-    def snapshot(self, workers: int = 1) -> Snapshot:
+    def snapshot(self) -> Snapshot:
         self._index()
         total = len(self._attempts)
         spend = self._spend if self._priced else None
         return Snapshot(total=total, done=self._done, in_flight=self._in_flight, failed=self._failed,
-                        infra=self._infra, spend_usd=spend, eta_s=self._eta(total - self._done, workers))
+                        infra=self._infra, spend_usd=spend, eta_s=self._eta(total - self._done))
 
-    def _eta(self, remaining: int, workers: int) -> float | None:
-        if not self._durations or remaining <= 0:
+    def _eta(self, remaining: int) -> float | None:
+        if not self._done_at or remaining <= 0 or self._first_start is None:
             return None
-        parallel = max(workers, self.peak_running, 1)
-        return statistics.median(self._durations) * remaining / parallel
+        if len(self._done_at) > ETA_WINDOW:  # a full window: its own span
+            finished, span = ETA_WINDOW, self._done_at[-1] - self._done_at[0]
+        else:
+            finished, span = len(self._done_at), self._done_at[-1] - self._first_start
+        return max(span, 0.0) / finished * remaining
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -190,7 +200,7 @@ class Tally:
         apply(attempt)
         after = attempt.flags()
         if after[0] and not before[0]:
-            self._durations.append(attempt.took_s)
+            self._done_at.append(self._now)
         self._done += after[0] - before[0]
         self._in_flight += after[1] - before[1]
         self._failed += after[2] - before[2]

@@ -130,6 +130,22 @@ def test_off_prints_nothing(nodeval_project: pytest.Pytester, switch: tuple[str,
     assert "attempts," not in result.stdout.str()
 
 
+def test_a_long_attempt_gets_a_plain_line_every_interval_while_it_runs(nodeval_project: pytest.Pytester) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "answer", script=[{"text": "Hello."}], inputs=["hi"],
+               assertions=[{"kind": "output_contains", "text": "hello"}])
+    (root / "test_slow.py").write_text("import time\nimport pytest\n\n@pytest.mark.nodeval_case('answer')\n"
+                                       "def test_slow(nodeval_attempt):\n    time.sleep(3)\n    nodeval_attempt.run()\n")
+    # A subprocess: the lines must reach the real output while pytest captures the test's.
+    result = nodeval_project.runpytest_subprocess("--nodeval-progress", "plain", "-o", "nodeval_progress_interval=0.5",
+                                                  "-k", "slow")
+    result.assert_outcomes(passed=1)
+    during = [line for line in _progress(result) if line[:3] == (0, 1, 1)]
+    # One test event starts the attempt and one ends it: more lines than that came from the clock.
+    assert len(during) >= 3, result.stdout.str()
+    assert "\n\n" not in result.stdout.str().split("test_slow.py")[1].split("[100%]")[0], "no blank lines"
+
+
 def test_a_run_without_attempts_prints_no_progress(nodeval_project: pytest.Pytester) -> None:
     (nodeval_project.path / "scenarios" / "test_plain.py").write_text("def test_one():\n    pass\n")
     result = nodeval_project.runpytest("--nodeval-progress", "plain", *EVERY_EVENT)

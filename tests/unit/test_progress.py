@@ -95,25 +95,33 @@ def test_spend_sums_attempts_that_carry_a_cost_once_each() -> None:
     assert tally.snapshot().spend_usd == pytest.approx(0.75)
 
 
-def test_eta_is_the_median_attempt_time_times_what_remains_over_the_parallelism() -> None:
-    tests = _tests(*((f"t{i}", f"case{i}", 1) for i in range(10)))
-    tally = Tally(tests)
+def test_eta_is_what_remains_at_the_rate_attempts_finished() -> None:
+    tally = Tally(_tests(*((f"t{i}", f"case{i}", 1) for i in range(10))))
     assert tally.snapshot().eta_s is None, "no attempt done yet: no ETA"
-    for i, took in enumerate((1.0, 9.0, 2.0)):  # median 2 s
-        _run(tally, f"t{i}", 100.0 * i, 100.0 * i + took)
-    assert tally.snapshot(workers=1).eta_s == pytest.approx(2.0 * 7)
-    assert tally.snapshot(workers=2).eta_s == pytest.approx(2.0 * 7 / 2)
-    for i in range(3, 7):  # four at once: the run shows a parallelism of 4
-        tally.start(f"t{i}", 1000.0)
-    assert tally.snapshot(workers=2).eta_s == pytest.approx(2.0 * 7 / 4)
+    for i, end in enumerate((4.0, 5.0, 6.0)):  # one at a time from t=0: 3 done in 6 s
+        _run(tally, f"t{i}", 0.0 if i == 0 else end - 1.0, end)
+    assert tally.snapshot().eta_s == pytest.approx(6.0 / 3 * 7)
+
+
+def test_the_eta_sees_parallelism_in_the_rate_whatever_runs_it() -> None:
+    """Four tests at once (workers, or attempts run ahead): done four times as fast."""
+    tally = Tally(_tests(*((f"t{i}", f"case{i}", 1) for i in range(12))))
+    for i in range(4):
+        tally.start(f"t{i}", 0.0)
+    for i in range(4):
+        tally.result(f"t{i}", "passed", False, None, 8.0)
+        tally.finish(f"t{i}", 8.0)
+    assert tally.snapshot().eta_s == pytest.approx(8.0 / 4 * 8)
 
 
 def test_the_eta_follows_the_recent_attempts() -> None:
     count = ETA_WINDOW + 20
-    tally = Tally(_tests(*((f"t{i}", f"case{i}", 1) for i in range(count + 1))))
+    tally = Tally(_tests(*((f"t{i}", f"case{i}", 1) for i in range(count + 10))))
+    clock = 0.0
     for i in range(count):
-        _run(tally, f"t{i}", 0.0, 100.0 if i < 20 else 1.0)  # the first 20 were slow
-    assert tally.snapshot().eta_s == pytest.approx(1.0)
+        clock += 100.0 if i < 20 else 1.0  # the first 20 were slow
+        _run(tally, f"t{i}", clock - 0.5, clock)
+    assert tally.snapshot().eta_s == pytest.approx(1.0 * 10)
 
 
 def test_every_event_costs_the_same_however_many_tests_there_are() -> None:
