@@ -24,6 +24,8 @@ tests of an attempt that several tests in this process check, skip-marked tests,
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 POOLED_MODES = ("live", "record", "full")
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 TEST_FED = frozenset({"nodeval_world", "nodeval_llm_server", "nodeval_composio", "nodeval_mcp"})
 """Fixtures whose value the attempt uses (fixtures.py): a test requesting one runs its attempt itself."""
 
@@ -52,8 +55,8 @@ class RunAhead:
         self.settings: Settings = config.stash[settings_key]
         self.size = self.settings.concurrency
         self._pool: AttemptPool | None = None
-        self.held: set[str] = set()
-        """Node ids of tests whose attempt started and whose test has not finished."""
+        self.started: dict[str, Future[Any]] = {}
+        """By node id, the attempts started ahead whose tests have not finished."""
         self.considered: set[str] = set()
         self._positions: dict[str, int] | None = None
 
@@ -76,9 +79,22 @@ class RunAhead:
         try:
             return (yield)
         finally:
-            self.held.discard(item.nodeid)
+            self.started.pop(item.nodeid, None)
             if ahead_key in item.stash:
                 del item.stash[ahead_key]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if self._pool is not None:
+            # For the controller's progress line (plugin/progress.py): attempts in flight here
+            # whose tests have not started, which it cannot see; a plain int, so xdist carries it.
+            report.nodeval_ahead = [WORKER, self.running_besides(item.nodeid)]
+        return report
+
+    def running_besides(self, nodeid: str) -> int:
+        """Attempts started ahead and not finished, but the one of the test `nodeid`."""
+        return sum(not future.done() for key, future in self.started.items() if key != nodeid)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Cancel what has not started (-x, --maxfail, an interrupt); those tests report as not run."""
@@ -89,7 +105,7 @@ class RunAhead:
     def fill(self, item: pytest.Item) -> None:
         """Start attempts of this test and the next ones, until `size` are held."""
         for candidate in self.upcoming(item):
-            if len(self.held) >= self.size:
+            if len(self.started) >= self.size:
                 return
             if candidate.nodeid in self.considered:
                 continue
@@ -111,9 +127,8 @@ class RunAhead:
         attempt = new_attempt(item, case, self.settings, run_dir)
         agent, inputs = attempt.declared or (None, None)
         job = Job(item.nodeid, lambda: attempt.execute(agent, inputs), case.id, world=attempt.opens_world)
-        attempt.ahead = self.pool.submit(job)
+        attempt.ahead = self.started[item.nodeid] = self.pool.submit(job)
         item.stash[ahead_key] = attempt
-        self.held.add(item.nodeid)
 
     def upcoming(self, item: pytest.Item) -> Iterator[pytest.Item]:
         """This test, then the tests this process will run after it, in order."""

@@ -132,10 +132,16 @@ class Progress:
             self.out = None
 
     def _count(self, report: pytest.TestReport, now: float) -> None:
+        ahead = getattr(report, "nodeval_ahead", None)  # plugin/ahead.py: a worker's pool
+        if isinstance(ahead, (list, tuple)) and len(ahead) == 2:
+            self.tally.ahead(str(ahead[0]), int(ahead[1]))
         if report.outcome == "rerun":  # type: ignore[comparison-overlap]  # pytest-rerunfailures
             self.tally.rerun(report.nodeid)
         elif report.when == "???":  # type: ignore[comparison-overlap]  # xdist: the worker crashed
             self.tally.crash(report.nodeid, now)
+            node = getattr(report, "node", None)
+            if node is not None:  # its pool died with it
+                self.tally.ahead(str(node.gateway.id), 0)
         else:
             attempt = attempt_payload(report)
             if attempt is not None:
@@ -214,7 +220,7 @@ class _Ticker:
 
     def __init__(self, progress: Progress, out: _PlainLines) -> None:
         self.progress, self.out = progress, out
-        self.file = _side_file(getattr(out.reporter, "_tw", None))
+        self.file, self._owned = _side_file(getattr(out.reporter, "_tw", None))
         self._column_after_last: int | None = None
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nodeval-progress", daemon=True)
@@ -225,7 +231,7 @@ class _Ticker:
     def stop(self) -> None:
         self._stopped.set()
         self._thread.join()
-        if self.file is not None:
+        if self.file is not None and self._owned:
             self.file.close()
 
     def _run(self) -> None:
@@ -247,13 +253,17 @@ class _Ticker:
                 return
 
 
-def _side_file(writer: Any) -> TextIO | None:
-    """A file of our own on the descriptor pytest writes its report to; None without one."""
+def _side_file(writer: Any) -> tuple[TextIO | None, bool]:
+    """Where the ticker writes, and whether it is ours to close: a duplicate of the descriptor
+    pytest writes its report to; without one (an in-memory stream, as under pytester
+    in-process), that stream itself, which capturing a test's descriptors does not redirect."""
+    stream = getattr(writer, "_file", None)
     try:
-        fd = writer._file.fileno()
-        return open(os.dup(fd), "w", encoding=getattr(writer._file, "encoding", None) or "utf-8", errors="replace")
-    except (AttributeError, OSError, ValueError):  # e.g. an in-memory stream (pytester in-process)
-        return None
+        fd = stream.fileno()  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):
+        return stream, False
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return open(os.dup(fd), "w", encoding=encoding, errors="replace"), True
 
 
 class _LiveLine:

@@ -6,9 +6,10 @@ they happened; nothing here reads a clock or writes anywhere.
 Counts are by attempt (a case at one repeat), as in report.json: the tests bound to one
 attempt are its checks (`report/aggregate.py`), so an attempt is done when every test of
 it has finished, failed when one of them failed, an infrastructure error when one of them
-was. "In flight" is what the controller can see: attempts with a test that has started
-(`pytest_runtest_logstart`) and not yet finished, so done + in flight + waiting = total. Work a worker does ahead of a test's
-start (a concurrency pool inside the worker) is not in flight here until its test starts.
+was. "In flight" is attempts with a test that has started (`pytest_runtest_logstart`) and
+not yet finished, plus those a worker runs ahead of their tests in its pool
+(--nodeval-concurrency), as the worker's latest report said; so done + in flight + waiting
+= total.
 
 Every event costs O(1): each attempt keeps its own counts, and the run's totals change by
 the difference an event makes to one attempt, so a 10,000-test run redraws as cheaply as a
@@ -90,6 +91,8 @@ class Tally:
         """The latest event's time."""
         self._done = self._in_flight = self._failed = self._infra = 0
         self._spend, self._priced = 0.0, 0
+        self._ahead: dict[str, int] = {}
+        self._ahead_total = 0
 
     # -- events ------------------------------------------------------------------------------
 
@@ -153,6 +156,11 @@ class Tally:
 
         self._change(key, apply)
 
+    def ahead(self, worker: str, running: int) -> None:
+        """A worker said how many attempts it runs ahead of their tests now."""
+        self._ahead_total += running - self._ahead.get(worker, 0)
+        self._ahead[worker] = running
+
     def crash(self, nodeid: str, now: float) -> None:
         """The worker running the test died: an infrastructure error, and the test is over."""
         self.result(nodeid, "error", True, None, now)
@@ -164,7 +172,8 @@ class Tally:
         self._index()
         total = len(self._attempts)
         spend = self._spend if self._priced else None
-        return Snapshot(total=total, done=self._done, in_flight=self._in_flight, failed=self._failed,
+        in_flight = min(self._in_flight + self._ahead_total, total - self._done)
+        return Snapshot(total=total, done=self._done, in_flight=in_flight, failed=self._failed,
                         infra=self._infra, spend_usd=spend, eta_s=self._eta(total - self._done))
 
     def _eta(self, remaining: int) -> float | None:

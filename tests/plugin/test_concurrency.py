@@ -118,9 +118,12 @@ def test_attempts_are_in_flight_together_at_the_fake(project: pytest.Pytester, c
     serial.assert_outcomes(passed=6)
     assert counting_llm.most == 1, "without --nodeval-concurrency one attempt at a time"
     counting_llm.most = 0
-    pooled = project.runpytest("--nodeval-mode", "live", "--nodeval-concurrency", "3", "-p", "no:randomly")
+    pooled = project.runpytest("--nodeval-mode", "live", "--nodeval-concurrency", "3", "-p", "no:randomly",
+                               "--nodeval-progress", "plain", "-o", "nodeval_progress_interval=0.1")
     pooled.assert_outcomes(passed=6)
     assert 1 < counting_llm.most <= 3
+    in_flight = [int(m.group(1)) for line in pooled.outlines if (m := re.search(r"attempts, (\d+) in flight", line))]
+    assert max(in_flight) == 3, "the progress line counts the attempts run ahead of their tests"
 
 
 def test_the_concurrency_comes_from_ini_and_profiles_too(project: pytest.Pytester, counting_llm: CountingLLM) -> None:

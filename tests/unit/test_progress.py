@@ -95,6 +95,20 @@ def test_spend_sums_attempts_that_carry_a_cost_once_each() -> None:
     assert tally.snapshot().spend_usd == pytest.approx(0.75)
 
 
+def test_attempts_a_worker_runs_ahead_are_in_flight() -> None:
+    tally = Tally(_tests(*((f"t{i}", f"case{i}", 1) for i in range(10))))
+    tally.start("t0", 0.0)
+    tally.ahead("gw0", 7)  # t0's attempt and seven more run in gw0's pool
+    tally.ahead("gw1", 2)
+    assert tally.snapshot().in_flight == 10
+    tally.ahead("gw0", 3)  # the latest word of a worker replaces its earlier one
+    assert tally.snapshot().in_flight == 6
+    _run(tally, "t1", 1.0, 2.0)
+    for i in range(2, 10):
+        _run(tally, f"t{i}", 2.0, 3.0)
+    assert tally.snapshot().in_flight == 1, "never more than is left"
+
+
 def test_eta_is_what_remains_at_the_rate_attempts_finished() -> None:
     tally = Tally(_tests(*((f"t{i}", f"case{i}", 1) for i in range(10))))
     assert tally.snapshot().eta_s is None, "no attempt done yet: no ETA"
