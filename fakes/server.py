@@ -81,14 +81,14 @@ class ServedApp:
     def signal_stop(self) -> None:
         """Ask the server to stop without waiting (to stop several at once, then `stop()` each)."""
         if self._server is not None:
-            self._server.should_exit = True
+            self._server.exit_soon()
 
     def stop(self) -> None:
         """Stop serving and join the thread; safe to call twice."""
         server, thread = self._server, self._thread
         if server is None or thread is None:
             return
-        server.should_exit = True
+        server.exit_soon()
         thread.join(self._grace_s + 5.0)
         if thread.is_alive():
             # A lifespan shutdown that hangs must not hang the test run with it.
@@ -157,16 +157,60 @@ def _prompt_server_class() -> Any:
     import uvicorn  # lazy: importing `fakes` must not pay for uvicorn
 
     class PromptServer(uvicorn.Server):
-        """uvicorn's server, but it notices `should_exit` within 10 ms instead of 100 ms."""
+        """uvicorn's server, but it stops as soon as `exit_soon()` is called instead of within
+        100 ms, and stops without uvicorn's fixed 100 ms of shutdown sleep: every live attempt
+        starts and stops a fake, dozens of them at once with --nodeval-concurrency."""
+
+        _wake: asyncio.Event | None = None
+        _loop: asyncio.AbstractEventLoop | None = None
+
+        def exit_soon(self) -> None:
+            """Set `should_exit` and wake the main loop (from any thread)."""
+            self.should_exit = True
+            loop, wake = self._loop, self._wake
+            if loop is not None and wake is not None:
+                try:
+                    loop.call_soon_threadsafe(wake.set)
+                except RuntimeError:  # the loop has closed: it has stopped already
+                    pass
 
         async def main_loop(self) -> None:
-            ticks = 0
+            self._wake, self._loop = asyncio.Event(), asyncio.get_running_loop()
+            counter = 0
             while not self.should_exit:
+                # on_tick refreshes the Date header and enforces limits; it expects 10 Hz. A
+                # `should_exit` set without `exit_soon()` is still seen within a tick.
+                try:
+                    await asyncio.wait_for(self._wake.wait(), 0.1)
+                except asyncio.TimeoutError:
+                    counter = (counter + 1) % 864000
+                    if await self.on_tick(counter):
+                        return
+
+        async def shutdown(self, sockets: list[Any] | None = None) -> None:
+            """uvicorn's steps (stop accepting, ask connections to close, wait for them and the
+            tasks within the graceful timeout, lifespan shutdown), but looking every 10 ms
+            where uvicorn sleeps 100 ms: every live attempt stops a fake."""
+            for server in self.servers:
+                server.close()
+            for sock in sockets or []:
+                sock.close()
+            for connection in list(self.server_state.connections):
+                connection.shutdown()
+            try:
+                await asyncio.wait_for(self._drained(), timeout=self.config.timeout_graceful_shutdown)
+            except asyncio.TimeoutError:
+                for task in self.server_state.tasks:
+                    task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+            if not self.force_exit:
+                await self.lifespan.shutdown()
+
+        async def _drained(self) -> None:
+            state = self.server_state
+            while (state.connections or state.tasks) and not self.force_exit:
                 await asyncio.sleep(0.01)
-                ticks += 1
-                # on_tick refreshes the Date header and enforces limits; it expects 10 Hz.
-                if ticks % 10 == 0 and await self.on_tick(ticks // 10 % 864000):
-                    return
+            for server in self.servers:
+                await server.wait_closed()
 
     return PromptServer
 

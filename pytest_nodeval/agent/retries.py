@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import httpx2
 
-from ..journal.transport import RETRIES_EXTENSION, extract_usage
+from ..journal.transport import RETRIES_EXTENSION, extract_usage, shared_tls_context
 from .limits import Lease, LimitRule, RunLimits, shared_limiter
 
 DEFAULT_MAX_RETRIES = 2
@@ -162,7 +162,7 @@ class LimitedTransport(httpx2.BaseTransport):
                  inner: httpx2.BaseTransport | None = None, *, sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None) -> None:
         self._provider, self._policy, self._limits = provider, policy, limits
-        self._inner = inner or httpx2.HTTPTransport()
+        self._inner = inner or httpx2.HTTPTransport(verify=shared_tls_context())
         self._sleep, self._rng = sleep, rng or random.Random()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -196,7 +196,7 @@ class AsyncLimitedTransport(httpx2.AsyncBaseTransport):
     def __init__(self, provider: str, policy: RetryPolicy, limits: RunLimits | None = None,
                  inner: httpx2.AsyncBaseTransport | None = None, *, rng: random.Random | None = None) -> None:
         self._provider, self._policy, self._limits = provider, policy, limits
-        self._inner = inner or httpx2.AsyncHTTPTransport()
+        self._inner = inner or httpx2.AsyncHTTPTransport(verify=shared_tls_context())
         self._rng = rng or random.Random()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:

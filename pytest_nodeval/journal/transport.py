@@ -183,8 +183,9 @@ def _rebuilt(response: httpx2.Response, request: httpx2.Request) -> httpx2.Respo
 
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One verifying TLS context for every recording transport of the process.
+def shared_tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every transport of the process that talks to a provider
+    (the recording ones here, the retrying ones in agent/retries.py).
 
     Building one loads the CA bundle, ~70 ms of CPU that each live attempt would pay again,
     holding the GIL, so attempts running in parallel (--nodeval-concurrency) would queue on it.
@@ -199,7 +200,7 @@ class RecordingTransport(httpx2.BaseTransport):
     def __init__(self, journal: JournalWriter, provider: str, api: str,
                  inner: httpx2.BaseTransport | None = None) -> None:
         self._journal, self._provider, self._api = journal, provider, api
-        self._inner = inner or httpx2.HTTPTransport(verify=_tls_context())
+        self._inner = inner or httpx2.HTTPTransport(verify=shared_tls_context())
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         payload = request_payload(request, self._provider, self._api, request.read())
@@ -224,7 +225,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
     def __init__(self, journal: JournalWriter, provider: str, api: str,
                  inner: httpx2.AsyncBaseTransport | None = None) -> None:
         self._journal, self._provider, self._api = journal, provider, api
-        self._inner = inner or httpx2.AsyncHTTPTransport(verify=_tls_context())
+        self._inner = inner or httpx2.AsyncHTTPTransport(verify=shared_tls_context())
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
