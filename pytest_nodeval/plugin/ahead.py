@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 POOLED_MODES = ("live", "record", "full")
-WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 TEST_FED = frozenset({"nodeval_world", "nodeval_llm_server", "nodeval_composio", "nodeval_mcp"})
 """Fixtures whose value the attempt uses (fixtures.py): a test requesting one runs its attempt itself."""
 
@@ -88,8 +87,9 @@ class RunAhead:
         report = yield
         if self._pool is not None:
             # For the controller's progress line (plugin/progress.py): attempts in flight here
-            # whose tests have not started, which it cannot see; a plain int, so xdist carries it.
-            report.nodeval_ahead = [WORKER, self.running_besides(item.nodeid)]
+            # whose tests have not started, which it cannot see; plain JSON values, so xdist carries them.
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            report.nodeval_ahead = [worker, self.running_besides(item.nodeid)]
         return report
 
     def running_besides(self, nodeid: str) -> int:
