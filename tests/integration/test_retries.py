@@ -159,8 +159,9 @@ def test_max_wait_stops_retrying_before_a_long_retry_after(tmp_path: Path) -> No
 
 
 def test_journals_from_before_replay_with_the_sdks_retries(tmp_path: Path) -> None:
-    # Recorded when the SDK retried: both tries of the overloaded provider are exchanges of their own.
-    case = load_case(Path(__file__).parents[2] / "scenarios" / "provider-fallback")
+    # The provider-fallback seed as recorded when the SDK retried (kept here since the seed was
+    # recorded again): both tries of the overloaded provider are exchanges of their own.
+    case = load_case(Path(__file__).parent / "data" / "fallback-sdk-retries")
     statuses = [e.payload_dict()["status"] for e in case.journal().events if e.type == "llm.response"]
     assert statuses == [529, 529, 200]
     observed = run_case(case, AttemptSettings(mode="deterministic"), tmp_path / "rep")
