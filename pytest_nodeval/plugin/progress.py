@@ -61,7 +61,6 @@ class Progress:
         self.tally = Tally(tests)
         self.lock = threading.Lock()
         """Held while the tally changes or is summed: the ticker thread reads it."""
-        self.workers: set[str] = set()
         self.out: _LiveLine | _PlainLines | None = None
         self._ticker: _Ticker | None = None
 
@@ -78,10 +77,6 @@ class Progress:
             if self.settings.progress_interval_s > 0:
                 self._ticker = _Ticker(self, self.out)
                 self._ticker.start()
-
-    @pytest.hookimpl(optionalhook=True)  # only exists when pytest-xdist is active
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self.workers.add(str(node.gateway.id))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Generator[None, None, None]:
