@@ -22,6 +22,12 @@ import pytest_nodeval.report.aggregate  # noqa: E402,F401
 import numpy  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
 
+# httpx2 maps httpcore2's exceptions through a table it fills once per process: if httpcore2
+# were first imported inside an in-process run, pytester would drop it afterwards, and the
+# next import's exception classes would not be in that table (a raw httpcore2.ConnectError
+# escaping the web tool, in whichever test a worker ran next).
+import httpcore2  # noqa: E402,F401
+
 pytest_plugins = ["pytester"]
 
 
