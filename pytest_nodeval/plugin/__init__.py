@@ -98,8 +98,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from .rootdir import check_rootdir
     from .settings import from_config
 
+    check_rootdir(config)
     config.stash[settings_key] = from_config(config)
     config.stash[cases_key] = RecentCases()
     workerinput = getattr(config, "workerinput", None)

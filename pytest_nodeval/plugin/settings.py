@@ -165,14 +165,19 @@ def from_config(config: pytest.Config) -> Settings:
     if values["mode"] == "record" and values["repeat"] > 1:
         raise pytest.UsageError(f"mode 'record' (from {sources['mode']}) writes each case's journal once; "
                                 f"repeat must be 1, got {values['repeat']} (from {sources['repeat']})")
-    rootpath = config.rootpath
-    baseline = config.getoption("nodeval_baseline") or config.getini("nodeval_baseline") or None
+    rootpath, here = config.rootpath, config.invocation_params.dir
+    # A path on the command line is relative to where pytest was run (as --junitxml's is);
+    # one in the ini file, to the rootdir.
+    cli_baseline, cli_report_dir = config.getoption("nodeval_baseline"), config.getoption("nodeval_report_dir")
+    baseline = here / cli_baseline if cli_baseline else (rootpath / config.getini("nodeval_baseline")
+                                                         if config.getini("nodeval_baseline") else None)
+    report_dir = here / cli_report_dir if cli_report_dir else rootpath / config.getini("nodeval_report_dir")
     return Settings(
         mode=values["mode"], repeat=values["repeat"], repeat_from_cli=config.getoption("repeat") is not None,
         match=values["match"], world=values["world"],
-        report_dir=rootpath / (config.getoption("nodeval_report_dir") or config.getini("nodeval_report_dir")),
+        report_dir=report_dir,
         case_roots=tuple(rootpath / p for p in config.getini("nodeval_cases")),
-        profile=profile, baseline=rootpath / baseline if baseline else None,
+        profile=profile, baseline=baseline,
         update_baseline=bool(config.getoption("nodeval_update_baseline")), sources=sources,
         history=rootpath / config.getini("nodeval_history") if config.getini("nodeval_history") else None,
         judge=_judge(config.getini("nodeval_judge"), where), judge_reuse=bool(config.getoption("nodeval_judge_reuse")),

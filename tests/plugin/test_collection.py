@@ -168,3 +168,34 @@ def test_a_case_outside_the_case_roots_gets_a_hint(nodeval_project: pytest.Pytes
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(["nodeval: elsewhere/lost holds a case, but it is not under the case roots "
                                  "(nodeval_cases: scenarios), so it is not collected; add its root to nodeval_cases"])
+
+
+def test_a_path_option_given_apart_from_its_value_is_not_taken_for_the_rootdir(
+        nodeval_project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """pytest sees `--nodeval-report-dir DIR` before our plugin defines the option: an
+    existing DIR outside the project would become the rootdir and the ini be skipped."""
+    write_case(nodeval_project.path / "scenarios", "hello", script=[{"text": "Hello."}], inputs=["hi"],
+               assertions=[{"kind": "output_contains", "text": "hello"}])
+    elsewhere = tmp_path_factory.mktemp("reports-elsewhere")
+    apart = nodeval_project.runpytest("--nodeval-report-dir", str(elsewhere))
+    assert apart.ret == pytest.ExitCode.USAGE_ERROR
+    apart.stderr.fnmatch_lines([f"ERROR: --nodeval-report-dir {elsewhere}: pytest read this value as a test path*"
+                                f"write --nodeval-report-dir={elsewhere} (one argument)"])
+    joined = nodeval_project.runpytest(f"--nodeval-report-dir={elsewhere}")
+    joined.assert_outcomes(passed=1)
+    inside = nodeval_project.runpytest("--nodeval-report-dir", "scenarios")  # within the project: harmless
+    inside.assert_outcomes(passed=1)
+
+
+def test_paths_on_the_command_line_are_relative_to_where_pytest_runs(nodeval_project: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    write_case(nodeval_project.path / "scenarios", "hello", script=[{"text": "Hello."}], inputs=["hi"],
+               assertions=[{"kind": "output_contains", "text": "hello"}])
+    monkeypatch.chdir(nodeval_project.path / "scenarios")
+    nodeval_project.runpytest("--nodeval-report-dir", "../from-a-subdir").assert_outcomes(passed=1)
+    assert (nodeval_project.path / "from-a-subdir" / "latest" / "report.json").is_file()
+    blessed = nodeval_project.path / "from-a-subdir" / "latest" / "report.json"
+    gated = nodeval_project.runpytest("--nodeval-baseline", "../from-a-subdir/latest/report.json")
+    gated.assert_outcomes(passed=1)
+    gated.stdout.fnmatch_lines(["nodeval gate: *"])
+    assert blessed.is_file() and not (nodeval_project.path / "scenarios" / "from-a-subdir").exists()
