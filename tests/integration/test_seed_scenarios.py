@@ -41,7 +41,7 @@ def test_the_release_profile_passes_every_seed_scenario_live(tmp_path: Path) -> 
     """`pytest -m release` as a user runs it (live, against the fakes, concurrency from the
     profile), at 2 repeats: an assertion that only a replayed journal satisfies fails here."""
     command = [sys.executable, "-m", "pytest", "-m", "release", "--repeat", "2", "-p", "no:cacheprovider", "-q",
-               "--nodeval-report-dir", str(tmp_path / "reports"), "-o", "nodeval_history=", "-p", "no:randomly"]
+               f"--nodeval-report-dir={tmp_path / 'reports'}", "-o", "nodeval_history=", "-p", "no:randomly"]
     done = subprocess.run(command, cwd=SCENARIOS.parent, capture_output=True, text=True, timeout=600)
     report = json.loads((tmp_path / "reports" / "latest" / "report.json").read_text())
     outcomes = {(a["case_id"], a["repeat"]): a["outcome"] for case in report["cases"] for a in case["attempts"]}
