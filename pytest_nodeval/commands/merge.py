@@ -11,7 +11,6 @@ pytest would have on one machine: 0, 1 (agent failures), 6 (the gate FAILED), 7
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import time
 from pathlib import Path
@@ -131,13 +130,10 @@ def _append_history(path: Path, report: RunReport) -> None:
 
 
 def _write_summary_md(report: RunReport, target: Path, option: Path | None) -> None:
-    from ..report.summary_md import write_summary
+    from ..report.summary_md import summary_targets, write_summary
 
     links = {"report.html": str(target / "report.html"), "report.json": str(target / "report.json")}
-    targets = [(option, False)] if option is not None else []
-    if os.environ.get("GITHUB_STEP_SUMMARY"):
-        targets.append((Path(os.environ["GITHUB_STEP_SUMMARY"]), True))
-    for path, append in targets:
+    for path, append in summary_targets(option):
         try:
             write_summary(report, path, links, append=append)
         except OSError as exc:

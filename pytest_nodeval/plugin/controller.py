@@ -304,17 +304,12 @@ class Controller:
 
     def _write_summary_md(self, report: RunReport) -> None:
         """--nodeval-summary-md, and GitHub's job summary when the run is a GitHub Actions step."""
-        import os
-
-        from ..report.summary_md import write_summary
+        from ..report.summary_md import summary_targets, write_summary
 
         links = {"report.json": _relative(self.run_dir / "report.json")}
         if self.html_path is not None:
             links["report.html"] = _relative(self.html_path)
-        targets = [(Path(p), False) for p in [self.config.getoption("nodeval_summary_md")] if p]
-        if os.environ.get("GITHUB_STEP_SUMMARY"):
-            targets.append((Path(os.environ["GITHUB_STEP_SUMMARY"]), True))
-        for path, append in targets:
+        for path, append in summary_targets(self.config.getoption("nodeval_summary_md")):
             try:
                 write_summary(report, path, links, append=append)
             except OSError as exc:

@@ -9,6 +9,7 @@ its table pipes and HTML escaped.
 from __future__ import annotations
 
 import html
+import os
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,13 @@ def write_summary(report: RunReport, path: Path, links: dict[str, str], *, appen
         from ..journal.writer import write_atomic
 
         write_atomic(path, text)
+
+
+def summary_targets(option: str | Path | None) -> list[tuple[Path, bool]]:
+    """Where a run's Markdown summary goes, each with whether to append: the path given
+    (--nodeval-summary-md, written whole), and GitHub's job summary file when the run is a
+    GitHub Actions step (GITHUB_STEP_SUMMARY, appended to)."""
+    targets = [(Path(option), False)] if option else []
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        targets.append((Path(os.environ["GITHUB_STEP_SUMMARY"]), True))
+    return targets
