@@ -116,9 +116,12 @@ class Attempt:
                 del self.shared[key]
             self.journal_dir = self.observed.journal_dir
         if self.observed is None:
-            reservation = None if self.ahead else self._reserve()  # a pooled attempt: see plugin/ahead.py
+            reservation = None
             try:
-                self.observed = self._take_ahead(agent, inputs) if self.ahead else self.execute(agent, inputs)
+                self.observed = self._take_ahead() if self.ahead else None  # started in the pool: plugin/ahead.py
+                if self.observed is None:  # inline, or cancelled in the pool before it started
+                    reservation = self._reserve()
+                    self.observed = self.execute(agent, inputs)
             except NodevalError as exc:
                 if exc.infrastructure:
                     self.infra_cause = str(exc)
@@ -170,16 +173,17 @@ class Attempt:
                             grade=self._grader(), fakes=self.fakes)
         return run_agent_case(agent, self.case, self.attempt_settings, self.journal_dir, inputs, fakes=self.fakes)
 
-    def _take_ahead(self, agent: Any, inputs: list[str] | None) -> Observed:
-        """The observation of the attempt started ahead, waiting for it; what it raised is raised here."""
+    def _take_ahead(self) -> Observed | None:
+        """The observation of the attempt started ahead, waiting for it; what it raised is raised
+        here. None when the pool cancelled it before it started: its test then runs it."""
         from ..runner.pool import NotStarted
 
         future, self.ahead = self.ahead, None
         assert future is not None
         try:
             observed = future.result()
-        except CancelledError:  # stopped before it started, yet its test runs: run it here
-            return self.execute(agent, inputs)
+        except CancelledError:
+            return None
         except NotStarted as refused:  # the budget's start gate (plugin/budget.py): "not run", in no rate
             self.budget_stop = refused.reason
             pytest.skip(refused.reason)
