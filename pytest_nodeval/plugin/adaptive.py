@@ -95,6 +95,33 @@ class AdaptiveRepeats:
             self.stopped[case_id] = decision
         return str(self.stopped[case_id].reason)
 
+    def sure_to_run(self, case_id: str, repeat: int) -> bool | None:
+        """For attempts started ahead of their tests (plugin/ahead.py): True when this repeat
+        runs whatever the case's results still to come, False when the case has stopped, None
+        while a look before it may still stop the case (start it once that look is decided).
+
+        A case can only stop at a look: when its graded attempts reach one of the design's
+        sizes. So a repeat is sure to run when no look lies between the attempts graded now
+        and the repeat, or when the only one is now and it decided to go on.
+        """
+        if (case_id, repeat) in self.running:
+            return True
+        if case_id in self.stopped:
+            return False
+        if self._baseline_counts().get(case_id, (0, 0))[1] == 0:
+            return True  # not in the baseline: every repeat runs
+        from ..stats.adaptive import adaptive_design
+
+        graded = sum(1 for outcome in self.results.get(case_id, {}).values() if outcome is not None)
+        design = adaptive_design(self.caps.get(case_id, repeat))
+        pending = [n for n in design.looks if graded <= n < min(repeat, design.cap)]
+        if not pending:
+            return True
+        if pending != [graded]:
+            return None
+        decision = self._decide(case_id, repeat)
+        return decision.stop is None or decision.stop == "cap"
+
     def _decide(self, case_id: str, repeat: int) -> Any:
         from ..stats.adaptive import adaptive_design, decide_look
 

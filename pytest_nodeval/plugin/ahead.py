@@ -104,13 +104,17 @@ class RunAhead:
 
     def fill(self, item: pytest.Item) -> None:
         """Start attempts of this test and the next ones, until `size` are held."""
+        adaptive = self.config.pluginmanager.get_plugin("nodeval-adaptive")
         for candidate in self.upcoming(item):
             if len(self.started) >= self.size:
                 return
             if candidate.nodeid in self.considered:
                 continue
+            runs = _runs_for_sure(adaptive, candidate)
+            if runs is None:
+                continue  # an adaptive look before it is undecided: consider it again later
             self.considered.add(candidate.nodeid)
-            if can_start_ahead(candidate):
+            if runs and can_start_ahead(candidate):
                 self.start(candidate)
 
     def start(self, item: pytest.Item) -> None:
@@ -143,6 +147,15 @@ class RunAhead:
         start = self._positions.get(item.nodeid)
         if start is not None:
             yield from session.items[start + 1:]
+
+
+def _runs_for_sure(adaptive: Any, item: pytest.Item) -> bool | None:
+    """Whether the item's repeat will run under adaptive repeats (plugin/adaptive.py), so that
+    starting it ahead spends nothing a decided case would have skipped; True without them."""
+    ref = case_ref(item)
+    if adaptive is None or ref is None:
+        return True
+    return adaptive.sure_to_run(ref.case_id, ref.repeat)
 
 
 def can_start_ahead(item: pytest.Item) -> bool:

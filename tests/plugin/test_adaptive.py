@@ -84,6 +84,21 @@ def test_with_two_workers_each_case_runs_on_one_worker_with_the_same_outcome(pro
         assert len(workers) == 1, f"{case.id} ran on {workers}"
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_attempts_run_ahead_are_only_those_a_decided_case_would_not_skip(project: pytest.Pytester,
+                                                                         workers: list[str]) -> None:
+    if workers:
+        pytest.importorskip("xdist")
+    result = project.runpytest(*LIVE, BASELINE, "--nodeval-adaptive", "--nodeval-concurrency", "8", *workers)
+    report = _check_adaptive_outcome(project, result)
+    # Every attempt that ran left its journal: none ran ahead only to be skipped (and its
+    # spend left out of the report).
+    sessions = project.path / "reports" / "latest" / "_sessions"
+    ran = sorted(str(d.relative_to(sessions)) for d in sessions.glob("*/r*") if (d / "journal").is_dir())
+    reported = sorted(f"{c.id}/r{a.repeat}" for c in report.cases for a in c.attempts if a.outcome != "skipped")
+    assert ran == reported
+
+
 def test_the_profile_key_turns_it_on(project: pytest.Pytester) -> None:
     project.makeini(PROJECT_INI + "nodeval_profiles =\n    release: adaptive=on\n")
     result = project.runpytest(*LIVE, BASELINE, "--nodeval-profile", "release")
