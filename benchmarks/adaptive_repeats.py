@@ -55,7 +55,9 @@ class Config:
     scenarios: int
     cap: int
     runs: int
-    change: str = "none"  # none | collapse (two cases 0.95 -> 0.5) | break (0.95 -> 0.1) | uniform (-8 pp)
+    change: str = (
+        "none"  # none | collapse (two cases 0.95 -> 0.5) | break (0.95 -> 0.1) | uniform (-8 pp)
+    )
     fixed: tuple[int, ...] = (10,)  # fixed-repeat designs run on the same draws
 
 
@@ -71,11 +73,15 @@ def rates_of(config: Config) -> tuple[np.ndarray, np.ndarray]:
     return rates, rates
 
 
-def adaptive_sample(case_id: str, base: CaseSample, draws: list[bool], cap: int, level: float) -> CaseSample:
+def adaptive_sample(
+    case_id: str, base: CaseSample, draws: list[bool], cap: int, level: float
+) -> CaseSample:
     design = adaptive_design(cap)
     taken: list[bool] = []
     while True:
-        decision = decide_look(base.passed, base.attempts, taken, design, level, POLICY.fail_on_scenario_drop)
+        decision = decide_look(
+            base.passed, base.attempts, taken, design, level, POLICY.fail_on_scenario_drop
+        )
         if decision.stop is not None:
             decided = decision.stop is not AdaptiveStop.CAP
             return CaseSample(case_id, tuple(taken), adaptive_cap=cap, adaptive_decided=decided)
@@ -93,7 +99,10 @@ def simulate_chunk(config: Config, reps: int, seed: np.random.SeedSequence) -> C
         cur_draws = (rng.random((config.scenarios, longest)) < cur_rates[:, None]).tolist()
         ids = [f"s{j:03d}" for j in range(config.scenarios)]
         baseline = [CaseSample(i, tuple(row[: config.cap])) for i, row in zip(ids, base_draws)]
-        adaptive = [adaptive_sample(i, b, row, config.cap, level) for i, b, row in zip(ids, baseline, cur_draws)]
+        adaptive = [
+            adaptive_sample(i, b, row, config.cap, level)
+            for i, b, row in zip(ids, baseline, cur_draws)
+        ]
         diff = compare(baseline, adaptive, POLICY)
         counts.update(tally("adaptive", diff, config))
         counts["adaptive attempts"] += sum(s.attempts for s in adaptive)
@@ -105,7 +114,9 @@ def simulate_chunk(config: Config, reps: int, seed: np.random.SeedSequence) -> C
             counts[f"fixed{repeats} attempts"] += repeats * config.scenarios
             agree = fixed_diff.verdict is diff.verdict
             counts[f"agree{repeats}"] += int(agree)
-            counts[f"agree{repeats} fail"] += int((fixed_diff.verdict is Verdict.FAIL) == (diff.verdict is Verdict.FAIL))
+            counts[f"agree{repeats} fail"] += int(
+                (fixed_diff.verdict is Verdict.FAIL) == (diff.verdict is Verdict.FAIL)
+            )
     return counts
 
 
@@ -114,7 +125,9 @@ def tally(design: str, diff: Diff, config: Config) -> Counter[str]:
     for gate in diff.gates:
         counts[f"{design} {gate.name} {gate.verdict}"] += 1
     if config.change in ("collapse", "break"):
-        named = {c.case_id for c in diff.cases if c.pass_rate and c.pass_rate.verdict is Verdict.FAIL}
+        named = {
+            c.case_id for c in diff.cases if c.pass_rate and c.pass_rate.verdict is Verdict.FAIL
+        }
         counts[f"{design} collapsed named"] += len(named & {"s000", "s001"})
     return counts
 
@@ -136,34 +149,56 @@ def share(count: int, runs: int) -> str:
 def row(config: Config, counts: Counter[str], seconds: float) -> str:
     n = config.runs
     per_case = counts["adaptive attempts"] / (n * config.scenarios)
-    cells = [config.mix, str(config.scenarios), str(config.cap), config.change, str(n),
-             f"**{share(counts['adaptive FAIL'], n)}**", f"{per_case:.2f}"]
+    cells = [
+        config.mix,
+        str(config.scenarios),
+        str(config.cap),
+        config.change,
+        str(n),
+        f"**{share(counts['adaptive FAIL'], n)}**",
+        f"{per_case:.2f}",
+    ]
     for repeats in config.fixed:
         ratio = counts["adaptive attempts"] / counts[f"fixed{repeats} attempts"]
-        cells.append(f"R={repeats}: FAIL {counts[f'fixed{repeats} FAIL'] / n:.2%}, "
-                     f"same verdict {share(counts[f'agree{repeats}'], n)}, "
-                     f"same FAIL/not {counts[f'agree{repeats} fail'] / n:.2%}, attempts x{ratio:.2f}")
+        cells.append(
+            f"R={repeats}: FAIL {counts[f'fixed{repeats} FAIL'] / n:.2%}, "
+            f"same verdict {share(counts[f'agree{repeats}'], n)}, "
+            f"same FAIL/not {counts[f'agree{repeats} fail'] / n:.2%}, attempts x{ratio:.2f}"
+        )
     inconclusive = counts["adaptive INCONCLUSIVE"] / n
     gates = ", ".join(f"{g.value} {counts[f'adaptive {g.value} FAIL'] / n:.2%}" for g in GateName)
     cells += [f"INC {inconclusive:.1%}; FAIL by gate: {gates}"]
     if config.change in ("collapse", "break"):
-        cells += [f"collapsed cases named per run: {counts['adaptive collapsed named'] / n:.2f} of 2"]
+        cells += [
+            f"collapsed cases named per run: {counts['adaptive collapsed named'] / n:.2f} of 2"
+        ]
     cells.append(f"{seconds:.0f} s")
     return "| " + " | ".join(cells) + " |"
 
 
-HEADER = ("| truth | S | cap | change | runs | **adaptive: run FAILs** [95% Wilson] | attempts per case "
-          "| against fixed repeats (same draws) | detail | time |\n|---|---|---|---|---|---|---|---|---|---|")
+HEADER = (
+    "| truth | S | cap | change | runs | **adaptive: run FAILs** [95% Wilson] | attempts per case "
+    "| against fixed repeats (same draws) | detail | time |\n|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def sections(quick: bool) -> dict[str, list[Config]]:
     runs = 200 if quick else 2000
-    agree = [Config("stats.md", 50, 10, runs, change) for change in ("none", "break", "collapse", "uniform")]
+    agree = [
+        Config("stats.md", 50, 10, runs, change)
+        for change in ("none", "break", "collapse", "uniform")
+    ]
     agree += [Config(mix, 50, 10, runs) for mix in ("mostly-flaky", "all-solid")]
-    collapse = [Config(mix, 50, 40, runs // 2, "collapse", fixed=(10, 40)) for mix in ("stats.md", "all-solid")]
+    collapse = [
+        Config(mix, 50, 40, runs // 2, "collapse", fixed=(10, 40))
+        for mix in ("stats.md", "all-solid")
+    ]
     collapse += [Config("stats.md", 20, 40, runs // 2, "collapse", fixed=(10, 40))]
-    aa = [Config(mix, s, cap, runs, fixed=()) for mix in ("stats.md", "mostly-flaky", "all-solid", "all-half")
-          for s, cap in ((20, 10), (50, 10), (50, 40), (200, 10))]
+    aa = [
+        Config(mix, s, cap, runs, fixed=())
+        for mix in ("stats.md", "mostly-flaky", "all-solid", "all-half")
+        for s, cap in ((20, 10), (50, 10), (50, 40), (200, 10))
+    ]
     return {"agree": agree, "collapse": collapse, "aa": aa}
 
 

@@ -84,7 +84,9 @@ def simulate_run(
     passed = (rng.random((len(rates), repeats)) < rates[:, None]).tolist()
     if medians is None:
         return [CaseSample(f"s{j:03d}", tuple(row)) for j, row in enumerate(passed)]
-    latencies = (slowdown * medians[:, None] * rng.lognormal(0, 0.35, (len(rates), repeats))).tolist()
+    latencies = (
+        slowdown * medians[:, None] * rng.lognormal(0, 0.35, (len(rates), repeats))
+    ).tolist()
     drawn = (medians[:, None] * rng.lognormal(0, 0.3, (len(rates), repeats))).astype(int)
     # Cost follows the tokens (USD 5 per million) with the input/output mix as extra noise.
     costs = (dearer * drawn * 5e-6 * rng.lognormal(0, 0.2, drawn.shape)).tolist()
@@ -104,7 +106,9 @@ def tally(diff: Diff) -> Counter[str]:
     counts["suite fell by threshold"] = int(fell)
     # The suite test before the weighted sign flip, on the same runs: the exact unweighted
     # sign flip up to 30 scenarios, the one-sample t above.
-    counts["suite FAIL before"] = int(fell and previous_suite_p(diff) <= POLICY.level(GateName.SUITE_PASS_RATE))
+    counts["suite FAIL before"] = int(
+        fell and previous_suite_p(diff) <= POLICY.level(GateName.SUITE_PASS_RATE)
+    )
     for gate in diff.gates:
         counts[f"{gate.name} {gate.verdict}"] += 1
     return counts
@@ -115,7 +119,11 @@ def previous_suite_p(diff: Diff) -> float:
     n, delta, se = diff.suite.scenarios, diff.suite.delta, diff.suite.standard_error
     if n <= 30:
         return sign_flip_p_value(
-            [Fraction(m.current_passed, m.current_attempts) - Fraction(m.baseline_passed, m.baseline_attempts) for m in moved]
+            [
+                Fraction(m.current_passed, m.current_attempts)
+                - Fraction(m.baseline_passed, m.baseline_attempts)
+                for m in moved
+            ]
         )
     assert delta is not None and se is not None
     return (0.0 if delta < 0 else 1.0) if se == 0 else t_cdf(delta / se, n - 1)
@@ -127,11 +135,15 @@ def simulate_chunk(config: Config, reps: int, seed: np.random.SeedSequence) -> C
     current = dropped_rates(config, rates)
     medians = None
     if config.timed:  # stats.md 3.3's shapes: medians 1.5-20 s, lognormal sigma 0.35
-        medians = np.exp(np.random.default_rng(11).uniform(np.log(1500), np.log(20000), config.scenarios))
+        medians = np.exp(
+            np.random.default_rng(11).uniform(np.log(1500), np.log(20000), config.scenarios)
+        )
     counts: Counter[str] = Counter()
     for _ in range(reps):
         baseline = simulate_run(rng, rates, config.repeats, medians, 1.0)
-        candidate = simulate_run(rng, current, config.repeats, medians, config.slowdown, config.dearer)
+        candidate = simulate_run(
+            rng, current, config.repeats, medians, config.slowdown, config.dearer
+        )
         counts.update(tally(compare(baseline, candidate, POLICY)))
     return counts
 
@@ -236,7 +248,9 @@ def main(argv: list[str] | None = None) -> None:
                     limits = f"A1 limit {a1_limit(config):.1%}, both runs' noise {a1_limit(config, True):.1%}"
                     ceiling = counts["suite fell by threshold"] / config.runs
                     before = counts["suite FAIL before"] / config.runs
-                    goal = f"suite fell >= 5 pp in {ceiling:.1%}; previous suite test (t) {before:.1%}"
+                    goal = (
+                        f"suite fell >= 5 pp in {ceiling:.1%}; previous suite test (t) {before:.1%}"
+                    )
                     if not config.flaky_only:
                         goal = f">= 90% on stats.md ({limits}); {goal}"
                 elif config.slowdown != 1.0:

@@ -45,32 +45,69 @@ CALLS = 3
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", type=int, default=60, help="cases in the suite, 1 repeat each (default 60)")
-    parser.add_argument("--delay", type=float, default=1.0, help="seconds the fake waits per answer (default 1.0)")
-    parser.add_argument("--runs", default=",".join(VARIANTS), help=f"variants, in order (default {','.join(VARIANTS)})")
-    parser.add_argument("--rounds", type=int, default=3, help="timings of each variant but serial (default 3)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--cases", type=int, default=60, help="cases in the suite, 1 repeat each (default 60)"
+    )
+    parser.add_argument(
+        "--delay", type=float, default=1.0, help="seconds the fake waits per answer (default 1.0)"
+    )
+    parser.add_argument(
+        "--runs",
+        default=",".join(VARIANTS),
+        help=f"variants, in order (default {','.join(VARIANTS)})",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="timings of each variant but serial (default 3)"
+    )
     return parser.parse_args()
 
 
 def write_suite(root: Path, cases: int, delay: float) -> None:
-    (root / "pytest.ini").write_text("[pytest]\ntestpaths = scenarios\naddopts = -p no:randomly -p no:cacheprovider\n"
-                                     "nodeval_history =\n")
+    (root / "pytest.ini").write_text(
+        "[pytest]\ntestpaths = scenarios\naddopts = -p no:randomly -p no:cacheprovider\n"
+        "nodeval_history =\n"
+    )
     for index in range(cases):
         directory = root / "scenarios" / f"case-{index:03d}"
         (directory / "input").mkdir(parents=True)
         word = "fine" if index % 2 == 0 else "broken"  # half the cases fail their assertion
         _dump(directory / "case.yaml", {"id": directory.name, "name": f"case {index}"})
-        _dump(directory / "input" / "config.yaml", {
-            # The SDK's default retries (2), as users run it: under heavy load the fake's 1 s
-            # keep-alive can close a connection the client is reusing ("connection reset").
-            "providers": [{"name": "anthropic", "model": "claude-bench", "base_url": "fake"}],
-            "system_prompt": "Answer briefly.", "tools": []})
-        _dump(directory / "input" / "inputs.yaml",
-              {"user": {"kind": "scripted", "inputs": [f"question {n}" for n in range(1, CALLS + 1)]}})
-        _dump(directory / "input" / "llm.yaml", {"schema_version": 1, "responses": [
-            {"text": f"answer {n}: all {word}", "delay_s": delay, "usage": {"input_tokens": 10, "output_tokens": 5}}
-            for n in range(1, CALLS + 1)]})
+        _dump(
+            directory / "input" / "config.yaml",
+            {
+                # The SDK's default retries (2), as users run it: under heavy load the fake's 1 s
+                # keep-alive can close a connection the client is reusing ("connection reset").
+                "providers": [{"name": "anthropic", "model": "claude-bench", "base_url": "fake"}],
+                "system_prompt": "Answer briefly.",
+                "tools": [],
+            },
+        )
+        _dump(
+            directory / "input" / "inputs.yaml",
+            {
+                "user": {
+                    "kind": "scripted",
+                    "inputs": [f"question {n}" for n in range(1, CALLS + 1)],
+                }
+            },
+        )
+        _dump(
+            directory / "input" / "llm.yaml",
+            {
+                "schema_version": 1,
+                "responses": [
+                    {
+                        "text": f"answer {n}: all {word}",
+                        "delay_s": delay,
+                        "usage": {"input_tokens": 10, "output_tokens": 5},
+                    }
+                    for n in range(1, CALLS + 1)
+                ],
+            },
+        )
         _dump(directory / "assertions.yaml", [{"kind": "output_contains", "text": "all fine"}])
 
 
@@ -85,7 +122,16 @@ def run(root: Path, args: list[str]) -> tuple[float, float, dict[str, str]]:
     loads the machine; with W processes the run cannot take less than CPU / W on W free cores.
     """
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    command = [sys.executable, "-m", "pytest", "-q", "--nodeval-mode", "live", "--nodeval-report-dir=reports", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "--nodeval-mode",
+        "live",
+        "--nodeval-report-dir=reports",
+        *args,
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
@@ -94,7 +140,9 @@ def run(root: Path, args: list[str]) -> tuple[float, float, dict[str, str]]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     report_path = root / "reports" / "latest" / "report.json"
     if done.returncode not in (0, 1) or not report_path.is_file():
-        raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     report = json.loads(report_path.read_text())
     verdicts = {a["case_id"]: a["outcome"] for case in report["cases"] for a in case["attempts"]}
     return seconds, cpu, verdicts
@@ -103,8 +151,12 @@ def run(root: Path, args: list[str]) -> tuple[float, float, dict[str, str]]:
 def startup(root: Path) -> float:
     """Seconds of a run that collects the suite and runs nothing."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "--nodeval-mode", "live"],
-                   cwd=root, capture_output=True, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--collect-only", "--nodeval-mode", "live"],
+        cwd=root,
+        capture_output=True,
+        check=False,
+    )
     return time.perf_counter() - start
 
 
@@ -125,10 +177,12 @@ def main() -> None:
     write_suite(instant, 1, 0.0)
     base = statistics.median(live_startup(instant) for _ in range(3))
     goal = 1.5 * work / 30 + base
-    print(f"suite: {args.cases} cases x 1 repeat, {CALLS} LLM calls each, {args.delay:g} s per answer: "
-          f"{work:.0f} s of waiting serially; startup: --collect-only run {collect:.1f} s, live run of one "
-          f"instant case {base:.1f} s; goal 1.5 x {work / 30:.0f} s + {base:.1f} s = {goal:.1f} s; "
-          f"load {os.getloadavg()[0]:.1f}")
+    print(
+        f"suite: {args.cases} cases x 1 repeat, {CALLS} LLM calls each, {args.delay:g} s per answer: "
+        f"{work:.0f} s of waiting serially; startup: --collect-only run {collect:.1f} s, live run of one "
+        f"instant case {base:.1f} s; goal 1.5 x {work / 30:.0f} s + {base:.1f} s = {goal:.1f} s; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
     names = args.runs.split(",")
     times: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
@@ -139,15 +193,23 @@ def main() -> None:
                 continue
             seconds, cpu, verdicts = run(root, VARIANTS[name])
             reference = reference or verdicts
-            differ = {case: (reference.get(case), verdict) for case, verdict in verdicts.items()
-                      if reference.get(case) != verdict}
+            differ = {
+                case: (reference.get(case), verdict)
+                for case, verdict in verdicts.items()
+                if reference.get(case) != verdict
+            }
             if differ or len(verdicts) != len(reference):
-                raise SystemExit(f"{name}: verdicts differ from the first run (first, now): {differ}")
+                raise SystemExit(
+                    f"{name}: verdicts differ from the first run (first, now): {differ}"
+                )
             times[name].append(seconds)
             cpus[name].append(cpu)
             passed = sum(v == "passed" for v in verdicts.values())
-            print(f"  round {round_ + 1} {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU, {passed} passed of "
-                  f"{len(verdicts)}, same verdict per case; load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"  round {round_ + 1} {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU, {passed} passed of "
+                f"{len(verdicts)}, same verdict per case; load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
     for name in names:
         median = statistics.median(times[name])
         line = f"{name:7s} {' '.join(VARIANTS[name]) or '(no options)':36s} median {median:6.1f} s"

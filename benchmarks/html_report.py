@@ -58,7 +58,9 @@ def timed(action: Callable[[], Any]) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def measure_render(run: Any, runs: int) -> tuple[tuple[float, float], list[tuple[float, float]], Path]:
+def measure_render(
+    run: Any, runs: int
+) -> tuple[tuple[float, float], list[tuple[float, float]], Path]:
     from pytest_nodeval.report.html import write_html
 
     def render() -> None:
@@ -77,7 +79,9 @@ def measure_browser(pages: list[Path], runs: int) -> dict[Path, dict[str, list[f
     The pages take turns, run by run, in one browser."""
     from playwright.sync_api import sync_playwright
 
-    found: dict[Path, dict[str, list[float]]] = {html: {"load": [], "ready_mark": [], "attempt": []} for html in pages}
+    found: dict[Path, dict[str, list[float]]] = {
+        html: {"load": [], "ready_mark": [], "attempt": []} for html in pages
+    }
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         for _ in range(runs):
@@ -93,7 +97,9 @@ def _open_once(browser: Any, html: Path, found: dict[str, list[float]]) -> None:
     page.goto(html.as_uri(), timeout=120_000)
     page.wait_for_selector("html[data-ready]", state="attached", timeout=120_000)
     found["load"].append(time.perf_counter() - start)
-    found["ready_mark"].append(page.evaluate("performance.getEntriesByName('nodeval:ready')[0].startTime") / 1000)
+    found["ready_mark"].append(
+        page.evaluate("performance.getEntriesByName('nodeval:ready')[0].startTime") / 1000
+    )
     page.locator("tr.case-row").first.click()
     start = time.perf_counter()
     page.locator("button.open-attempt").first.click()
@@ -103,8 +109,14 @@ def _open_once(browser: Any, html: Path, found: dict[str, list[float]]) -> None:
 
 
 def build(scratch: Path, args: argparse.Namespace, cases: int) -> Any:
-    return build_run(scratch, cases=cases, repeats=args.repeats, regressed=25, real_size=not args.small,
-                     **({"text": args.text} if not args.small else {}))
+    return build_run(
+        scratch,
+        cases=cases,
+        repeats=args.repeats,
+        regressed=25,
+        real_size=not args.small,
+        **({"text": args.text} if not args.small else {}),
+    )
 
 
 def memory_child(args: argparse.Namespace) -> None:
@@ -125,33 +137,82 @@ def memory_child(args: argparse.Namespace) -> None:
         tracemalloc.stop()
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         size = (run.run_dir / "report.html").stat().st_size
-    print(json.dumps({"cases": args.cases, "attempts": args.cases * args.repeats, "traced_peak_mb": round(peak / 1e6, 1),
-                      "maxrss_before_mb": round(before / 1e3, 1), "maxrss_after_mb": round(after / 1e3, 1),
-                      "page_mb": round(size / 1e6, 1)}))
+    print(
+        json.dumps(
+            {
+                "cases": args.cases,
+                "attempts": args.cases * args.repeats,
+                "traced_peak_mb": round(peak / 1e6, 1),
+                "maxrss_before_mb": round(before / 1e3, 1),
+                "maxrss_after_mb": round(after / 1e3, 1),
+                "page_mb": round(size / 1e6, 1),
+            }
+        )
+    )
 
 
 def measure_memory(args: argparse.Namespace) -> None:
     for cases in args.memory:
-        command = [sys.executable, __file__, "--memory-child", "--cases", str(cases), "--repeats", str(args.repeats),
-                   "--text", args.text] + (["--small"] if args.small else []) + (["--code", args.code] if args.code else [])
+        command = (
+            [
+                sys.executable,
+                __file__,
+                "--memory-child",
+                "--cases",
+                str(cases),
+                "--repeats",
+                str(args.repeats),
+                "--text",
+                args.text,
+            ]
+            + (["--small"] if args.small else [])
+            + (["--code", args.code] if args.code else [])
+        )
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
         print("memory:", done.stdout.strip(), flush=True)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=5, help="Timed repetitions of each measurement (median reported).")
-    parser.add_argument("--small", action="store_true", help="The tests' 17-event journals instead of real-size ones.")
-    parser.add_argument("--text", choices=("prose", "bench"), default="prose",
-                        help="Real-size text: a made-up vocabulary (compresses like prose) or replay_bench's sentence.")
-    parser.add_argument("--memory", type=int, nargs="*", default=[], help="Scenario counts to measure peak memory for.")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=5,
+        help="Timed repetitions of each measurement (median reported).",
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="The tests' 17-event journals instead of real-size ones.",
+    )
+    parser.add_argument(
+        "--text",
+        choices=("prose", "bench"),
+        default="prose",
+        help="Real-size text: a made-up vocabulary (compresses like prose) or replay_bench's sentence.",
+    )
+    parser.add_argument(
+        "--memory",
+        type=int,
+        nargs="*",
+        default=[],
+        help="Scenario counts to measure peak memory for.",
+    )
     parser.add_argument("--no-browser", action="store_true", help="Skip the Chromium measurements.")
     parser.add_argument("--no-timing", action="store_true", help="Only the --memory measurements.")
     parser.add_argument("--code", help="Import pytest_nodeval from this directory.")
     parser.add_argument("--keep", type=Path, help="Copy the page built to this file.")
-    parser.add_argument("--open", type=Path, nargs="+", default=[], help="Only measure opening these pages, taking turns.")
+    parser.add_argument(
+        "--open",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="Only measure opening these pages, taking turns.",
+    )
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -171,13 +232,18 @@ def main() -> int:
             start = time.perf_counter()
             run = build(Path(scratch), args, args.cases)
             journals = sum(p.stat().st_size for p in Path(scratch).rglob("events.jsonl"))
-            print(f"synthetic run: {args.cases} x {args.repeats} built in {time.perf_counter() - start:.1f} s "
-                  f"({sum(1 for c in run.report.cases for a in c.attempts if a.outcome == 'failed')} failed attempts, "
-                  f"{journals / 1e9:.2f} GB of journals)", flush=True)
+            print(
+                f"synthetic run: {args.cases} x {args.repeats} built in {time.perf_counter() - start:.1f} s "
+                f"({sum(1 for c in run.report.cases for a in c.attempts if a.outcome == 'failed')} failed attempts, "
+                f"{journals / 1e9:.2f} GB of journals)",
+                flush=True,
+            )
             cold, warm, html = measure_render(run, args.runs)
             size = html.stat().st_size
-            print(f"build, first in this process (imports jinja2, compiles the template): {cold[0]:.2f} s wall, "
-                  f"{cold[1]:.2f} s CPU")
+            print(
+                f"build, first in this process (imports jinja2, compiles the template): {cold[0]:.2f} s wall, "
+                f"{cold[1]:.2f} s CPU"
+            )
             print(f"build, wall: {summary([w for w, _ in warm])}")
             print(f"build, CPU:  {summary([c for _, c in warm])}")
             print(f"report.html: {size:,} bytes ({size / 1e6:.1f} MB)", flush=True)
@@ -186,7 +252,9 @@ def main() -> int:
             if not args.no_browser:
                 for name, values in measure_browser([html], args.runs)[html].items():
                     print(f"chromium {name}: {summary(values)}")
-    print(f"machine: {os.cpu_count()} CPU, load average {os.getloadavg()[0]:.1f}, Python {platform.python_version()}")
+    print(
+        f"machine: {os.cpu_count()} CPU, load average {os.getloadavg()[0]:.1f}, Python {platform.python_version()}"
+    )
     return 0
 
 

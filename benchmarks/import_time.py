@@ -28,8 +28,12 @@ OWN_MODULE = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|\s+(pytest_nodeval[\w.
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--against", default="HEAD~1", help="git revision to compare with (default HEAD~1)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--against", default="HEAD~1", help="git revision to compare with (default HEAD~1)"
+    )
     parser.add_argument("--runs", type=int, default=80, help="runs per tree (default 80)")
     return parser.parse_args()
 
@@ -38,26 +42,40 @@ def parse_args() -> argparse.Namespace:
 def worktree(revision: str) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="nodeval-import-time-") as parent:
         tree = Path(parent) / "tree"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), revision],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), revision],
+            check=True,
+            capture_output=True,
+        )
         try:
             yield tree
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
+                capture_output=True,
+            )
 
 
 def own_times(tree: Path, *, measure: bool = True) -> dict[str, int]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(tree)
     flags = ["-X", "importtime"] if measure else []
-    done = subprocess.run([sys.executable, *flags, "-c", "import pytest_nodeval.plugin"], env=env, cwd=tempfile.gettempdir(),
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, *flags, "-c", "import pytest_nodeval.plugin"],
+        env=env,
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return {module: int(us) for us, module in OWN_MODULE.findall(done.stderr)}
 
 
 def summary(samples: list[dict[str, int]]) -> str:
     modules = sorted({module for sample in samples for module in sample})
-    per_module = ", ".join(f"{m} {statistics.median(s.get(m, 0) for s in samples):.0f}" for m in modules)
+    per_module = ", ".join(
+        f"{m} {statistics.median(s.get(m, 0) for s in samples):.0f}" for m in modules
+    )
     return f"{statistics.median(sum(s.values()) for s in samples):.0f} us in all ({per_module})"
 
 
@@ -74,9 +92,12 @@ def main() -> None:
     for name in trees:
         print(f"{name}: {summary(samples[name])}")
     ratio = statistics.median(sum(s.values()) for s in samples["this tree"]) / statistics.median(
-        sum(s.values()) for s in samples[args.against])
-    print(f"ratio this tree / {args.against}: {ratio:.2f} (medians of {args.runs} interleaved runs, "
-          f"load average {os.getloadavg()[0]:.1f})")
+        sum(s.values()) for s in samples[args.against]
+    )
+    print(
+        f"ratio this tree / {args.against}: {ratio:.2f} (medians of {args.runs} interleaved runs, "
+        f"load average {os.getloadavg()[0]:.1f})"
+    )
 
 
 if __name__ == "__main__":

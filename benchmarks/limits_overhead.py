@@ -40,7 +40,9 @@ def _per_call_ms(client: Any, calls: int) -> float:
     samples = []
     for i in range(calls):
         start = time.perf_counter()
-        client.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=[{"role": "user", "content": f"q{i}"}])
+        client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=8, messages=[{"role": "user", "content": f"q{i}"}]
+        )
         samples.append((time.perf_counter() - start) * 1000)
     return statistics.median(samples)
 
@@ -50,8 +52,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, LLMFake({"rules": [{"respond": {"text": "ok"}}]}) as fake:
-        limits = RunLimits(parse_limits([LINE], "benchmark"), Path(tmp) / "_shared" / "limits.sqlite")
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LLMFake({"rules": [{"respond": {"text": "ok"}}]}) as fake,
+    ):
+        limits = RunLimits(
+            parse_limits([LINE], "benchmark"), Path(tmp) / "_shared" / "limits.sqlite"
+        )
         plain, limited = _client(fake.url, None), _client(fake.url, limits)
         _per_call_ms(plain, 20), _per_call_ms(limited, 20)  # warm up both
         without, with_limits = [], []
@@ -63,7 +70,9 @@ def main() -> None:
     print(f"per call, median of {args.rounds} rounds x {args.calls} calls:")
     print(f"  without nodeval_limits   {a:7.2f} ms")
     print(f"  with '{LINE}'   {b:7.2f} ms")
-    print(f"  the limiter adds         {b - a:7.2f} ms per call ({b / a:.2f}x of a call to a local fake)")
+    print(
+        f"  the limiter adds         {b - a:7.2f} ms per call ({b / a:.2f}x of a call to a local fake)"
+    )
 
 
 if __name__ == "__main__":

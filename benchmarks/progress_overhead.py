@@ -44,13 +44,28 @@ def make_suite(root: Path, cases: int) -> None:
         directory = root / "scenarios" / f"case-{index:04d}"
         (directory / "input").mkdir(parents=True)
         (directory / "case.yaml").write_text(yaml.safe_dump({"id": directory.name}))
-        (directory / "input" / "config.yaml").write_text(yaml.safe_dump({
-            "providers": [{"name": "mock", "model": "mock-1", "script": [{"text": "Hello."}]}],
-            "system_prompt": "You are brief.", "tools": []}))
-        (directory / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["hi"]}}))
-        (directory / "assertions.yaml").write_text(yaml.safe_dump([{"kind": "output_contains", "text": "hello"}]))
-        observed = run_case(load_case(directory), AttemptSettings(mode="record", world_backend="local"),
-                            Path(tempfile.mkdtemp()) / "journal")
+        (directory / "input" / "config.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "providers": [
+                        {"name": "mock", "model": "mock-1", "script": [{"text": "Hello."}]}
+                    ],
+                    "system_prompt": "You are brief.",
+                    "tools": [],
+                }
+            )
+        )
+        (directory / "input" / "inputs.yaml").write_text(
+            yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["hi"]}})
+        )
+        (directory / "assertions.yaml").write_text(
+            yaml.safe_dump([{"kind": "output_contains", "text": "hello"}])
+        )
+        observed = run_case(
+            load_case(directory),
+            AttemptSettings(mode="record", world_backend="local"),
+            Path(tempfile.mkdtemp()) / "journal",
+        )
         assert observed.status == "ok", observed.metrics()
 
 
@@ -61,8 +76,14 @@ def run_on_terminal(root: Path, *args: str) -> tuple[float, float, int]:
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm", "PYTHONPATH": str(ROOT)}
     cpu_before = _children_cpu()
     start = time.perf_counter()
-    with subprocess.Popen([sys.executable, "-m", "pytest", "-q", *args], cwd=root, stdin=subprocess.DEVNULL,
-                          stdout=slave, stderr=slave, env=env) as process:
+    with subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", *args],
+        cwd=root,
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+    ) as process:
         os.close(slave)
         written = 0
         while True:
@@ -107,14 +128,20 @@ def main() -> None:
             times[name].append(seconds)
             cpus[name].append(cpu)
     attempts = options.cases * options.repeat
-    print(f"{attempts} attempts ({options.cases} cases x {options.repeat}), -n {options.n}, "
-          f"{options.rounds} rounds, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{attempts} attempts ({options.cases} cases x {options.repeat}), -n {options.n}, "
+        f"{options.rounds} rounds, load average {os.getloadavg()[0]:.1f}"
+    )
     for name in variants:
         wall, cpu = statistics.median(times[name]), statistics.median(cpus[name])
-        print(f"  progress {name:<4} wall {wall:6.2f} s, CPU {cpu:6.2f} s ({cpu / attempts * 1000:.2f} ms per attempt), "
-              f"{sizes[name] / 1024:.0f} KiB to the terminal")
+        print(
+            f"  progress {name:<4} wall {wall:6.2f} s, CPU {cpu:6.2f} s ({cpu / attempts * 1000:.2f} ms per attempt), "
+            f"{sizes[name] / 1024:.0f} KiB to the terminal"
+        )
     for label, figures in (("wall", times), ("CPU", cpus)):
-        print(f"  tty / off, {label}: {statistics.median(figures['tty']) / statistics.median(figures['off']):.3f}")
+        print(
+            f"  tty / off, {label}: {statistics.median(figures['tty']) / statistics.median(figures['off']):.3f}"
+        )
 
 
 if __name__ == "__main__":

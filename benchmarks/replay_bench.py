@@ -37,8 +37,15 @@ def _script(turns: int) -> dict[str, Any]:
     """fakes.llm script: per user turn, one tool call and one ~2 KB answer."""
     responses: list[dict[str, Any]] = []
     for turn in range(turns):
-        responses.append({"tool_calls": [{"name": "shell", "args": {"command": f"echo step {turn}"}}]})
-        responses.append({"text": f"Step {turn} done. {PADDING}", "usage": {"input_tokens": 900, "output_tokens": 320}})
+        responses.append(
+            {"tool_calls": [{"name": "shell", "args": {"command": f"echo step {turn}"}}]}
+        )
+        responses.append(
+            {
+                "text": f"Step {turn} done. {PADDING}",
+                "usage": {"input_tokens": 900, "output_tokens": 320},
+            }
+        )
     return {"schema_version": 1, "responses": responses}
 
 
@@ -46,18 +53,43 @@ def make_case(directory: Path, turns: int = 10) -> Path:
     """A recorded case: 20 anthropic calls, 10 shell calls, through the real SDK and fakes.llm."""
     (directory / "input").mkdir(parents=True)
     (directory / "case.yaml").write_text(yaml.safe_dump({"id": directory.name, "tags": ["bench"]}))
-    (directory / "input" / "config.yaml").write_text(yaml.safe_dump({
-        "providers": [{"name": "anthropic", "model": "claude-sonnet-4-6", "base_url": "fake", "max_retries": 0}],
-        "system_prompt": "You are a careful ops assistant.", "tools": ["shell"],
-        "limits": {"max_turns": 2 * turns + 1}}))
-    (directory / "input" / "inputs.yaml").write_text(yaml.safe_dump(
-        {"user": {"kind": "scripted", "inputs": [f"Please run step {t}." for t in range(turns)]}}))
+    (directory / "input" / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "providers": [
+                    {
+                        "name": "anthropic",
+                        "model": "claude-sonnet-4-6",
+                        "base_url": "fake",
+                        "max_retries": 0,
+                    }
+                ],
+                "system_prompt": "You are a careful ops assistant.",
+                "tools": ["shell"],
+                "limits": {"max_turns": 2 * turns + 1},
+            }
+        )
+    )
+    (directory / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "user": {
+                    "kind": "scripted",
+                    "inputs": [f"Please run step {t}." for t in range(turns)],
+                }
+            }
+        )
+    )
     (directory / "input" / "llm.yaml").write_text(yaml.safe_dump(_script(turns)))
-    (directory / "assertions.yaml").write_text(yaml.safe_dump([{"kind": "tool_called", "tool": "shell", "times": turns}]))
+    (directory / "assertions.yaml").write_text(
+        yaml.safe_dump([{"kind": "tool_called", "tool": "shell", "times": turns}])
+    )
     from pytest_nodeval.case.directory import load_case
     from pytest_nodeval.runner.session import AttemptSettings, run_case
 
-    observed = run_case(load_case(directory), AttemptSettings(mode="record"), Path(tempfile.mkdtemp()) / "j")
+    observed = run_case(
+        load_case(directory), AttemptSettings(mode="record"), Path(tempfile.mkdtemp()) / "j"
+    )
     assert observed.status == "ok", observed.metrics()
     return directory
 
@@ -90,10 +122,17 @@ def bench_sdk(runs: int) -> dict[str, float]:
     def sdk_floor() -> None:
         # The SDK alone: the same 20 requests, answered from memory by httpx2's MockTransport.
         answers = iter(bodies)
-        transport = httpx2.MockTransport(lambda request: httpx2.Response(
-            200, content=next(answers), headers={"content-type": "application/json"}))
-        client = anthropic.Anthropic(api_key="k", base_url="http://floor.invalid", max_retries=0,
-                                     http_client=httpx2.Client(transport=transport))
+        transport = httpx2.MockTransport(
+            lambda request: httpx2.Response(
+                200, content=next(answers), headers={"content-type": "application/json"}
+            )
+        )
+        client = anthropic.Anthropic(
+            api_key="k",
+            base_url="http://floor.invalid",
+            max_retries=0,
+            http_client=httpx2.Client(transport=transport),
+        )
         for body in requests:
             client.messages.create(**body)
 
@@ -110,14 +149,25 @@ def bench_sdk(runs: int) -> dict[str, float]:
         floors.append(_median_ms(sdk_floor, runs))
         replays.append(_median_ms(replay, runs))
     floor, replay_ms = statistics.median(floors), statistics.median(replays)
-    return {"sdk_floor_ms": floor, "replay_ms": replay_ms, "ratio": replay_ms / floor,
-            "per_call_floor_ms": floor / 20, "per_call_replay_ms": replay_ms / 20}
+    return {
+        "sdk_floor_ms": floor,
+        "replay_ms": replay_ms,
+        "ratio": replay_ms / floor,
+        "per_call_floor_ms": floor / 20,
+        "per_call_replay_ms": replay_ms / 20,
+    }
 
 
 def _pytest(args: list[str], cwd: Path, env: dict[str, str]) -> float:
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 5):
         raise SystemExit(f"pytest {' '.join(args)} failed:\n{done.stdout[-3000:]}")
@@ -143,16 +193,27 @@ def bench_pytest(sizes: list[int], runs: int) -> list[dict[str, Any]]:
         for i in range(n):
             target = scenarios / f"bench-{i:04d}"
             shutil.copytree(template, target)
-            (target / "case.yaml").write_text(yaml.safe_dump({"id": target.name, "tags": ["bench"]}))
+            (target / "case.yaml").write_text(
+                yaml.safe_dump({"id": target.name, "tags": ["bench"]})
+            )
         (project / "one").mkdir(exist_ok=True)
         shutil.rmtree(project / "one" / "scenarios", ignore_errors=True)
         shutil.copytree(scenarios / "bench-0000", project / "one" / "scenarios" / "bench-0000")
         (project / "one" / "pytest.ini").write_text((project / "pytest.ini").read_text())
         for workers in ("0", "2"):
-            one = statistics.median(_pytest(["-n", workers], project / "one", env) for _ in range(runs))
+            one = statistics.median(
+                _pytest(["-n", workers], project / "one", env) for _ in range(runs)
+            )
             total = statistics.median(_pytest(["-n", workers], project, env) for _ in range(runs))
-            rows.append({"scenarios": n, "workers": workers, "wall_s": round(total, 2), "one_scenario_s": round(one, 2),
-                         "per_scenario_ms": round((total - one) / max(n - 1, 1) * 1000, 2)})
+            rows.append(
+                {
+                    "scenarios": n,
+                    "workers": workers,
+                    "wall_s": round(total, 2),
+                    "one_scenario_s": round(one, 2),
+                    "per_scenario_ms": round((total - one) / max(n - 1, 1) * 1000, 2),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -211,8 +272,11 @@ def _collect_only(cwd: Path, env: dict[str, str]) -> tuple[float, float]:
 def _tree_at(revision: str, into: Path) -> Path:
     """The package as it was at a git revision, for PYTHONPATH (it shadows the editable install)."""
     into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "pytest_nodeval"], check=True,
-                             stdout=subprocess.PIPE).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision, "pytest_nodeval"],
+        check=True,
+        stdout=subprocess.PIPE,
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
 
@@ -229,14 +293,22 @@ def bench_collect(sizes: list[int], runs: int, against: str | None) -> list[dict
     env = _bench_env()
     variants: dict[str, tuple[str, dict[str, str]]] = {"this tree": ("cases", env)}
     if against:
-        variants[against] = ("cases", {**env, "PYTHONPATH": str(_tree_at(against, work / "against"))})
-    variants["pytest floor"] = ("floor", {**env, "PYTEST_ADDOPTS": env["PYTEST_ADDOPTS"] + " -p no:nodeval"})
+        variants[against] = (
+            "cases",
+            {**env, "PYTHONPATH": str(_tree_at(against, work / "against"))},
+        )
+    variants["pytest floor"] = (
+        "floor",
+        {**env, "PYTEST_ADDOPTS": env["PYTEST_ADDOPTS"] + " -p no:nodeval"},
+    )
     for n in [1, *sizes]:
         _case_tree(work / f"cases{n}", template, n)
         _floor_tree(work / f"floor{n}", n)
     rows = []
     for n in sizes:
-        times: dict[str, dict[int, list[tuple[float, float]]]] = {v: {1: [], n: []} for v in variants}
+        times: dict[str, dict[int, list[tuple[float, float]]]] = {
+            v: {1: [], n: []} for v in variants
+        }
         for _ in range(runs):
             for name, (tree, variant_env) in variants.items():
                 for size in (1, n):
@@ -246,18 +318,30 @@ def bench_collect(sizes: list[int], runs: int, against: str | None) -> list[dict
             for i, kind in enumerate(("wall", "cpu")):
                 one = statistics.median(t[i] for t in times[name][1])
                 total = statistics.median(t[i] for t in times[name][n])
-                row |= {f"{kind}_s": round(total, 3), f"{kind}_one_case_s": round(one, 3),
-                        f"{kind}_per_case_ms": round((total - one) / (n - 1) * 1000, 3)}
+                row |= {
+                    f"{kind}_s": round(total, 3),
+                    f"{kind}_one_case_s": round(one, 3),
+                    f"{kind}_per_case_ms": round((total - one) / (n - 1) * 1000, 3),
+                }
             rows.append(row)
             print(json.dumps(row), flush=True)
     plain = work / "plain"
     plain.mkdir()
     (plain / "test_plain.py").write_text(
-        "import pytest\n\n@pytest.mark.parametrize('i', range(1000))\ndef test_x(i):\n    pass\n")
-    without = statistics.median(_pytest(["--collect-only", "-p", "no:nodeval"], plain, env) for _ in range(runs))
+        "import pytest\n\n@pytest.mark.parametrize('i', range(1000))\ndef test_x(i):\n    pass\n"
+    )
+    without = statistics.median(
+        _pytest(["--collect-only", "-p", "no:nodeval"], plain, env) for _ in range(runs)
+    )
     with_plugin = statistics.median(_pytest(["--collect-only"], plain, env) for _ in range(runs))
-    rows.append({"plain_tests": 1000, "without_plugin_s": round(without, 3), "with_plugin_s": round(with_plugin, 3),
-                 "added_ms": round((with_plugin - without) * 1000, 1)})
+    rows.append(
+        {
+            "plain_tests": 1000,
+            "without_plugin_s": round(without, 3),
+            "with_plugin_s": round(with_plugin, 3),
+            "added_ms": round((with_plugin - without) * 1000, 1),
+        }
+    )
     print(json.dumps(rows[-1]), flush=True)
     shutil.rmtree(work, ignore_errors=True)
     return rows
@@ -268,8 +352,12 @@ def main() -> None:
     parser.add_argument("what", choices=("sdk", "pytest", "collect"))
     parser.add_argument("--n", type=int, nargs="*", default=[100, 1000])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--against", default=None, metavar="REV",
-                        help="collect: also time the package as of this git revision, run by run beside this tree")
+    parser.add_argument(
+        "--against",
+        default=None,
+        metavar="REV",
+        help="collect: also time the package as of this git revision, run by run beside this tree",
+    )
     args = parser.parse_args()
     if args.what == "sdk":
         print(json.dumps(bench_sdk(args.runs * 4), indent=2))

@@ -71,18 +71,37 @@ def mock_case(directory: Path, turns: int = TURNS) -> Path:
         script.append({"text": f"Step {turn} done. {PADDING}"})
     (directory / "input").mkdir(parents=True)
     (directory / "case.yaml").write_text(yaml.safe_dump({"id": directory.name, "tags": ["bench"]}))
-    (directory / "input" / "config.yaml").write_text(yaml.safe_dump({
-        "providers": [{"name": "mock", "model": "mock-1", "script": script}],
-        "system_prompt": "You are a careful ops assistant.", "tools": ["shell"],
-        "limits": {"max_turns": 2 * turns + 1}}))
-    (directory / "input" / "inputs.yaml").write_text(yaml.safe_dump(
-        {"user": {"kind": "scripted", "inputs": [f"Please run step {t}." for t in range(turns)]}}))
-    (directory / "assertions.yaml").write_text(yaml.safe_dump([{"kind": "tool_called", "tool": "shell", "times": turns}]))
+    (directory / "input" / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "providers": [{"name": "mock", "model": "mock-1", "script": script}],
+                "system_prompt": "You are a careful ops assistant.",
+                "tools": ["shell"],
+                "limits": {"max_turns": 2 * turns + 1},
+            }
+        )
+    )
+    (directory / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "user": {
+                    "kind": "scripted",
+                    "inputs": [f"Please run step {t}." for t in range(turns)],
+                }
+            }
+        )
+    )
+    (directory / "assertions.yaml").write_text(
+        yaml.safe_dump([{"kind": "tool_called", "tool": "shell", "times": turns}])
+    )
     from pytest_nodeval.case.directory import load_case
     from pytest_nodeval.runner.session import AttemptSettings, run_case
 
-    observed = run_case(load_case(directory), AttemptSettings(mode="record", world_backend="local"),
-                        Path(tempfile.mkdtemp()) / "j")
+    observed = run_case(
+        load_case(directory),
+        AttemptSettings(mode="record", world_backend="local"),
+        Path(tempfile.mkdtemp()) / "j",
+    )
     assert observed.status == "ok", observed.metrics()
     return directory
 
@@ -146,10 +165,17 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
 
     def floor() -> None:
         answers = iter(responses)
-        transport = httpx2.MockTransport(lambda request: httpx2.Response(
-            200, content=next(answers), headers={"content-type": "application/json"}))
-        client = anthropic.Anthropic(api_key="k", base_url=base_url, max_retries=0,
-                                     http_client=httpx2.Client(transport=transport))
+        transport = httpx2.MockTransport(
+            lambda request: httpx2.Response(
+                200, content=next(answers), headers={"content-type": "application/json"}
+            )
+        )
+        client = anthropic.Anthropic(
+            api_key="k",
+            base_url=base_url,
+            max_retries=0,
+            http_client=httpx2.Client(transport=transport),
+        )
         for body in requests:
             client.messages.create(**body)
 
@@ -161,6 +187,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
             journal = work / "observed" / str(next(sessions))
             observed = run_case(case, AttemptSettings(mode="deterministic"), journal)
             assert observed.divergence is None and observed.status == "ok", observed.metrics()
+
         return run
 
     def vcrpy(fresh_client: bool) -> Callable[[], None]:
@@ -170,14 +197,24 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
                     client = anthropic.Anthropic(api_key="k", base_url=base_url, max_retries=0)
                 else:  # built as the floor builds it; vcrpy patches the mock transport
                     transport = httpx2.MockTransport(lambda request: httpx2.Response(500))
-                    client = anthropic.Anthropic(api_key="k", base_url=base_url, max_retries=0,
-                                                 http_client=httpx2.Client(transport=transport))
+                    client = anthropic.Anthropic(
+                        api_key="k",
+                        base_url=base_url,
+                        max_retries=0,
+                        http_client=httpx2.Client(transport=transport),
+                    )
                 for body in requests:
                     client.messages.create(**body)
+
         return run
 
-    variants = {"sdk_floor": floor, "nodeval_replay": replay(sdk_case), "nodeval_replay_mock": replay(plain_case),
-                "vcrpy_injected_client": vcrpy(False), "vcrpy_fresh_client": vcrpy(True)}
+    variants = {
+        "sdk_floor": floor,
+        "nodeval_replay": replay(sdk_case),
+        "nodeval_replay_mock": replay(plain_case),
+        "vcrpy_injected_client": vcrpy(False),
+        "vcrpy_fresh_client": vcrpy(True),
+    }
     for fn in variants.values():  # warm up: imports, caches, the first parse of each journal
         for _ in range(3):
             fn()
@@ -207,11 +244,30 @@ def _pytest(args: list[str], cwd: Path) -> tuple[float, int]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTEST_ADDOPTS"] = "-p no:hypothesispytest -p no:randomly"
-    script = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-              "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).returncode; "
-              "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc)")
-    done = subprocess.run([sys.executable, "-c", script, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *args], cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    script = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).returncode; "
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc)"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     wall, rss, rc = done.stdout.split()
     if int(rc) not in (0, 5):
         raise SystemExit(f"pytest {' '.join(args)} in {cwd} exited {rc}")
@@ -243,24 +299,34 @@ def suite(sizes: list[int], workers: str) -> list[dict[str, Any]]:
         root = project / f"n{n}"
         for count, target in ((1, root / "one"), (n, root / "all")):
             (target / "scenarios").mkdir(parents=True)
-            (target / "pytest.ini").write_text("[pytest]\ntestpaths = scenarios\nnodeval_history =\n")
+            (target / "pytest.ini").write_text(
+                "[pytest]\ntestpaths = scenarios\nnodeval_history =\n"
+            )
             (target / "conftest.py").write_text(RSS_CONFTEST)
             for i in range(count):
                 case = target / "scenarios" / f"bench-{i:05d}"
                 shutil.copytree(template, case)
-                (case / "case.yaml").write_text(yaml.safe_dump({"id": case.name, "tags": ["bench"]}))
+                (case / "case.yaml").write_text(
+                    yaml.safe_dump({"id": case.name, "tags": ["bench"]})
+                )
         collect_one, _ = _pytest(["--collect-only"], root / "one")
         collect_all, _ = _pytest(["--collect-only"], root / "all")
         run_one, _ = _pytest(["-n", workers], root / "one")
         (root / "all" / "rss.txt").unlink(missing_ok=True)
         run_all, rss = _pytest(["-n", workers], root / "all")
         by_process = _rss_by_process(root / "all")
-        rows.append({"cases": n, "workers": workers,
-                     "collect_per_case_ms": round((collect_all - collect_one) / max(n - 1, 1) * 1000, 3),
-                     "run_beyond_startup_s": round(run_all - run_one, 2),
-                     "run_per_case_ms": round((run_all - run_one) / max(n - 1, 1) * 1000, 2),
-                     "peak_rss_mb": round(rss / 1024), "rss_mb_by_process": by_process,
-                     "load_average": os.getloadavg()[0]})
+        rows.append(
+            {
+                "cases": n,
+                "workers": workers,
+                "collect_per_case_ms": round((collect_all - collect_one) / max(n - 1, 1) * 1000, 3),
+                "run_beyond_startup_s": round(run_all - run_one, 2),
+                "run_per_case_ms": round((run_all - run_one) / max(n - 1, 1) * 1000, 2),
+                "peak_rss_mb": round(rss / 1024),
+                "rss_mb_by_process": by_process,
+                "load_average": os.getloadavg()[0],
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
         shutil.rmtree(root)
     return rows
@@ -270,7 +336,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10, help="sessions per variant per round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    parser.add_argument("--suite", type=int, nargs="*", default=[], metavar="N", help="also run N generated cases")
+    parser.add_argument(
+        "--suite", type=int, nargs="*", default=[], metavar="N", help="also run N generated cases"
+    )
     parser.add_argument("--workers", default="0", help="pytest -n for the suite runs")
     args = parser.parse_args()
     print(json.dumps(in_process(args.runs, args.rounds), indent=2), flush=True)

@@ -23,9 +23,13 @@ from pytest_nodeval.world.select import BACKENDS, backend_problem, open_world
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=10, help="runs per backend (default 10)")
-    parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated (default: all)")
+    parser.add_argument(
+        "--backends", default=",".join(BACKENDS), help="comma-separated (default: all)"
+    )
     return parser.parse_args()
 
 
@@ -56,7 +60,9 @@ def docker_image() -> str:
     start = time.perf_counter()
     image = ensure_image()
     verb = "built" if image.built else "reused"
-    print(f"docker image {image.tag} {verb} in {time.perf_counter() - start:.2f}s (FROM {image.base_image})")
+    print(
+        f"docker image {image.tag} {verb} in {time.perf_counter() - start:.2f}s (FROM {image.base_image})"
+    )
     return image.tag
 
 
@@ -90,7 +96,9 @@ def main() -> None:
 
 def table(args: argparse.Namespace, seed: Path) -> list[str]:
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    print(f"{args.runs} runs per backend; {os.cpu_count()} CPUs, load average {load} before the runs")
+    print(
+        f"{args.runs} runs per backend; {os.cpu_count()} CPUs, load average {load} before the runs"
+    )
     lines = [
         "| backend | median ms | open ms | exec+close ms | min ms | max ms |",
         "|---------|----------:|--------:|--------------:|-------:|-------:|",

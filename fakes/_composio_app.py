@@ -57,25 +57,40 @@ async def _json_body(request: Request) -> Any:
 
 def _record(fake: ComposioFake, request: Request, prefix: str, body: Any, status: int) -> None:
     path = request.url.path.removeprefix(prefix)
-    fake.calls.append(RecordedComposioCall(
-        method=request.method, path=path, prefix=prefix,
-        query=dict(request.query_params), body=body, status=status,
-    ))
+    fake.calls.append(
+        RecordedComposioCall(
+            method=request.method,
+            path=path,
+            prefix=prefix,
+            query=dict(request.query_params),
+            body=body,
+            status=status,
+        )
+    )
 
 
 def error(status: int, message: str, *, code: int, slug: str | None = None) -> JSONResponse:
     """Composio's error envelope; the SDK raises `f"{status} {message}"` as its class."""
-    body = {"error": {
-        "message": message, "code": code, "slug": slug, "status": status,
-        "request_id": "req_fake", "suggested_fix": "", "errors": [],
-    }}
+    body = {
+        "error": {
+            "message": message,
+            "code": code,
+            "slug": slug,
+            "status": status,
+            "request_id": "req_fake",
+            "suggested_fix": "",
+            "errors": [],
+        }
+    }
     return JSONResponse(body, status_code=status)
 
 
 def _spec_error(spec: ApiErrorSpec) -> JSONResponse:
     if spec.status == 429:
         # The documented platform rate limit uses a bare body, not the envelope.
-        headers = {"retry-after": str(spec.retry_after_s)} if spec.retry_after_s is not None else None
+        headers = (
+            {"retry-after": str(spec.retry_after_s)} if spec.retry_after_s is not None else None
+        )
         return JSONResponse({"message": spec.message}, status_code=429, headers=headers)
     return error(spec.status, spec.message, code=spec.code, slug=spec.slug)
 
@@ -102,10 +117,15 @@ def _csv(request: Request, name: str) -> list[str]:
 
 
 def _page(items: list[dict[str, Any]]) -> JSONResponse:
-    return JSONResponse({
-        "items": items, "next_cursor": None, "total_pages": 1,
-        "current_page": 1, "total_items": len(items),
-    })
+    return JSONResponse(
+        {
+            "items": items,
+            "next_cursor": None,
+            "total_pages": 1,
+            "current_page": 1,
+            "total_items": len(items),
+        }
+    )
 
 
 # ---- tools ---------------------------------------------------------------------------
@@ -116,7 +136,8 @@ async def _list_tools(fake: ComposioFake, request: Request, _: Any) -> Response:
     toolkits = {s.lower() for s in _csv(request, "toolkit_slug")}
     query = (request.query_params.get("query") or "").lower()
     tools = [
-        t for t in fake.catalogue.tools
+        t
+        for t in fake.catalogue.tools
         if (not slugs or t.slug.upper() in slugs)
         and (not toolkits or t.toolkit.lower() in toolkits)
         and (not query or query in f"{t.slug} {t.name or ''} {t.description}".lower())
@@ -152,10 +173,15 @@ async def _execute_tool(fake: ComposioFake, request: Request, body: Any) -> Resp
     if result.http_error is not None:
         return _spec_error(result.http_error)
     successful = result.error is None if result.successful is None else result.successful
-    return JSONResponse({
-        "data": result.data, "error": result.error, "successful": successful,
-        "log_id": fake._next_id("log_fake_"), "session_info": None,
-    })
+    return JSONResponse(
+        {
+            "data": result.data,
+            "error": result.error,
+            "successful": successful,
+            "log_id": fake._next_id("log_fake_"),
+            "session_info": None,
+        }
+    )
 
 
 def _account_problem(fake: ComposioFake, tool: Any, body: dict[str, Any]) -> Response | None:
@@ -164,8 +190,10 @@ def _account_problem(fake: ComposioFake, tool: Any, body: dict[str, Any]) -> Res
         return None
     user_id, account_id = body.get("user_id"), body.get("connected_account_id")
     active = [
-        a for a in fake.accounts.values()
-        if a["status"] == "ACTIVE" and a["toolkit"]["slug"] == tool.toolkit
+        a
+        for a in fake.accounts.values()
+        if a["status"] == "ACTIVE"
+        and a["toolkit"]["slug"] == tool.toolkit
         and (account_id is None or a["id"] == account_id)
     ]
     if not active:
@@ -182,9 +210,16 @@ def _account_problem(fake: ComposioFake, tool: Any, body: dict[str, Any]) -> Res
 async def _list_auth_configs(fake: ComposioFake, request: Request, _: Any) -> Response:
     toolkit = request.query_params.get("toolkit_slug")
     items = [
-        {"id": c.id, "name": c.name or c.id, "toolkit": {"slug": c.toolkit, "logo": ""},
-         "auth_scheme": c.auth_scheme, "is_composio_managed": True, "status": "ENABLED"}
-        for c in fake.catalogue.auth_configs if toolkit is None or c.toolkit == toolkit
+        {
+            "id": c.id,
+            "name": c.name or c.id,
+            "toolkit": {"slug": c.toolkit, "logo": ""},
+            "auth_scheme": c.auth_scheme,
+            "is_composio_managed": True,
+            "status": "ENABLED",
+        }
+        for c in fake.catalogue.auth_configs
+        if toolkit is None or c.toolkit == toolkit
     ]
     return _page(items)
 
@@ -202,15 +237,19 @@ async def _list_accounts(fake: ComposioFake, request: Request, _: Any) -> Respon
 
 def _account_matches(account: dict[str, Any], filters: dict[str, set[str]]) -> bool:
     values = {
-        "user_id": account["user_id"], "status": account["status"],
-        "toolkit": account["toolkit"]["slug"], "auth_config": account["auth_config"]["id"],
+        "user_id": account["user_id"],
+        "status": account["status"],
+        "toolkit": account["toolkit"]["slug"],
+        "auth_config": account["auth_config"]["id"],
     }
     return all(not wanted or values[key] in wanted for key, wanted in filters.items())
 
 
 async def _get_account(fake: ComposioFake, request: Request, _: Any) -> Response:
     account = fake.accounts.get(request.path_params["account_id"])
-    return JSONResponse(account) if account else _account_not_found(request.path_params["account_id"])
+    return (
+        JSONResponse(account) if account else _account_not_found(request.path_params["account_id"])
+    )
 
 
 async def _delete_account(fake: ComposioFake, request: Request, _: Any) -> Response:
@@ -234,7 +273,9 @@ def _new_account(
         return None, error(400, message, code=10400, slug="Validation_Error")
     if fake._auth_config(config_id) is None:
         # Code made up: the real code for an unknown auth config is not documented.
-        return None, error(404, f"Auth config {config_id} not found", code=4043, slug="AuthConfig_NotFound")
+        return None, error(
+            404, f"Auth config {config_id} not found", code=4043, slug="AuthConfig_NotFound"
+        )
     account = fake._add_account(fake._next_id("ca_fake_"), user_id, config_id, "INITIATED")
     return account, None
 
@@ -249,10 +290,15 @@ async def _create_link(fake: ComposioFake, request: Request, body: Any) -> Respo
     if account is None:
         return refused
     token = fake._register_link(account["id"], body.get("callback_url"))
-    return JSONResponse({
-        "connected_account_id": account["id"], "link_token": token,
-        "redirect_url": _link_url(request, token), "expires_at": "2099-01-01T00:00:00Z",
-    }, status_code=201)
+    return JSONResponse(
+        {
+            "connected_account_id": account["id"],
+            "link_token": token,
+            "redirect_url": _link_url(request, token),
+            "expires_at": "2099-01-01T00:00:00Z",
+        },
+        status_code=201,
+    )
 
 
 async def _initiate_legacy(fake: ComposioFake, request: Request, body: Any) -> Response:
@@ -265,10 +311,15 @@ async def _initiate_legacy(fake: ComposioFake, request: Request, body: Any) -> R
     token = fake._register_link(account["id"], connection.get("callback_url"))
     redirect_url = _link_url(request, token)
     val = {"status": "INITIATED", "redirectUrl": redirect_url}
-    return JSONResponse({
-        "id": account["id"], "status": "INITIATED", "redirect_url": redirect_url,
-        "connection_data": {"authScheme": account["auth_config"]["auth_scheme"], "val": val},
-    }, status_code=201)
+    return JSONResponse(
+        {
+            "id": account["id"],
+            "status": "INITIATED",
+            "redirect_url": redirect_url,
+            "connection_data": {"authScheme": account["auth_config"]["auth_scheme"], "val": val},
+        },
+        status_code=201,
+    )
 
 
 def _link_page_endpoint(fake: ComposioFake) -> Endpoint:
@@ -282,7 +333,9 @@ def _link_page_endpoint(fake: ComposioFake) -> Endpoint:
         callback = link[1]
         if callback:
             query = urlencode({"status": "success", "connected_account_id": account["id"]})
-            return RedirectResponse(f"{callback}{'&' if '?' in callback else '?'}{query}", status_code=302)
+            return RedirectResponse(
+                f"{callback}{'&' if '?' in callback else '?'}{query}", status_code=302
+            )
         return HTMLResponse(f"<p>Connected account {account['id']} is {account['status']}.</p>")
 
     return endpoint

@@ -20,10 +20,18 @@ from .llm import RecordedLLMRequest, ScriptedResponse
 if TYPE_CHECKING:
     from .llm import Fault, LLMFake
 
-_ID_PREFIX = {"anthropic": "msg_fake_", "openai_chat": "chatcmpl-fake-", "openai_responses": "resp_fake_",
-              "gemini": "gemini-fake-"}
+_ID_PREFIX = {
+    "anthropic": "msg_fake_",
+    "openai_chat": "chatcmpl-fake-",
+    "openai_responses": "resp_fake_",
+    "gemini": "gemini-fake-",
+}
 # Gemini's function calls carry no id unless the script gives one.
-_CALL_PREFIX = {"anthropic": "toolu_fake_", "openai_chat": "call_fake_", "openai_responses": "call_fake_"}
+_CALL_PREFIX = {
+    "anthropic": "toolu_fake_",
+    "openai_chat": "call_fake_",
+    "openai_responses": "call_fake_",
+}
 _SSE_HEADERS = {"cache-control": "no-cache"}
 
 
@@ -51,7 +59,9 @@ def build_app(fake: LLMFake) -> Starlette:
     async def endpoint(request: Request) -> Response:
         return await _handle(fake, request)
 
-    routes = [Route(path, endpoint, methods=["POST"]) for path in (*wire.API_PATHS, *wire.GEMINI_PATHS)]
+    routes = [
+        Route(path, endpoint, methods=["POST"]) for path in (*wire.API_PATHS, *wire.GEMINI_PATHS)
+    ]
     return _counting_in_flight(fake, Starlette(routes=routes))
 
 
@@ -99,8 +109,12 @@ async def _handle(fake: LLMFake, request: Request) -> Response:
 
 
 async def _answer(
-    fake: LLMFake, api: Any, view: wire.RequestView, response: ScriptedResponse,
-    body: dict[str, Any], request: Request,
+    fake: LLMFake,
+    api: Any,
+    view: wire.RequestView,
+    response: ScriptedResponse,
+    body: dict[str, Any],
+    request: Request,
 ) -> Response:
     if response.delay_s and not await stall(request, response.delay_s):
         return Response(status_code=499)  # the client hung up; nobody reads this
@@ -126,18 +140,31 @@ def _key_ok(fake: LLMFake, api: str, request: Request) -> bool:
     bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
     if api == "gemini":
         # Gemini's key travels in a header; the REST API also takes it as `?key=`.
-        return fake.api_key in (request.headers.get("x-goog-api-key"), request.query_params.get("key"))
+        return fake.api_key in (
+            request.headers.get("x-goog-api-key"),
+            request.query_params.get("key"),
+        )
     sent = request.headers.get("x-api-key") if api == "anthropic" else None
     return fake.api_key in (sent, bearer)
 
 
 def _record(
-    fake: LLMFake, api: Any, request: Request, headers: dict[str, str], body: dict[str, Any],
-    answered_by: str, outcome: str,
+    fake: LLMFake,
+    api: Any,
+    request: Request,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    answered_by: str,
+    outcome: str,
 ) -> None:
     entry = RecordedLLMRequest(
-        index=len(fake.requests), api=api, path=request.url.path, headers=headers,
-        body=body, answered_by=answered_by, outcome=outcome,
+        index=len(fake.requests),
+        api=api,
+        path=request.url.path,
+        headers=headers,
+        body=body,
+        answered_by=answered_by,
+        outcome=outcome,
     )
     fake.requests.append(entry)
 
@@ -195,7 +222,9 @@ def _request_id(response_id: str) -> dict[str, str]:
     return {"request-id": f"req_{response_id}", "x-request-id": f"req_{response_id}"}
 
 
-def _error(api: Any, status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(
+    api: Any, status: int, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
     body = wire.error_body(api, status, message)
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -225,6 +254,7 @@ async def stall(request: Any, seconds: float) -> bool:
 
 
 # ---- faults --------------------------------------------------------------------------
+
 
 def _fault_status(kind: str, api: str) -> int:
     if kind == "overloaded":

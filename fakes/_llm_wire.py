@@ -89,7 +89,9 @@ class Completion:
 # ---- reading requests ---------------------------------------------------------------
 
 
-def read_request(api: Api, body: Mapping[str, Any], path_params: Mapping[str, str] | None = None) -> RequestView:
+def read_request(
+    api: Api, body: Mapping[str, Any], path_params: Mapping[str, str] | None = None
+) -> RequestView:
     """`path_params`: the model and the method, for Gemini, whose body names neither."""
     if api == "gemini":
         return _read_gemini(body, path_params or {})
@@ -106,7 +108,9 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [_text_of(p.get("text", p.get("content", ""))) for p in content if isinstance(p, dict)]
+        parts = [
+            _text_of(p.get("text", p.get("content", ""))) for p in content if isinstance(p, dict)
+        ]
         return "\n".join(p for p in parts if p)
     return ""
 
@@ -136,7 +140,9 @@ def _read_anthropic(body: Mapping[str, Any]) -> RequestView:
 
 def _read_openai_chat(body: Mapping[str, Any]) -> RequestView:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-    system = [_text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
+    system = [
+        _text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
+    ]
     users = [m for m in messages if m.get("role") == "user"]
     return RequestView(
         api="openai_chat",
@@ -172,17 +178,28 @@ def _read_openai_responses(body: Mapping[str, Any]) -> RequestView:
 
 def _gemini_text(content: Any) -> str:
     parts = content.get("parts") if isinstance(content, dict) else None
-    texts = [str(p["text"]) for p in parts or [] if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    texts = [
+        str(p["text"])
+        for p in parts or []
+        if isinstance(p, dict) and isinstance(p.get("text"), str)
+    ]
     return "\n".join(t for t in texts if t)
 
 
 def _read_gemini(body: Mapping[str, Any], path_params: Mapping[str, str]) -> RequestView:
     contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
     # Function results come back in user contents too; the user's words are the text parts.
-    users = [text for c in contents if c.get("role", "user") == "user" and (text := _gemini_text(c))]
+    users = [
+        text for c in contents if c.get("role", "user") == "user" and (text := _gemini_text(c))
+    ]
     last_parts = contents[-1].get("parts") or [] if contents else []
-    declarations = [d for t in body.get("tools") or [] if isinstance(t, dict)
-                    for d in t.get("functionDeclarations") or [] if isinstance(d, dict)]
+    declarations = [
+        d
+        for t in body.get("tools") or []
+        if isinstance(t, dict)
+        for d in t.get("functionDeclarations") or []
+        if isinstance(d, dict)
+    ]
     return RequestView(
         api="gemini",
         model=str(path_params.get("model", "")),
@@ -216,7 +233,9 @@ def _anthropic_message(done: Completion) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if done.text:
         content.append({"type": "text", "text": done.text})
-    content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.args} for c in done.calls]
+    content += [
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": c.args} for c in done.calls
+    ]
     return {
         "id": done.response_id,
         "type": "message",
@@ -269,7 +288,12 @@ def _chat_completion(done: Completion) -> dict[str, Any]:
         "created": done.created,
         "model": done.model,
         "choices": [
-            {"index": 0, "message": message, "finish_reason": _chat_finish_reason(done), "logprobs": None}
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": _chat_finish_reason(done),
+                "logprobs": None,
+            }
         ],
         "usage": _chat_usage(done),
     }
@@ -423,11 +447,15 @@ def _anthropic_events(done: Completion) -> Iterator[bytes]:
     yield sse_event({"type": "message_start", "message": start}, "message_start")
     index = 0
     if done.text:
-        yield from _anthropic_block(index, {"type": "text", "text": ""}, "text_delta", "text", done.text)
+        yield from _anthropic_block(
+            index, {"type": "text", "text": ""}, "text_delta", "text", done.text
+        )
         index += 1
     for call in done.calls:
         block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
-        yield from _anthropic_block(index, block, "input_json_delta", "partial_json", call.args_json)
+        yield from _anthropic_block(
+            index, block, "input_json_delta", "partial_json", call.args_json
+        )
         index += 1
     delta = {"stop_reason": _anthropic_stop_reason(done), "stop_sequence": None}
     usage = {"output_tokens": done.output_tokens}
@@ -450,7 +478,9 @@ def _anthropic_block(
     yield sse_event({"type": "content_block_stop", "index": index}, "content_block_stop")
 
 
-def _chat_chunk(done: Completion, delta: dict[str, Any], finish: str | None, include_usage: bool) -> bytes:
+def _chat_chunk(
+    done: Completion, delta: dict[str, Any], finish: str | None, include_usage: bool
+) -> bytes:
     chunk: dict[str, Any] = {
         "id": done.response_id,
         "object": "chat.completion.chunk",
@@ -465,7 +495,9 @@ def _chat_chunk(done: Completion, delta: dict[str, Any], finish: str | None, inc
 
 
 def _chat_chunks(done: Completion, *, include_usage: bool) -> Iterator[bytes]:
-    yield _chat_chunk(done, {"role": "assistant", "content": "", "refusal": None}, None, include_usage)
+    yield _chat_chunk(
+        done, {"role": "assistant", "content": "", "refusal": None}, None, include_usage
+    )
     for piece in pieces(done.text or ""):
         yield _chat_chunk(done, {"content": piece}, None, include_usage)
     for index, call in enumerate(done.calls):
@@ -519,7 +551,9 @@ def _responses_message_events(done: Completion, index: int, event: Any) -> Itera
         yield event("response.output_text.delta", **where, delta=piece, logprobs=[])
     yield event("response.output_text.done", **where, text=text, logprobs=[])
     yield event("response.content_part.done", **where, part=empty_part | {"text": text})
-    yield event("response.output_item.done", output_index=index, item=_message_item(done, text, "completed"))
+    yield event(
+        "response.output_item.done", output_index=index, item=_message_item(done, text, "completed")
+    )
 
 
 def _responses_call_events(call: CompletedCall, index: int, event: Any) -> Iterator[bytes]:
@@ -528,7 +562,9 @@ def _responses_call_events(call: CompletedCall, index: int, event: Any) -> Itera
     yield event("response.output_item.added", output_index=index, item=added)
     for piece in pieces(call.args_json):
         yield event("response.function_call_arguments.delta", **where, delta=piece)
-    yield event("response.function_call_arguments.done", **where, name=call.name, arguments=call.args_json)
+    yield event(
+        "response.function_call_arguments.done", **where, name=call.name, arguments=call.args_json
+    )
     finished = _function_item(call, call.args_json, "completed")
     yield event("response.output_item.done", output_index=index, item=finished)
 
@@ -579,7 +615,13 @@ _GOOGLE_STATUSES = {
 def error_body(api: Api, status: int, message: str) -> dict[str, Any]:
     """The provider's error envelope, so the SDK maps `status` to its own exception class."""
     if api == "gemini":
-        return {"error": {"code": status, "message": message, "status": _GOOGLE_STATUSES.get(status, "UNKNOWN")}}
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": _GOOGLE_STATUSES.get(status, "UNKNOWN"),
+            }
+        }
     if api == "anthropic":
         kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}

@@ -103,32 +103,36 @@ def build_as_app(fake: MCPOAuthFake) -> Starlette:
 
         return endpoint
 
-    return Starlette(routes=[
-        Route("/.well-known/oauth-authorization-server", bind(_metadata), methods=["GET"]),
-        Route("/register", bind(_register), methods=["POST"]),
-        Route("/authorize", bind(_authorize), methods=["GET"]),
-        Route("/token", bind(_token), methods=["POST"]),
-        Route("/revoke", bind(_revoke), methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/.well-known/oauth-authorization-server", bind(_metadata), methods=["GET"]),
+            Route("/register", bind(_register), methods=["POST"]),
+            Route("/authorize", bind(_authorize), methods=["GET"]),
+            Route("/token", bind(_token), methods=["POST"]),
+            Route("/revoke", bind(_revoke), methods=["POST"]),
+        ]
+    )
 
 
 async def _metadata(fake: MCPOAuthFake, request: Request) -> Response:
     issuer = fake.issuer
     fake.record("as", "metadata", 200)
-    return JSONResponse({
-        "issuer": issuer,
-        "authorization_endpoint": f"{issuer}/authorize",
-        "token_endpoint": f"{issuer}/token",
-        "registration_endpoint": f"{issuer}/register",
-        "revocation_endpoint": f"{issuer}/revoke",
-        "scopes_supported": fake.known_scopes(),
-        "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
-        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
-        "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
-        "code_challenge_methods_supported": ["S256"],
-        "authorization_response_iss_parameter_supported": True,
-    })
+    return JSONResponse(
+        {
+            "issuer": issuer,
+            "authorization_endpoint": f"{issuer}/authorize",
+            "token_endpoint": f"{issuer}/token",
+            "registration_endpoint": f"{issuer}/register",
+            "revocation_endpoint": f"{issuer}/revoke",
+            "scopes_supported": fake.known_scopes(),
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
+            "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
+            "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": True,
+        }
+    )
 
 
 # ---- registration (RFC 7591) ---------------------------------------------------------
@@ -140,14 +144,20 @@ async def _register(fake: MCPOAuthFake, request: Request) -> Response:
         client = _new_client(fake, body if isinstance(body, dict) else {})
     except ValueError:
         fake.record("as", "register", 400, error="invalid_client_metadata")
-        return OAuthError("invalid_client_metadata", "the request body is not a JSON object").response()
+        return OAuthError(
+            "invalid_client_metadata", "the request body is not a JSON object"
+        ).response()
     except OAuthError as err:
         fake.record("as", "register", err.status, error=err.error)
         return err.response()
     fake.store.put(fake.store.clients, client.client_id, client)
     fake.record("as", "register", 201, client_id=client.client_id)
-    info = {**body, "client_id": client.client_id, "client_id_issued_at": int(time.time()),
-            "token_endpoint_auth_method": client.auth_method}
+    info = {
+        **body,
+        "client_id": client.client_id,
+        "client_id_issued_at": int(time.time()),
+        "token_endpoint_auth_method": client.auth_method,
+    }
     if client.secret is not None:
         info |= {"client_secret": client.secret, "client_secret_expires_at": 0}
     return JSONResponse(info, status_code=201, headers=_NO_STORE)
@@ -159,12 +169,18 @@ def _is_text(value: object) -> bool:
 
 def _new_client(fake: MCPOAuthFake, body: dict[str, Any]) -> Client:
     redirect_uris = body.get("redirect_uris")
-    if not isinstance(redirect_uris, list) or not redirect_uris or not all(map(_is_text, redirect_uris)):
+    if (
+        not isinstance(redirect_uris, list)
+        or not redirect_uris
+        or not all(map(_is_text, redirect_uris))
+    ):
         raise OAuthError("invalid_redirect_uri", "redirect_uris must be a non-empty list of URLs")
     method = body.get("token_endpoint_auth_method") or "client_secret_post"
     if method not in AUTH_METHODS:
         valid = list(AUTH_METHODS)
-        raise OAuthError("invalid_client_metadata", f"token_endpoint_auth_method must be one of {valid}")
+        raise OAuthError(
+            "invalid_client_metadata", f"token_endpoint_auth_method must be one of {valid}"
+        )
     grant_types = tuple(body.get("grant_types") or ("authorization_code", "refresh_token"))
     if "authorization_code" not in grant_types:
         raise OAuthError("invalid_client_metadata", "grant_types must include authorization_code")
@@ -172,7 +188,9 @@ def _new_client(fake: MCPOAuthFake, body: dict[str, Any]) -> Client:
     if unknown:
         raise OAuthError("invalid_client_metadata", f"unknown scopes {sorted(unknown)}")
     secret = None if method == "none" else secrets.token_hex(32)
-    return Client(f"client_{secrets.token_hex(8)}", secret, method, tuple(redirect_uris), grant_types)
+    return Client(
+        f"client_{secrets.token_hex(8)}", secret, method, tuple(redirect_uris), grant_types
+    )
 
 
 # ---- authorization endpoint ----------------------------------------------------------
@@ -185,16 +203,23 @@ async def _authorize(fake: MCPOAuthFake, request: Request) -> Response:
     if client is None or redirect_uri not in client.redirect_uris:
         # Never redirect to an unverified URI (RFC 6749 §4.1.2.1): answer directly.
         fake.record("as", "authorize", 400, error="invalid_request")
-        return OAuthError("invalid_request", "unknown client_id or unregistered redirect_uri").response()
+        return OAuthError(
+            "invalid_request", "unknown client_id or unregistered redirect_uri"
+        ).response()
     refusal = _authorization_refusal(fake, query)
     if refusal is not None:
         fake.record("as", "authorize", 302, error=refusal[0])
-        return _redirect(redirect_uri, {"error": refusal[0], "error_description": refusal[1]}, query, fake)
+        return _redirect(
+            redirect_uri, {"error": refusal[0], "error_description": refusal[1]}, query, fake
+        )
     code = secrets.token_urlsafe(24)
     grant = Grant(
-        client_id=client.client_id, scopes=_requested_scopes(fake, query.get("scope")),
-        resource=query.get("resource"), expires_at=time.time() + _CODE_TTL_S,
-        redirect_uri=redirect_uri, code_challenge=query.get("code_challenge", ""),
+        client_id=client.client_id,
+        scopes=_requested_scopes(fake, query.get("scope")),
+        resource=query.get("resource"),
+        expires_at=time.time() + _CODE_TTL_S,
+        redirect_uri=redirect_uri,
+        code_challenge=query.get("code_challenge", ""),
     )
     fake.store.put(fake.store.codes, code, grant)
     fake.record("as", "authorize", 302, scope=" ".join(grant.scopes), resource=grant.resource)
@@ -218,7 +243,9 @@ def _requested_scopes(fake: MCPOAuthFake, scope: str | None) -> tuple[str, ...]:
     return tuple(scope.split()) if scope else tuple(fake.script.base_scopes)
 
 
-def _redirect(redirect_uri: str, params: dict[str, str], query: Any, fake: MCPOAuthFake) -> Response:
+def _redirect(
+    redirect_uri: str, params: dict[str, str], query: Any, fake: MCPOAuthFake
+) -> Response:
     params = {**params, "iss": fake.issuer}
     if query.get("state") is not None:
         params["state"] = query["state"]
@@ -237,7 +264,9 @@ async def _token(fake: MCPOAuthFake, request: Request) -> Response:
         client = _authenticate(fake, request, form)
         handler = _GRANTS.get(grant_type)
         if handler is None or grant_type not in client.grant_types:
-            raise OAuthError("unsupported_grant_type", f"grant_type {grant_type!r} is not available")
+            raise OAuthError(
+                "unsupported_grant_type", f"grant_type {grant_type!r} is not available"
+            )
         body = handler(fake, client, form)
     except OAuthError as err:
         fake.record("as", "token", err.status, grant_type=grant_type, error=err.error)
@@ -258,7 +287,9 @@ def _authenticate(fake: MCPOAuthFake, request: Request, form: dict[str, Any]) ->
     client = fake.store.clients.get(str(client_id or ""))
     if client is None:
         raise OAuthError("invalid_client", "unknown client", status=401)
-    if client.auth_method != "none" and not secrets.compare_digest(str(secret or ""), client.secret or ""):
+    if client.auth_method != "none" and not secrets.compare_digest(
+        str(secret or ""), client.secret or ""
+    ):
         raise OAuthError("invalid_client", "client authentication failed", status=401)
     return client
 
@@ -280,7 +311,9 @@ def _exchange_refresh(fake: MCPOAuthFake, client: Client, form: dict[str, Any]) 
     token = str(form.get("refresh_token", ""))
     grant = fake.store.refresh.get(token)
     if grant is None or not grant.live() or grant.client_id != client.client_id:
-        raise OAuthError("invalid_grant", "refresh token does not exist, has expired or was revoked")
+        raise OAuthError(
+            "invalid_grant", "refresh token does not exist, has expired or was revoked"
+        )
     scopes = tuple(str(form["scope"]).split()) if form.get("scope") else grant.scopes
     if not set(scopes) <= set(grant.scopes):
         raise OAuthError("invalid_scope", "cannot widen the scope on refresh")
@@ -302,11 +335,16 @@ def _mint(fake: MCPOAuthFake, grant: Grant) -> dict[str, Any]:
     ttl = fake.access_token_ttl_s
     audience = OTHER_AUDIENCE if fake.wrong_audience else grant.resource
     access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-    fake.store.put(fake.store.access, access, replace(grant, resource=audience, expires_at=time.time() + ttl))
+    fake.store.put(
+        fake.store.access, access, replace(grant, resource=audience, expires_at=time.time() + ttl)
+    )
     fake.store.put(fake.store.refresh, refresh, replace(grant, expires_at=None))
     return {
-        "access_token": access, "token_type": "Bearer", "expires_in": ttl,
-        "scope": " ".join(grant.scopes), "refresh_token": refresh,
+        "access_token": access,
+        "token_type": "Bearer",
+        "expires_in": ttl,
+        "scope": " ".join(grant.scopes),
+        "refresh_token": refresh,
     }
 
 

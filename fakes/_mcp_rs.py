@@ -27,20 +27,26 @@ PRM_PATH = "/.well-known/oauth-protected-resource"
 def build_rs_app(fake: MCPOAuthFake) -> Any:
     from mcp.server import Server
 
-    server = Server(fake.script.server_name, on_list_tools=_list_tools(fake), on_call_tool=_call_tool(fake))
+    server = Server(
+        fake.script.server_name, on_list_tools=_list_tools(fake), on_call_tool=_call_tool(fake)
+    )
 
     async def protected_resource_metadata(request: Request) -> Response:
         fake.record("rs", "prm", 200, path=request.url.path)
-        return JSONResponse({
-            "resource": fake.mcp_url,
-            "authorization_servers": [fake.issuer],
-            "scopes_supported": list(fake.script.base_scopes),
-            "bearer_methods_supported": ["header"],
-            "resource_name": fake.script.server_name,
-        })
+        return JSONResponse(
+            {
+                "resource": fake.mcp_url,
+                "authorization_servers": [fake.issuer],
+                "scopes_supported": list(fake.script.base_scopes),
+                "bearer_methods_supported": ["header"],
+                "resource_name": fake.script.server_name,
+            }
+        )
 
     # Path-based first (what the 401 points to), and the root URL clients fall back to.
-    prm_routes = [Route(path, protected_resource_metadata) for path in (PRM_PATH + MCP_PATH, PRM_PATH)]
+    prm_routes = [
+        Route(path, protected_resource_metadata) for path in (PRM_PATH + MCP_PATH, PRM_PATH)
+    ]
     sdk_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, custom_starlette_routes=prm_routes, host="127.0.0.1"
     )
@@ -117,10 +123,14 @@ class BearerGate:
             return self._challenge(401, needed, "invalid_token", description), "wrong_audience"
         if not set(needed) <= set(grant.scopes):
             description = f"This call needs scope {' '.join(needed)}"
-            return self._challenge(403, needed, "insufficient_scope", description), "insufficient_scope"
+            return self._challenge(
+                403, needed, "insufficient_scope", description
+            ), "insufficient_scope"
         return None
 
-    def _challenge(self, status: int, needed: list[str], error: str | None, description: str) -> Response:
+    def _challenge(
+        self, status: int, needed: list[str], error: str | None, description: str
+    ) -> Response:
         """RFC 6750 §3 challenge, plus RFC 9728's `resource_metadata` and the scope needed."""
         metadata_url = f"{self.fake.resource_url}{PRM_PATH}{MCP_PATH}"
         params = [f'error="{error}"', f'error_description="{description}"'] if error else []
@@ -133,11 +143,17 @@ class BearerGate:
         failure = self.fake.take_mcp_failure([str(m.get("method")) for m in messages])
         if failure is None:
             return None
-        headers = {"retry-after": str(failure.retry_after_s)} if failure.retry_after_s is not None else None
+        headers = (
+            {"retry-after": str(failure.retry_after_s)}
+            if failure.retry_after_s is not None
+            else None
+        )
         rpc_id = messages[0].get("id") if len(messages) == 1 else None
         error = {"code": -32000, "message": f"HTTP {failure.status} injected by fakes.mcp_oauth"}
         body = {"jsonrpc": "2.0", "id": rpc_id, "error": error}
-        return JSONResponse(body, status_code=failure.status, headers=headers), f"injected_{failure.status}"
+        return JSONResponse(
+            body, status_code=failure.status, headers=headers
+        ), f"injected_{failure.status}"
 
     def _recording_send(self, send: Any, detail: dict[str, Any]) -> Any:
         async def recording_send(message: dict[str, Any]) -> None:

@@ -79,7 +79,9 @@ __all__ = [
     "ToolSpec",
 ]
 
-AccountStatus = Literal["INITIALIZING", "INITIATED", "ACTIVE", "FAILED", "EXPIRED", "INACTIVE", "REVOKED"]
+AccountStatus = Literal[
+    "INITIALIZING", "INITIATED", "ACTIVE", "FAILED", "EXPIRED", "INACTIVE", "REVOKED"
+]
 
 
 class _Model(BaseModel):
@@ -197,7 +199,9 @@ class _InjectedFailure:
 class ComposioFake:
     """The Composio fake: state (accounts, rule uses), recorded calls, and the served app."""
 
-    def __init__(self, catalogue: ScriptSource | None = None, *, api_key: str | None = None) -> None:
+    def __init__(
+        self, catalogue: ScriptSource | None = None, *, api_key: str | None = None
+    ) -> None:
         self.catalogue = ComposioCatalogue.load(catalogue if catalogue is not None else {})
         self.api_key = api_key or self.catalogue.api_key
         self.calls: list[RecordedComposioCall] = []
@@ -255,8 +259,10 @@ class ComposioFake:
         """Make the next `times` authenticated calls (whose path contains `path_contains`,
         e.g. ``"/tools/execute/"``) fail with `status` in Composio's error shape."""
         spec = ApiErrorSpec(
-            status=status, message=message or f"Injected failure {status} (fakes.composio)",
-            code=code, retry_after_s=retry_after_s,
+            status=status,
+            message=message or f"Injected failure {status} (fakes.composio)",
+            code=code,
+            retry_after_s=retry_after_s,
         )
         with self._lock:
             self._failures.extend([_InjectedFailure(spec, path_contains)] * times)
@@ -303,7 +309,9 @@ class ComposioFake:
     def _auth_config(self, config_id: str) -> AuthConfigSpec | None:
         return next((c for c in self.catalogue.auth_configs if c.id == config_id), None)
 
-    def _add_account(self, account_id: str, user_id: str, auth_config_id: str, status: str) -> dict[str, Any]:
+    def _add_account(
+        self, account_id: str, user_id: str, auth_config_id: str, status: str
+    ) -> dict[str, Any]:
         config = self._auth_config(auth_config_id)
         if config is None:  # callers check first, so the API answers 404 rather than this
             raise KeyError(f"unknown auth config {auth_config_id!r}")
@@ -325,7 +333,9 @@ class ComposioFake:
 
 
 def _args_match(expected: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> bool:
-    return expected is None or all(k in arguments and arguments[k] == v for k, v in expected.items())
+    return expected is None or all(
+        k in arguments and arguments[k] == v for k, v in expected.items()
+    )
 
 
 def tool_json(tool: ToolSpec) -> dict[str, Any]:
@@ -343,8 +353,11 @@ def tool_json(tool: ToolSpec) -> dict[str, Any]:
         "version": tool.version,
         "available_versions": [tool.version],
         "deprecated": {
-            "available_versions": [tool.version], "displayName": name, "is_deprecated": False,
-            "toolkit": {"logo": ""}, "version": tool.version,
+            "available_versions": [tool.version],
+            "displayName": name,
+            "is_deprecated": False,
+            "toolkit": {"logo": ""},
+            "version": tool.version,
         },
         "is_deprecated": False,
         "no_auth": tool.no_auth,
@@ -367,8 +380,10 @@ def connected_account_json(
         "word_id": None,
         "toolkit": {"slug": config.toolkit},
         "auth_config": {
-            "id": config.id, "auth_scheme": config.auth_scheme,
-            "is_composio_managed": True, "is_disabled": False,
+            "id": config.id,
+            "auth_scheme": config.auth_scheme,
+            "is_composio_managed": True,
+            "is_disabled": False,
         },
         "created_at": stamp,
         "updated_at": stamp,

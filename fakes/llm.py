@@ -122,8 +122,10 @@ class Usage(_Model):
     @model_validator(mode="after")
     def _cache_within_input(self) -> Usage:
         if self.cache_read + self.cache_write_tokens > self.input_tokens:
-            raise ValueError("cache_read_tokens (cached_tokens) + cache_write_tokens must not exceed input_tokens "
-                             "(input_tokens counts the cached tokens too)")
+            raise ValueError(
+                "cache_read_tokens (cached_tokens) + cache_write_tokens must not exceed input_tokens "
+                "(input_tokens counts the cached tokens too)"
+            )
         return self
 
 
@@ -137,7 +139,9 @@ class ScriptedToolCall(_Model):
 
 
 class Fault(_Model):
-    kind: Literal["rate_limit", "server_error", "overloaded", "unavailable", "timeout", "malformed_stream"]
+    kind: Literal[
+        "rate_limit", "server_error", "overloaded", "unavailable", "timeout", "malformed_stream"
+    ]
     """What goes wrong instead of an answer."""
     retry_after_s: float | None = Field(default=None, ge=0)
     """rate_limit/overloaded/unavailable: sent as `retry-after` (whole seconds) and `retry-after-ms`."""

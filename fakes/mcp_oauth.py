@@ -239,7 +239,12 @@ class MCPOAuthFake:
             self._tool_scopes[tool] = sorted({*self._tool_scopes.get(tool, []), *scopes})
 
     def fail_mcp(
-        self, status: int, *, times: int = 1, method: str | None = None, retry_after_s: int | None = None
+        self,
+        status: int,
+        *,
+        times: int = 1,
+        method: str | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         """The next `times` authorized MCP requests (of JSON-RPC `method`, e.g. ``tools/call``)
         get HTTP `status` (429 or 5xx) instead of reaching the MCP server."""
@@ -247,7 +252,11 @@ class MCPOAuthFake:
             self._mcp_failures.extend([_McpFailure(status, method, retry_after_s)] * times)
 
     def issue_token(
-        self, scopes: list[str] | None = None, *, audience: str | None = None, ttl_s: int | None = None
+        self,
+        scopes: list[str] | None = None,
+        *,
+        audience: str | None = None,
+        ttl_s: int | None = None,
     ) -> str:
         """Mint an access token without the flow (for raw protocol checks or a client given a
         static token); by default for this MCP server with `base_scopes`."""
@@ -268,7 +277,8 @@ class MCPOAuthFake:
     def count(self, kind: str, **detail: Any) -> int:
         """How many recorded events are of `kind` with these detail values."""
         return sum(
-            1 for e in list(self.events)
+            1
+            for e in list(self.events)
             if e.kind == kind and all(e.detail.get(k) == v for k, v in detail.items())
         )
 
@@ -334,7 +344,9 @@ class HeadlessAuthorizer:
 
         from mcp.shared.auth import AuthorizationCodeResult
 
-        async with httpx2.AsyncClient(follow_redirects=False, timeout=self.timeout_s, verify=_tls()) as http:
+        async with httpx2.AsyncClient(
+            follow_redirects=False, timeout=self.timeout_s, verify=_tls()
+        ) as http:
             response = await http.get(authorization_url)
         self.authorizations += 1
         location = response.headers.get("location")
@@ -346,7 +358,9 @@ class HeadlessAuthorizer:
         query = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
         if "error" in query:
             raise HeadlessAuthorizationError(
-                f"authorization refused: {query['error']}: {query.get('error_description', '')}".rstrip(": ")
+                f"authorization refused: {query['error']}: {query.get('error_description', '')}".rstrip(
+                    ": "
+                )
             )
         self._pending = AuthorizationCodeResult(
             code=query.get("code", ""), state=query.get("state"), iss=query.get("iss")

@@ -198,7 +198,9 @@ def _prompt_server_class() -> Any:
             for connection in list(self.server_state.connections):
                 connection.shutdown()
             try:
-                await asyncio.wait_for(self._drained(), timeout=self.config.timeout_graceful_shutdown)
+                await asyncio.wait_for(
+                    self._drained(), timeout=self.config.timeout_graceful_shutdown
+                )
             except asyncio.TimeoutError:
                 for task in self.server_state.tasks:
                     task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")

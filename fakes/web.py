@@ -94,8 +94,12 @@ class WebFake:
     def __enter__(self) -> WebFake:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def answer(self, method: str, url: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
@@ -104,7 +108,11 @@ class WebFake:
             self.requests.append((method, url))
         page = self._pages.get(url)
         if page is None:
-            return 404, [(b"content-type", b"text/plain; charset=utf-8")], f"no page scripted for {url}".encode()
+            return (
+                404,
+                [(b"content-type", b"text/plain; charset=utf-8")],
+                f"no page scripted for {url}".encode(),
+            )
         headers = [(b"content-type", page.content_type.encode())]
         if page.location is not None:
             headers.append((b"location", page.location.encode()))

@@ -15,21 +15,54 @@ from typing import NoReturn, Sequence
 
 # name -> (module, one-line help). Keep sorted.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "baseline": ("pytest_nodeval.commands.baseline", "Compare a run with a baseline, or bless a run as the baseline."),
+    "baseline": (
+        "pytest_nodeval.commands.baseline",
+        "Compare a run with a baseline, or bless a run as the baseline.",
+    ),
     "clean": ("pytest_nodeval.commands.clean", "Remove world containers that runs left behind."),
     "history": ("pytest_nodeval.commands.history", "Show a case's results across past runs."),
-    "merge": ("pytest_nodeval.commands.merge", "Join the runs of --nodeval-shard K/N into one run, gated and reported."),
-    "plan": ("pytest_nodeval.commands.plan", "How many repeats the gate needs to detect a given drop."),
-    "promote": ("pytest_nodeval.commands.promote", "Make a reviewable case directory from a captured sample."),
-    "eval": ("pytest_nodeval.commands.evaluate", "Evaluate for an external harness; the only mode for now is "
-             "--inspect-mode (same as `nodeval inspect-mode`)."),
-    "inspect-mode": ("pytest_nodeval.commands.inspect_mode", "One JSON request on stdin, one JSON response on "
-                     "stdout: the protocol for external harnesses (docs/inspect-mode.md)."),
-    "new": ("pytest_nodeval.commands.new", "Create a case that records and replays at once (--agent: your own agent)."),
-    "schemas": ("pytest_nodeval.commands.schemas", "Copy the JSON Schemas of the case files into a project (editors)."),
-    "record": ("pytest_nodeval.commands.record", "Run a case live and write its journal/ (mock needs no key)."),
-    "samples": ("pytest_nodeval.commands.samples", "List the sessions the production sampler captured."),
-    "report": ("pytest_nodeval.commands.report", "Render a run's report.html again from its report.json."),
+    "merge": (
+        "pytest_nodeval.commands.merge",
+        "Join the runs of --nodeval-shard K/N into one run, gated and reported.",
+    ),
+    "plan": (
+        "pytest_nodeval.commands.plan",
+        "How many repeats the gate needs to detect a given drop.",
+    ),
+    "promote": (
+        "pytest_nodeval.commands.promote",
+        "Make a reviewable case directory from a captured sample.",
+    ),
+    "eval": (
+        "pytest_nodeval.commands.evaluate",
+        "Evaluate for an external harness; the only mode for now is "
+        "--inspect-mode (same as `nodeval inspect-mode`).",
+    ),
+    "inspect-mode": (
+        "pytest_nodeval.commands.inspect_mode",
+        "One JSON request on stdin, one JSON response on "
+        "stdout: the protocol for external harnesses (docs/inspect-mode.md).",
+    ),
+    "new": (
+        "pytest_nodeval.commands.new",
+        "Create a case that records and replays at once (--agent: your own agent).",
+    ),
+    "schemas": (
+        "pytest_nodeval.commands.schemas",
+        "Copy the JSON Schemas of the case files into a project (editors).",
+    ),
+    "record": (
+        "pytest_nodeval.commands.record",
+        "Run a case live and write its journal/ (mock needs no key).",
+    ),
+    "samples": (
+        "pytest_nodeval.commands.samples",
+        "List the sessions the production sampler captured.",
+    ),
+    "report": (
+        "pytest_nodeval.commands.report",
+        "Render a run's report.html again from its report.json.",
+    ),
 }
 
 EXIT_USAGE = 4
@@ -45,7 +78,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="nodeval", description="pytest-nodeval: agent evaluations as pytest tests.")
+    parser = _Parser(
+        prog="nodeval", description="pytest-nodeval: agent evaluations as pytest tests."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in sorted(COMMANDS.items()):
         command = sub.add_parser(name, help=help_text, description=help_text)

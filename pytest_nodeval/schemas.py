@@ -38,9 +38,14 @@ def schemas() -> dict[str, dict[str, Any]]:
 
     assertions = AssertionsFile.model_json_schema()
     # assertions.yaml is usually the bare list; the schema accepts both forms, as the loader does.
-    assertions_file = {**assertions, "anyOf": [{"$ref": "#/$defs/_Assertions"}, assertions["properties"]["assertions"]]}
-    assertions_file["$defs"] = {**assertions.get("$defs", {}), "_Assertions": {
-        k: v for k, v in assertions.items() if k not in ("$defs", "title")}}
+    assertions_file = {
+        **assertions,
+        "anyOf": [{"$ref": "#/$defs/_Assertions"}, assertions["properties"]["assertions"]],
+    }
+    assertions_file["$defs"] = {
+        **assertions.get("$defs", {}),
+        "_Assertions": {k: v for k, v in assertions.items() if k not in ("$defs", "title")},
+    }
     for key in ("properties", "additionalProperties", "type", "required"):
         assertions_file.pop(key, None)
     config = EngineConfig.model_json_schema()

@@ -34,8 +34,12 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
                 continue
             if first is not None:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first given on line {first}; YAML would silently keep "
-                    "the last one)", key_node.start_mark)
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first given on line {first}; YAML would silently keep "
+                    "the last one)",
+                    key_node.start_mark,
+                )
         return super().construct_mapping(node, deep)
 
 
@@ -45,7 +49,9 @@ def load_yaml(path: Path) -> Any:
     except FileNotFoundError:
         raise CaseFormatError(f"{path}: missing") from None
     except UnicodeDecodeError as exc:
-        raise CaseFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise CaseFormatError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
@@ -114,7 +120,12 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
         if tagged:
             candidates = tagged
             continue
-        candidates = [m for c in candidates if part in c.model_fields for m in _models_in(c.model_fields[part].annotation)]
+        candidates = [
+            m
+            for c in candidates
+            if part in c.model_fields
+            for m in _models_in(c.model_fields[part].annotation)
+        ]
         if not candidates:
             return ""
     return ", ".join(candidates[0].model_fields) if len(candidates) == 1 else ""

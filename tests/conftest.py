@@ -31,15 +31,26 @@ import httpcore2  # noqa: E402,F401
 pytest_plugins = ["pytester"]
 
 
-def write_case(root: Path, case_id: str, *, script: list[dict[str, Any]], inputs: list[str],
-               assertions: list[dict[str, Any]] | None = None, tools: list[str] | None = None,
-               case: dict[str, Any] | None = None, answers: list[dict[str, Any]] | None = None,
-               providers: list[dict[str, Any]] | None = None, record: bool = True,
-               system_prompt: str = "You are a careful assistant.") -> Path:
+def write_case(
+    root: Path,
+    case_id: str,
+    *,
+    script: list[dict[str, Any]],
+    inputs: list[str],
+    assertions: list[dict[str, Any]] | None = None,
+    tools: list[str] | None = None,
+    case: dict[str, Any] | None = None,
+    answers: list[dict[str, Any]] | None = None,
+    providers: list[dict[str, Any]] | None = None,
+    record: bool = True,
+    system_prompt: str = "You are a careful assistant.",
+) -> Path:
     """A case directory driven by the mock provider; recorded unless record=False."""
     directory = root / case_id
     (directory / "input").mkdir(parents=True, exist_ok=True)
-    _dump(directory / "case.yaml", {"id": case_id, "name": case_id.replace("-", " "), **(case or {})})
+    _dump(
+        directory / "case.yaml", {"id": case_id, "name": case_id.replace("-", " "), **(case or {})}
+    )
     config = {
         "providers": providers or [{"name": "mock", "model": "mock-1", "script": script}],
         "system_prompt": system_prompt,
@@ -62,7 +73,11 @@ def record_case(directory: Path) -> Any:
     from pytest_nodeval.runner.session import AttemptSettings, run_case
 
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-"))
-    observed = run_case(load_case(directory), AttemptSettings(mode="record", world_backend="local"), scratch / "journal")
+    observed = run_case(
+        load_case(directory),
+        AttemptSettings(mode="record", world_backend="local"),
+        scratch / "journal",
+    )
     assert observed.status == "ok", observed.metrics()
     return observed
 
@@ -134,7 +149,11 @@ class _Artifacts:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            self.saved += [(report.nodeid, str(value)) for name, value in report.user_properties if name == "artifact"]
+            self.saved += [
+                (report.nodeid, str(value))
+                for name, value in report.user_properties
+                if name == "artifact"
+            ]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.saved:

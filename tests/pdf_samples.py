@@ -10,14 +10,20 @@ def make_pdf(pages: list[str]) -> bytes:
     page_ids = [4 + 2 * i for i in range(len(pages))]
     objects = {
         1: b"<< /Type /Catalog /Pages 2 0 R >>",
-        2: b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % n for n in page_ids) + b"] /Count %d >>" % len(pages),
+        2: b"<< /Type /Pages /Kids ["
+        + b" ".join(b"%d 0 R" % n for n in page_ids)
+        + b"] /Count %d >>" % len(pages),
         3: b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     }
     for page_id, text in zip(page_ids, pages):
         content = b"BT /F1 12 Tf 72 720 Td (" + text.encode("ascii") + b") Tj ET"
-        objects[page_id] = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-                            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (page_id + 1))
-        objects[page_id + 1] = b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream"
+        objects[page_id] = (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (page_id + 1)
+        )
+        objects[page_id + 1] = (
+            b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream"
+        )
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = {}
@@ -28,7 +34,9 @@ def make_pdf(pages: list[str]) -> bytes:
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     for number in sorted(objects):
         out.write(b"%010d 00000 n \n" % offsets[number])
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    out.write(
+        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    )
     return out.getvalue()
 
 

@@ -46,14 +46,23 @@ def nodeval_agent(config_path: str = str(ENGINE_CONFIG), timeout_s: int = 120) -
     """Run the engine once per sample through the inspect-mode protocol."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        request = {"schema": 1, "config_path": config_path, "user_input": state.input_text,
-                   "session_id": f"inspect-{state.sample_id}-{state.epoch}", "timeout_s": timeout_s,
-                   "include_events": False}
+        request = {
+            "schema": 1,
+            "config_path": config_path,
+            "user_input": state.input_text,
+            "session_id": f"inspect-{state.sample_id}-{state.epoch}",
+            "timeout_s": timeout_s,
+            "include_events": False,
+        }
         # The protocol's own deadline stops the engine; this one only guards the pipe.
-        result = await subprocess(NODEVAL_COMMAND, input=json.dumps(request), timeout=timeout_s + 30)
+        result = await subprocess(
+            NODEVAL_COMMAND, input=json.dumps(request), timeout=timeout_s + 30
+        )
         response = read_response(result.stdout, result.returncode, result.stderr)
         state.store.set(RESPONSE_KEY, response)
-        state.output = ModelOutput.from_content(model="nodeval", content=response.get("output") or "")
+        state.output = ModelOutput.from_content(
+            model="nodeval", content=response.get("output") or ""
+        )
         return state
 
     return solve
@@ -64,8 +73,9 @@ def read_response(stdout: str, exit_code: int, stderr: str) -> dict[str, Any]:
     try:
         response: dict[str, Any] = json.loads(stdout)
     except ValueError:
-        raise RuntimeError(f"nodeval inspect-mode gave no response (exit status {exit_code}): "
-                           f"{stderr[-2000:]}") from None
+        raise RuntimeError(
+            f"nodeval inspect-mode gave no response (exit status {exit_code}): {stderr[-2000:]}"
+        ) from None
     return response
 
 
@@ -76,22 +86,35 @@ def nodeval_response() -> Scorer:
     async def score(state: TaskState, target: Target) -> Score:
         response: dict[str, Any] = state.store.get(RESPONSE_KEY) or {}
         output = response.get("output") or ""
-        details = {k: response.get(k) for k in ("status", "exit_code", "session_id", "usage", "latency_ms")}
+        details = {
+            k: response.get(k) for k in ("status", "exit_code", "session_id", "usage", "latency_ms")
+        }
         if response.get("status") != "ok":
             error = response.get("error") or {}
-            return Score(value=INCORRECT, answer=output, metadata=details,
-                         explanation=f"nodeval {response.get('status')}: {error.get('code')}: {error.get('message')}")
+            return Score(
+                value=INCORRECT,
+                answer=output,
+                metadata=details,
+                explanation=f"nodeval {response.get('status')}: {error.get('code')}: {error.get('message')}",
+            )
         found = any(text.lower() in output.lower() for text in target)
-        return Score(value=CORRECT if found else INCORRECT, answer=output, metadata=details,
-                     explanation=f"{'found' if found else 'did not find'} {target.text!r} in the engine's answer")
+        return Score(
+            value=CORRECT if found else INCORRECT,
+            answer=output,
+            metadata=details,
+            explanation=f"{'found' if found else 'did not find'} {target.text!r} in the engine's answer",
+        )
 
     return score
 
 
-def output_with_usage(input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
-                      config: GenerateConfig) -> ModelOutput:
+def output_with_usage(
+    input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
+) -> ModelOutput:
     """mockllm's default answer, with token usage so that no tokenizer is needed."""
-    output = ModelOutput.from_content(model="mockllm/model", content="Default output from mockllm/model")
+    output = ModelOutput.from_content(
+        model="mockllm/model", content="Default output from mockllm/model"
+    )
     output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
     return output
 

@@ -41,7 +41,9 @@ from ..journal.writer import JournalWriter
 from .simulated_user import SimulatedUser
 
 F = TypeVar("F", bound=Callable[..., Any])
-_CURRENT: contextvars.ContextVar[AgentContext | None] = contextvars.ContextVar("nodeval_agent", default=None)
+_CURRENT: contextvars.ContextVar[AgentContext | None] = contextvars.ContextVar(
+    "nodeval_agent", default=None
+)
 
 
 class Agent(Protocol):
@@ -57,8 +59,14 @@ FAKE_KEY = "nodeval-fake-key"
 
 
 class AgentContext:
-    def __init__(self, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None = None,
-                 fakes: dict[str, Any] | None = None, limits: Any = None) -> None:
+    def __init__(
+        self,
+        journal: JournalWriter,
+        user: SimulatedUser,
+        stash: ReplayStash | None = None,
+        fakes: dict[str, Any] | None = None,
+        limits: Any = None,
+    ) -> None:
         self.journal, self.user, self.stash = journal, user, stash
         self.fakes = fakes or {}
         """Fakes started for this attempt by kind: with an `llm` one, live and record sessions send
@@ -76,8 +84,14 @@ class AgentContext:
 
     # -- SDK clients ------------------------------------------------------------------------
 
-    def http_client(self, provider: str = "http", *, api: str = "http", asynchronous: bool = False,
-                    max_retries: int | None = None) -> Any:
+    def http_client(
+        self,
+        provider: str = "http",
+        *,
+        api: str = "http",
+        asynchronous: bool = False,
+        max_retries: int | None = None,
+    ) -> Any:
         """An httpx2 client journaled under `provider` (for SDKs not built in).
 
         Live, its requests are rate-limited by the run's `nodeval_limits` (under the name
@@ -87,19 +101,25 @@ class AgentContext:
         from .providers import Wiring, sdk_http_client
 
         wiring = Wiring(self.journal, self.stash, limits=self.limits)
-        client = sdk_http_client(wiring, provider, api, asynchronous=asynchronous, max_retries=max_retries)
+        client = sdk_http_client(
+            wiring, provider, api, asynchronous=asynchronous, max_retries=max_retries
+        )
         self._clients.append(client)
         return client
 
     def anthropic(self, *, name: str = "anthropic", **kwargs: Any) -> Any:
         import anthropic
 
-        return self._sdk(anthropic.Anthropic, name, "anthropic.messages", "ANTHROPIC_API_KEY", False, kwargs)
+        return self._sdk(
+            anthropic.Anthropic, name, "anthropic.messages", "ANTHROPIC_API_KEY", False, kwargs
+        )
 
     def async_anthropic(self, *, name: str = "anthropic", **kwargs: Any) -> Any:
         import anthropic
 
-        return self._sdk(anthropic.AsyncAnthropic, name, "anthropic.messages", "ANTHROPIC_API_KEY", True, kwargs)
+        return self._sdk(
+            anthropic.AsyncAnthropic, name, "anthropic.messages", "ANTHROPIC_API_KEY", True, kwargs
+        )
 
     def openai(self, *, name: str = "openai", **kwargs: Any) -> Any:
         import openai
@@ -123,23 +143,42 @@ class AgentContext:
         from .providers import GEMINI_API
 
         options = kwargs.get("http_options") or {}
-        options = types.HttpOptions.model_validate(options) if isinstance(options, dict) else options
+        options = (
+            types.HttpOptions.model_validate(options) if isinstance(options, dict) else options
+        )
         fake = self._fake_url()
         if fake is not None and options.base_url is None:
             options = options.model_copy(update={"base_url": fake})
             kwargs.setdefault("api_key", FAKE_KEY)
         self._key(kwargs, "genai.Client", "GEMINI_API_KEY", "GOOGLE_API_KEY")
         asked = options.retry_options
-        retries = max(0, (asked.attempts or 1) - 1) if asked is not None and asked.attempts is not None else None
+        retries = (
+            max(0, (asked.attempts or 1) - 1)
+            if asked is not None and asked.attempts is not None
+            else None
+        )
         update: dict[str, Any] = {
             "httpx_client": self.http_client(name, api=GEMINI_API, max_retries=retries),
-            "httpx_async_client": self.http_client(name, api=GEMINI_API, asynchronous=True, max_retries=retries)}
+            "httpx_async_client": self.http_client(
+                name, api=GEMINI_API, asynchronous=True, max_retries=retries
+            ),
+        }
         if not self.replaying:
-            update["retry_options"] = None  # nodeval retries below the journal (the SDK's own `attempts`)
+            update["retry_options"] = (
+                None  # nodeval retries below the journal (the SDK's own `attempts`)
+            )
         kwargs["http_options"] = options.model_copy(update=update)
         return genai.Client(**kwargs)
 
-    def _sdk(self, cls: Any, name: str, api: str, key_env: str, asynchronous: bool, kwargs: dict[str, Any]) -> Any:
+    def _sdk(
+        self,
+        cls: Any,
+        name: str,
+        api: str,
+        key_env: str,
+        asynchronous: bool,
+        kwargs: dict[str, Any],
+    ) -> Any:
         fake = self._fake_url()
         if fake is not None and "base_url" not in kwargs:
             kwargs["base_url"] = fake + ("/v1" if api.startswith("openai") else "")
@@ -150,7 +189,9 @@ class AgentContext:
             kwargs["max_retries"] = 0  # nodeval retries below the journal, limited and counted
         elif retries is not None:
             kwargs["max_retries"] = retries  # journals from before retried in the SDK
-        kwargs["http_client"] = self.http_client(name, api=api, asynchronous=asynchronous, max_retries=retries)
+        kwargs["http_client"] = self.http_client(
+            name, api=api, asynchronous=asynchronous, max_retries=retries
+        )
         return cls(**kwargs)
 
     def _fake_url(self) -> str | None:
@@ -164,8 +205,10 @@ class AgentContext:
         if self.replaying:
             kwargs["api_key"] = "nodeval-replay-needs-no-key"
         elif "api_key" not in kwargs and not any(os.environ.get(env) for env in key_envs):
-            raise ProviderError(f"{what}: no API key; set {' or '.join(key_envs)} or pass api_key=, "
-                                "or replay the journal in deterministic mode, which needs no key")
+            raise ProviderError(
+                f"{what}: no API key; set {' or '.join(key_envs)} or pass api_key=, "
+                "or replay the journal in deterministic mode, which needs no key"
+            )
 
     # -- the conversation ---------------------------------------------------------------------
 
@@ -185,7 +228,9 @@ class AgentContext:
         call_id = f"ask-{self._calls}"
         self.journal.emit("io.ask", {"call_id": call_id, "question": question})
         answer = self.user.answer(call_id, question)
-        self.journal.emit("io.ask.response", {"call_id": call_id, "text": answer.text, "source": answer.source})
+        self.journal.emit(
+            "io.ask.response", {"call_id": call_id, "text": answer.text, "source": answer.source}
+        )
         return answer.text
 
     def output(self, text: str) -> None:
@@ -197,11 +242,20 @@ class AgentContext:
 
     # -- local tools ------------------------------------------------------------------------
 
-    def _tool_call(self, name: str, fn: Callable[..., Any], args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _tool_call(
+        self, name: str, fn: Callable[..., Any], args: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
         if name not in self._registered:
             self._registered.add(name)
-            self.journal.emit("tool.register", {"tool": name, "description": (fn.__doc__ or "").strip(),
-                                                "side_effects": True, "source": "user"})
+            self.journal.emit(
+                "tool.register",
+                {
+                    "tool": name,
+                    "description": (fn.__doc__ or "").strip(),
+                    "side_effects": True,
+                    "source": "user",
+                },
+            )
         self._calls += 1
         call_id = f"{name}-{self._calls}"
         jsonable = _jsonable(args, f"the arguments of tool '{name}'")
@@ -210,7 +264,9 @@ class AgentContext:
 
     def _replayed(self, name: str, call_id: str, args: dict[str, Any]) -> Any:
         assert self.stash is not None
-        recorded = self.journal.emit_recorded(self.stash.tool_result_event(name, call_id, args)).payload_dict()
+        recorded = self.journal.emit_recorded(
+            self.stash.tool_result_event(name, call_id, args)
+        ).payload_dict()
         if not recorded["ok"]:
             raise ToolFailed(recorded.get("error") or f"tool '{name}' failed when recorded")
         return recorded.get("result")
@@ -227,9 +283,21 @@ class AgentContext:
             raise
         self._result(name, call_id, start, outcome[0])
 
-    def _result(self, name: str, call_id: str, start: float, result: Any = None, error: BaseException | None = None) -> None:
+    def _result(
+        self,
+        name: str,
+        call_id: str,
+        start: float,
+        result: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
         latency = round((time.perf_counter() - start) * 1000, 3)
-        payload: dict[str, Any] = {"tool": name, "call_id": call_id, "ok": error is None, "latency_ms": latency}
+        payload: dict[str, Any] = {
+            "tool": name,
+            "call_id": call_id,
+            "ok": error is None,
+            "latency_ms": latency,
+        }
         if error is None:
             payload["result"] = _jsonable(result, f"the result of tool '{name}'")
         else:
@@ -247,8 +315,10 @@ def _jsonable(value: Any, what: str) -> Any:
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError):
-        raise NodevalError(f"{what} is a {type(value).__name__}, which the journal cannot store; "
-                           "use JSON types (dict, list, str, int, float, bool, None)") from None
+        raise NodevalError(
+            f"{what} is a {type(value).__name__}, which the journal cannot store; "
+            "use JSON types (dict, list, str, int, float, bool, None)"
+        ) from None
 
 
 def tool(fn: F | None = None, *, name: str | None = None) -> Any:
@@ -266,7 +336,9 @@ def tool(fn: F | None = None, *, name: str | None = None) -> Any:
             arguments.apply_defaults()
             return dict(arguments.arguments)
 
-        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[AgentContext | None, str, dict[str, Any]]:
+        def begin(
+            args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> tuple[AgentContext | None, str, dict[str, Any]]:
             ctx = _CURRENT.get()
             if ctx is None:
                 return None, "", {}
@@ -274,6 +346,7 @@ def tool(fn: F | None = None, *, name: str | None = None) -> Any:
             return ctx, call_id, jsonable
 
         if inspect.iscoroutinefunction(func):
+
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 ctx, call_id, jsonable = begin(args, kwargs)
@@ -303,13 +376,27 @@ def tool(fn: F | None = None, *, name: str | None = None) -> Any:
     return decorate(fn) if fn is not None else decorate
 
 
-def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: ReplayStash | None,
-              *, mode: str, fakes: dict[str, Any] | None = None,
-              limits: Any = None) -> tuple[str | None, str | None]:
+def run_agent(
+    agent: Agent,
+    journal: JournalWriter,
+    user: SimulatedUser,
+    stash: ReplayStash | None,
+    *,
+    mode: str,
+    fakes: dict[str, Any] | None = None,
+    limits: Any = None,
+) -> tuple[str | None, str | None]:
     """Run a user's agent; returns (divergence, error). The journal gets session.start/end."""
     ctx = AgentContext(journal, user, stash, fakes, limits)
-    journal.emit("session.start", {"engine": getattr(agent, "__qualname__", type(agent).__name__),
-                                   "version": __version__, "session_id": journal.header.session_id, "mode": mode})
+    journal.emit(
+        "session.start",
+        {
+            "engine": getattr(agent, "__qualname__", type(agent).__name__),
+            "version": __version__,
+            "session_id": journal.header.session_id,
+            "mode": mode,
+        },
+    )
     start = time.perf_counter()
     token = _CURRENT.set(ctx)
     status, reason, divergence, infra = "ok", None, None, False
@@ -335,8 +422,17 @@ def run_agent(agent: Agent, journal: JournalWriter, user: SimulatedUser, stash: 
 
 # What the SDKs raise when the provider, not the agent, failed: no or a bad key, the network,
 # a timeout, overload or a 5xx after the SDK's own retries.
-_SDK_INFRA_ERRORS = frozenset({"APIConnectionError", "APITimeoutError", "AuthenticationError",
-                               "InternalServerError", "RateLimitError", "OverloadedError", "ServiceUnavailableError"})
+_SDK_INFRA_ERRORS = frozenset(
+    {
+        "APIConnectionError",
+        "APITimeoutError",
+        "AuthenticationError",
+        "InternalServerError",
+        "RateLimitError",
+        "OverloadedError",
+        "ServiceUnavailableError",
+    }
+)
 # google-genai has one APIError class per side (ClientError, ServerError) and an HTTP code.
 _GOOGLE_INFRA_CODES = frozenset({401, 403, 408, 429})
 
@@ -372,8 +468,15 @@ def _run_coroutine(awaitable: Any) -> Any:
         return pool.submit(context.run, asyncio.run, _awaited(awaitable)).result()
 
 
-def _end_session(journal: JournalWriter, stash: ReplayStash | None, status: str, reason: str | None,
-                 divergence: str | None, start: float, infra: bool = False) -> None:
+def _end_session(
+    journal: JournalWriter,
+    stash: ReplayStash | None,
+    status: str,
+    reason: str | None,
+    divergence: str | None,
+    start: float,
+    infra: bool = False,
+) -> None:
     usage = {"input_tokens": 0, "output_tokens": 0}
     for event in journal.events:
         if event.type == "llm.response" and event.payload.usage is not None:
@@ -381,10 +484,17 @@ def _end_session(journal: JournalWriter, stash: ReplayStash | None, status: str,
             usage["output_tokens"] += event.payload.usage.output_tokens
     recorded = stash.recorded_end if stash is not None else None
     duration = recorded.payload.duration_ms if recorded else (time.perf_counter() - start) * 1000
-    journal.emit("session.end", {
-        "status": status, "reason": divergence or reason,
-        "error_kind": "divergence" if divergence else ("provider" if infra else ("agent" if reason else None)),
-        "infra": infra,
-        "duration_ms": round(duration, 3), "usage": usage,
-        "turns": sum(1 for e in journal.events if e.type == "io.input")})
-
+    journal.emit(
+        "session.end",
+        {
+            "status": status,
+            "reason": divergence or reason,
+            "error_kind": "divergence"
+            if divergence
+            else ("provider" if infra else ("agent" if reason else None)),
+            "infra": infra,
+            "duration_ms": round(duration, 3),
+            "usage": usage,
+            "turns": sum(1 for e in journal.events if e.type == "io.input"),
+        },
+    )

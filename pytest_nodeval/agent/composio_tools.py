@@ -32,7 +32,11 @@ SOURCE = "composio"
 
 
 def action_slugs(tool_names: list[str]) -> list[str]:
-    return [name.removeprefix(COMPOSIO_PREFIX) for name in tool_names if name.startswith(COMPOSIO_PREFIX)]
+    return [
+        name.removeprefix(COMPOSIO_PREFIX)
+        for name in tool_names
+        if name.startswith(COMPOSIO_PREFIX)
+    ]
 
 
 class ComposioAction:
@@ -46,14 +50,19 @@ class ComposioAction:
         toolkit = raw.toolkit.slug if raw.toolkit is not None else None
         self._version = spec.toolkit_versions.get(toolkit or "") or getattr(raw, "version", None)
         if not self._version:
-            raise NodevalError(f"composio: action {raw.slug} (toolkit {toolkit}) has no version to execute; "
-                               f"pin one in input/config.yaml: composio.toolkit_versions.{toolkit}")
+            raise NodevalError(
+                f"composio: action {raw.slug} (toolkit {toolkit}) has no version to execute; "
+                f"pin one in input/config.yaml: composio.toolkit_versions.{toolkit}"
+            )
         self.definition = ToolDef(raw.slug, raw.description or "", dict(raw.input_parameters or {}))
-        self.register_extra = {SOURCE: {"toolkit": toolkit, "version": self._version, "user_id": self._user_id}}
+        self.register_extra = {
+            SOURCE: {"toolkit": toolkit, "version": self._version, "user_id": self._user_id}
+        }
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-        response = self._client.tools.execute(self.definition.name, args, user_id=self._user_id,
-                                              version=self._version)
+        response = self._client.tools.execute(
+            self.definition.name, args, user_id=self._user_id, version=self._version
+        )
         return outcome_of(response)
 
 
@@ -65,18 +74,24 @@ def outcome_of(response: dict[str, Any]) -> ToolOutcome:
     return ToolOutcome(False, response.get("data") or None, str(error))
 
 
-def live_actions(spec: ComposioSpec, slugs: list[str], *, fake: Any, timeout_s: float) -> list[ComposioAction]:
+def live_actions(
+    spec: ComposioSpec, slugs: list[str], *, fake: Any, timeout_s: float
+) -> list[ComposioAction]:
     """Describe the actions through the Composio API, in the order the config lists them."""
     client = _client(spec, fake, timeout_s)
     try:
         described = {raw.slug: raw for raw in client.tools.get_raw_composio_tools(tools=slugs)}
     except Exception as exc:  # the SDK's errors name the status and the API's message
-        raise NodevalError(f"composio: could not describe {', '.join(slugs)} at {_where(spec, fake)}: "
-                           f"{type(exc).__name__}: {exc}") from None
+        raise NodevalError(
+            f"composio: could not describe {', '.join(slugs)} at {_where(spec, fake)}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
     unknown = [slug for slug in slugs if slug not in described]
     if unknown:
-        raise NodevalError(f"composio: the API at {_where(spec, fake)} knows no action {', '.join(unknown)} "
-                           f"(input/config.yaml tools; it described: {', '.join(described) or 'none'})")
+        raise NodevalError(
+            f"composio: the API at {_where(spec, fake)} knows no action {', '.join(unknown)} "
+            f"(input/config.yaml tools; it described: {', '.join(described) or 'none'})"
+        )
     return [ComposioAction(client, spec, described[slug]) for slug in slugs]
 
 
@@ -85,7 +100,11 @@ def _client(spec: ComposioSpec, fake: Any, timeout_s: float) -> Any:
 
     base_url = fake.url if fake is not None else spec.base_url
     # allow_tracking=False: an evaluation must not post telemetry from a background thread.
-    options: dict[str, Any] = {"api_key": _api_key(spec, fake), "allow_tracking": False, "timeout": timeout_s}
+    options: dict[str, Any] = {
+        "api_key": _api_key(spec, fake),
+        "allow_tracking": False,
+        "timeout": timeout_s,
+    }
     if base_url is not None:
         options["base_url"] = base_url
     if spec.toolkit_versions:
@@ -98,9 +117,11 @@ def _api_key(spec: ComposioSpec, fake: Any) -> str:
         return str(fake.api_key)
     key = os.environ.get(spec.api_key_env)
     if not key:
-        raise NodevalError(f"composio: no API key; set the environment variable {spec.api_key_env} "
-                           "(or composio.api_key_env in input/config.yaml), use `base_url: fake`, "
-                           "or replay the case's journal in deterministic mode, which needs no key")
+        raise NodevalError(
+            f"composio: no API key; set the environment variable {spec.api_key_env} "
+            "(or composio.api_key_env in input/config.yaml), use `base_url: fake`, "
+            "or replay the case's journal in deterministic mode, which needs no key"
+        )
     return key
 
 

@@ -106,8 +106,10 @@ class ToolSpec(_Strict):
     @classmethod
     def _known(cls, name: str) -> str:
         if name not in BUILTIN_TOOLS and not name.startswith(("composio:", "mcp:")):
-            raise ValueError(f"unknown tool {name!r} (valid: {', '.join(BUILTIN_TOOLS)}, "
-                             "composio:<ACTION>, mcp:<server>)")
+            raise ValueError(
+                f"unknown tool {name!r} (valid: {', '.join(BUILTIN_TOOLS)}, "
+                "composio:<ACTION>, mcp:<server>)"
+            )
         return name
 
 
@@ -180,14 +182,18 @@ class McpSpec(_Strict):
         if duplicates:
             raise ValueError(f"two MCP servers are named {duplicates[0]!r}; names must be unique")
         if sum(s.url == "fake" for s in self.servers) > 1:
-            raise ValueError("only one MCP server can be `url: fake` (input/mcp.yaml scripts one server)")
+            raise ValueError(
+                "only one MCP server can be `url: fake` (input/mcp.yaml scripts one server)"
+            )
         return self
 
     def server(self, name: str) -> McpServerSpec | None:
         return next((s for s in self.servers if s.name == name), None)
 
 
-_HOST = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$|^\[[0-9a-f:.]+\](:[0-9]{1,5})?$")
+_HOST = re.compile(
+    r"^(\*\.)?[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$|^\[[0-9a-f:.]+\](:[0-9]{1,5})?$"
+)
 
 
 class WebSpec(_Strict):
@@ -209,8 +215,10 @@ class WebSpec(_Strict):
     def _hosts(cls, hosts: list[str]) -> list[str]:
         for host in hosts:
             if not _HOST.match(host.lower()):
-                raise ValueError(f"{host!r} is not a host: write `docs.example.com`, `127.0.0.1:8123` "
-                                 "or `*.example.com` (no scheme, no path)")
+                raise ValueError(
+                    f"{host!r} is not a host: write `docs.example.com`, `127.0.0.1:8123` "
+                    "or `*.example.com` (no scheme, no path)"
+                )
         return [host.lower() for host in hosts]
 
 
@@ -278,7 +286,9 @@ class EngineConfig(_Strict):
         keys = [p.key for p in self.providers]
         duplicates = sorted({k for k in keys if keys.count(k) > 1})
         if duplicates:
-            raise ValueError(f"providers share the name {duplicates[0]!r}; give each a distinct 'label'")
+            raise ValueError(
+                f"providers share the name {duplicates[0]!r}; give each a distinct 'label'"
+            )
         return self
 
     @model_validator(mode="after")
@@ -296,7 +306,9 @@ class EngineConfig(_Strict):
             if not tool.removeprefix(COMPOSIO_PREFIX):
                 return "names no action (write composio:<ACTION>, e.g. composio:GITHUB_STAR_A_REPOSITORY)"
             if self.composio is None:
-                return "needs a `composio:` section, e.g. composio: {user_id: <user>, base_url: fake}"
+                return (
+                    "needs a `composio:` section, e.g. composio: {user_id: <user>, base_url: fake}"
+                )
         if tool.startswith(MCP_PREFIX):
             server = tool.removeprefix(MCP_PREFIX)
             if self.mcp is None:
@@ -308,7 +320,12 @@ class EngineConfig(_Strict):
 
     def digest(self) -> str:
         data = self.model_dump(mode="json")
-        for section in ("composio", "mcp", "web", "pdf"):  # absent sections leave older configs' digests unchanged
+        for section in (
+            "composio",
+            "mcp",
+            "web",
+            "pdf",
+        ):  # absent sections leave older configs' digests unchanged
             if data[section] is None:
                 del data[section]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))

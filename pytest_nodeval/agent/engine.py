@@ -50,7 +50,7 @@ class Clock:
             return time.perf_counter() - self._start
         # Replay is instant; a time limit hit while recording must be hit again here.
         events = self._journal.events
-        for event in events[self._seen:]:
+        for event in events[self._seen :]:
             if event.type in ("llm.response", "tool.result"):
                 self._recorded_ms += event.payload.latency_ms
         self._seen = len(events)
@@ -92,9 +92,16 @@ class Engine:
         self._result = EngineResult(status="ok")
         self._clock = Clock(self.journal, replay=self.stash is not None)
         self._system = self.config.system_prompt
-        self.journal.emit("session.start", {
-            "engine": "pytest-nodeval", "version": __version__, "session_id": self.session_id,
-            "mode": self.mode, "config_digest": self.config.digest()})
+        self.journal.emit(
+            "session.start",
+            {
+                "engine": "pytest-nodeval",
+                "version": __version__,
+                "session_id": self.session_id,
+                "mode": self.mode,
+                "config_digest": self.config.digest(),
+            },
+        )
         for tool in self.tools.values():
             self.journal.emit("tool.register", register_payload(tool))
         if self.skills:
@@ -118,30 +125,43 @@ class Engine:
 
     def _finish(self) -> None:
         if self._plan is not None:
-            self.journal.emit("plan.result", plan_result(self._plan, self._called, list(self.tools)))
+            self.journal.emit(
+                "plan.result", plan_result(self._plan, self._called, list(self.tools))
+            )
         self._emit_snapshot()
         recorded = self.stash.recorded_end if self.stash is not None else None
         duration_ms = recorded.payload.duration_ms if recorded else self._clock.elapsed_s() * 1000
-        self.journal.emit("session.end", {
-            "status": self._result.status, "reason": self._result.reason,
-            "error_kind": self._result.error_kind, "infra": self._result.infra,
-            "duration_ms": round(duration_ms, 3), "usage": self._result.usage, "turns": self._result.turns,
-            "user_ending": getattr(self.user, "ending", None)})
+        self.journal.emit(
+            "session.end",
+            {
+                "status": self._result.status,
+                "reason": self._result.reason,
+                "error_kind": self._result.error_kind,
+                "infra": self._result.infra,
+                "duration_ms": round(duration_ms, 3),
+                "usage": self._result.usage,
+                "turns": self._result.turns,
+                "user_ending": getattr(self.user, "ending", None),
+            },
+        )
 
     def _emit_snapshot(self) -> None:
         if self.stash is not None:
             for event in self.stash.snapshots:
                 self.journal.emit("world.snapshot", event.payload_dict())
         elif self.world is not None and self.watch:
-            self.journal.emit("world.snapshot", {"backend": self.world.backend,
-                                                 "files": snapshot(self.world, self.watch)})
+            self.journal.emit(
+                "world.snapshot",
+                {"backend": self.world.backend, "files": snapshot(self.world, self.watch)},
+            )
 
     def _conversation(self) -> None:
         messages: list[dict[str, Any]] = []
         last_output: str | None = None
         while (turn := self.user.next_input(last_output)) is not None:
-            self.journal.emit("io.input", {"text": turn.text, "source": turn.source},
-                              turn=self._result.turns + 1)
+            self.journal.emit(
+                "io.input", {"text": turn.text, "source": turn.source}, turn=self._result.turns + 1
+            )
             messages.append({"role": "user", "text": turn.text})
             if self.config.plan and self._plan is None:
                 self._make_plan(messages)
@@ -151,9 +171,15 @@ class Engine:
     def _make_plan(self, messages: list[dict[str, Any]]) -> None:
         """One model call without tools for the plan, which then stays in the system prompt."""
         self.journal.set_turn(self._result.turns + 1)
-        reply = self.chain.complete(ModelRequest(
-            system=f"{self._system}\n\n{PLAN_INSTRUCTION}".lstrip(), messages=messages, tools=(),
-            timeout_s=self._remaining_s(), temperature=self.config.temperature))
+        reply = self.chain.complete(
+            ModelRequest(
+                system=f"{self._system}\n\n{PLAN_INSTRUCTION}".lstrip(),
+                messages=messages,
+                tools=(),
+                timeout_s=self._remaining_s(),
+                temperature=self.config.temperature,
+            )
+        )
         self._count_tokens(reply.input_tokens, reply.output_tokens)
         self._plan = parse_plan(reply.text)
         self.journal.emit("plan.created", {"text": reply.text, "steps": self._plan})
@@ -175,18 +201,30 @@ class Engine:
         self._result.turns += 1
         self.journal.set_turn(self._result.turns)
         self.journal.emit("agent.turn.start", {})
-        reply = self.chain.complete(ModelRequest(
-            system=self._system, messages=messages,
-            tools=tuple(t.definition for t in self.tools.values()),
-            timeout_s=remaining, temperature=self.config.temperature))
+        reply = self.chain.complete(
+            ModelRequest(
+                system=self._system,
+                messages=messages,
+                tools=tuple(t.definition for t in self.tools.values()),
+                timeout_s=remaining,
+                temperature=self.config.temperature,
+            )
+        )
         self._count_tokens(reply.input_tokens, reply.output_tokens)
         calls = [{"id": c.id, "name": c.name, "args": c.args} for c in reply.tool_calls]
         messages.append({"role": "assistant", "text": reply.text, "tool_calls": calls})
         for call in reply.tool_calls:
             outcome = self._call_tool(call)
             content = json.dumps(outcome.result) if outcome.ok else f"error: {outcome.error}"
-            messages.append({"role": "tool", "call_id": call.id, "name": call.name,
-                             "content": content, "is_error": not outcome.ok})
+            messages.append(
+                {
+                    "role": "tool",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "content": content,
+                    "is_error": not outcome.ok,
+                }
+            )
         self.journal.emit("agent.turn.end", {"stop_reason": reply.stop_reason})
         if limits.max_tokens is not None and sum(self._result.usage.values()) > limits.max_tokens:
             raise _LimitReached(f"max_tokens ({limits.max_tokens}) exceeded")
@@ -206,24 +244,40 @@ class Engine:
         self.journal.emit("tool.call", {"tool": call.name, "call_id": call.id, "args": call.args})
         self._called.append(call.name)
         tool = self.tools.get(call.name)
-        recorded = self.stash.tool_result_event(call.name, call.id, call.args) if self.stash is not None else None
+        recorded = (
+            self.stash.tool_result_event(call.name, call.id, call.args)
+            if self.stash is not None
+            else None
+        )
         if recorded is not None and (tool is None or tool.side_effects):
             # Replay: the world is not touched; the recorded result (same tool and call id,
             # the stash checked) is served verbatim.
             served = self.journal.emit_recorded(recorded).payload_dict()
             extra = {k: v for k, v in served.items() if k not in _RESULT_FIELDS}
-            return ToolOutcome(served["ok"], served.get("result"), served.get("error"), extra or None)
+            return ToolOutcome(
+                served["ok"], served.get("result"), served.get("error"), extra or None
+            )
         start = time.perf_counter()
         outcome = self._run_tool(tool, call)
-        self.journal.emit("tool.result", {
-            **(outcome.extra or {}), "tool": call.name, "call_id": call.id, "ok": outcome.ok,
-            "result": outcome.result, "error": outcome.error,
-            "latency_ms": round((time.perf_counter() - start) * 1000, 3)})
+        self.journal.emit(
+            "tool.result",
+            {
+                **(outcome.extra or {}),
+                "tool": call.name,
+                "call_id": call.id,
+                "ok": outcome.ok,
+                "result": outcome.result,
+                "error": outcome.error,
+                "latency_ms": round((time.perf_counter() - start) * 1000, 3),
+            },
+        )
         return outcome
 
     def _run_tool(self, tool: Tool | None, call: ToolCallRequest) -> ToolOutcome:
         if tool is None:
-            return ToolOutcome(False, None, f"unknown tool {call.name!r} (available: {', '.join(self.tools)})")
+            return ToolOutcome(
+                False, None, f"unknown tool {call.name!r} (available: {', '.join(self.tools)})"
+            )
         missing = missing_arguments(tool, call.args)
         if missing:
             return ToolOutcome(False, None, f"missing argument(s): {', '.join(missing)}")
@@ -239,5 +293,7 @@ class Engine:
     def _ask(self, call_id: str, question: str) -> str:
         self.journal.emit("io.ask", {"call_id": call_id, "question": question})
         answer = self.user.answer(call_id, question)
-        self.journal.emit("io.ask.response", {"call_id": call_id, "text": answer.text, "source": answer.source})
+        self.journal.emit(
+            "io.ask.response", {"call_id": call_id, "text": answer.text, "source": answer.source}
+        )
         return answer.text

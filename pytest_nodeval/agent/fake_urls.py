@@ -35,17 +35,27 @@ def with_fake_urls(config: EngineConfig, llm_url: str) -> tuple[EngineConfig, di
 
 
 def uses_fake_composio(config: EngineConfig | None) -> bool:
-    return (config is not None and config.composio is not None and config.composio.base_url == FAKE
-            and any(t.name.startswith(COMPOSIO_PREFIX) for t in config.tools))
+    return (
+        config is not None
+        and config.composio is not None
+        and config.composio.base_url == FAKE
+        and any(t.name.startswith(COMPOSIO_PREFIX) for t in config.tools)
+    )
 
 
 def uses_fake_mcp(config: EngineConfig | None) -> bool:
     if config is None or config.mcp is None:
         return False
-    enabled = {t.name.removeprefix(MCP_PREFIX) for t in config.tools if t.name.startswith(MCP_PREFIX)}
+    enabled = {
+        t.name.removeprefix(MCP_PREFIX) for t in config.tools if t.name.startswith(MCP_PREFIX)
+    }
     return any(s.url == FAKE and s.name in enabled for s in config.mcp.servers)
 
 
 def uses_fake_web(config: EngineConfig | None) -> bool:
-    return (config is not None and config.web is not None and config.web.fake
-            and any(t.name == "web" for t in config.tools))
+    return (
+        config is not None
+        and config.web is not None
+        and config.web.fake
+        and any(t.name == "web" for t in config.tools)
+    )

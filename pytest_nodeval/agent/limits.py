@@ -77,8 +77,12 @@ class LimitRule:
         return self.model is None or (model is not None and fnmatch.fnmatchcase(model, self.model))
 
 
-def parse_limits(lines: Iterable[str], where: str, profile: str | None = None,
-                 profiles: Collection[str] | None = None) -> tuple[LimitRule, ...]:
+def parse_limits(
+    lines: Iterable[str],
+    where: str,
+    profile: str | None = None,
+    profiles: Collection[str] | None = None,
+) -> tuple[LimitRule, ...]:
     """`nodeval_limits` lines into the rules in force; a bad line is a ConfigError naming it.
 
     A line may start with `[profile]`: it applies only under that profile, where it replaces
@@ -91,23 +95,31 @@ def parse_limits(lines: Iterable[str], where: str, profile: str | None = None,
         only, rule = _profile_of(line.strip(), where, profiles)
         scope = scopes.setdefault(only, {})
         if rule.bucket in scope:
-            raise ConfigError(f"nodeval_limits ({where}): {rule.bucket!r} has two lines"
-                              f"{'' if only is None else f' for profile {only!r}'}; keep one")
+            raise ConfigError(
+                f"nodeval_limits ({where}): {rule.bucket!r} has two lines"
+                f"{'' if only is None else f' for profile {only!r}'}; keep one"
+            )
         scope[rule.bucket] = rule
     in_force = {**scopes[None], **(scopes.get(profile, {}) if profile is not None else {})}
     return tuple(in_force.values())
 
 
-def _profile_of(line: str, where: str, profiles: Collection[str] | None) -> tuple[str | None, LimitRule]:
+def _profile_of(
+    line: str, where: str, profiles: Collection[str] | None
+) -> tuple[str | None, LimitRule]:
     if not line.startswith("["):
         return None, _parse_line(line, where)
     name, closed, rest = line[1:].partition("]")
     if not closed or not name.strip():
-        raise ConfigError(f"nodeval_limits ({where}): {line!r} starts like '[profile] provider: ...' "
-                          "but has no profile name in brackets")
+        raise ConfigError(
+            f"nodeval_limits ({where}): {line!r} starts like '[profile] provider: ...' "
+            "but has no profile name in brackets"
+        )
     if profiles is not None and name.strip() not in profiles:
-        raise ConfigError(f"nodeval_limits ({where}): {line!r} names profile {name.strip()!r}, which "
-                          f"nodeval_profiles does not define; defined: {', '.join(profiles) or 'none'}")
+        raise ConfigError(
+            f"nodeval_limits ({where}): {line!r} names profile {name.strip()!r}, which "
+            f"nodeval_profiles does not define; defined: {', '.join(profiles) or 'none'}"
+        )
     return name.strip(), _parse_line(rest.strip(), where)
 
 
@@ -115,21 +127,33 @@ def _parse_line(line: str, where: str) -> LimitRule:
     target, sep, rest = line.partition(":")
     provider, _, model = target.strip().partition("/")
     if not sep or not provider or "/" in model or (target.strip().endswith("/")):
-        raise ConfigError(f"nodeval_limits ({where}): {line!r} is not 'provider: key=value ...' or "
-                          "'provider/model-glob: key=value ...' (e.g. 'anthropic: rpm=50 tpm=40000 inflight=8')")
+        raise ConfigError(
+            f"nodeval_limits ({where}): {line!r} is not 'provider: key=value ...' or "
+            "'provider/model-glob: key=value ...' (e.g. 'anthropic: rpm=50 tpm=40000 inflight=8')"
+        )
     values: dict[str, float | int] = {}
     for item in rest.split():
         key, eq, raw = item.partition("=")
         if not eq or key not in KEYS:
-            raise ConfigError(f"nodeval_limits ({where}): line {line!r} has {item!r}; expected key=value "
-                              f"with key one of {', '.join(KEYS)}")
+            raise ConfigError(
+                f"nodeval_limits ({where}): line {line!r} has {item!r}; expected key=value "
+                f"with key one of {', '.join(KEYS)}"
+            )
         values[key] = _number(key, raw, line, where)
     if not values:
-        raise ConfigError(f"nodeval_limits ({where}): line {line!r} sets nothing; give at least one of "
-                          f"{', '.join(KEYS)}")
-    return LimitRule(provider=provider, model=model or None, rpm=_int(values.get("rpm")), tpm=_int(values.get("tpm")),
-                     inflight=_int(values.get("inflight")), retries=_int(values.get("retries")),
-                     max_wait_s=values.get("max_wait"))
+        raise ConfigError(
+            f"nodeval_limits ({where}): line {line!r} sets nothing; give at least one of "
+            f"{', '.join(KEYS)}"
+        )
+    return LimitRule(
+        provider=provider,
+        model=model or None,
+        rpm=_int(values.get("rpm")),
+        tpm=_int(values.get("tpm")),
+        inflight=_int(values.get("inflight")),
+        retries=_int(values.get("retries")),
+        max_wait_s=values.get("max_wait"),
+    )
 
 
 def _number(key: str, raw: str, line: str, where: str) -> float | int:
@@ -139,9 +163,14 @@ def _number(key: str, raw: str, line: str, where: str) -> float | int:
         value = -1
     smallest = 0 if key == "retries" else 1
     if value < smallest or (key == "max_wait" and value <= 0):
-        what = "a number of seconds above 0" if key == "max_wait" else (
-            "a whole number >= 0" if key == "retries" else "a whole number >= 1")
-        raise ConfigError(f"nodeval_limits ({where}): {key} in line {line!r} must be {what}, got {raw!r}")
+        what = (
+            "a number of seconds above 0"
+            if key == "max_wait"
+            else ("a whole number >= 0" if key == "retries" else "a whole number >= 1")
+        )
+        raise ConfigError(
+            f"nodeval_limits ({where}): {key} in line {line!r} must be {what}, got {raw!r}"
+        )
     return value
 
 
@@ -231,7 +260,9 @@ class SharedLimiter:
     def now(self) -> float:
         return self._clock()
 
-    def try_acquire(self, rules: Sequence[LimitRule], now: float | None = None) -> tuple[Lease | None, float]:
+    def try_acquire(
+        self, rules: Sequence[LimitRule], now: float | None = None
+    ) -> tuple[Lease | None, float]:
         """A place in every rule's budget, or how long to wait before trying again."""
         now = self.now() if now is None else now
         with self._connect() as db:  # an error rolls the transaction back
@@ -242,7 +273,9 @@ class SharedLimiter:
             db.execute("COMMIT")
         return lease, wait
 
-    def acquire(self, rules: Sequence[LimitRule], sleep: Callable[[float], None] = time.sleep) -> Lease:
+    def acquire(
+        self, rules: Sequence[LimitRule], sleep: Callable[[float], None] = time.sleep
+    ) -> Lease:
         while True:
             lease, wait = self.try_acquire(rules)
             if lease is not None:
@@ -263,8 +296,10 @@ class SharedLimiter:
             db.execute("BEGIN IMMEDIATE")
             db.execute("DELETE FROM leases WHERE id = ?", (lease.id,))
             if tokens > 0:
-                db.executemany("INSERT INTO debits VALUES (?, ?, ?)",
-                               [(r.bucket, now, tokens) for r in lease.rules if r.tpm is not None])
+                db.executemany(
+                    "INSERT INTO debits VALUES (?, ?, ?)",
+                    [(r.bucket, now, tokens) for r in lease.rules if r.tpm is not None],
+                )
             db.execute("COMMIT")
 
     def pause(self, rules: Sequence[LimitRule], seconds: float, now: float | None = None) -> None:
@@ -272,13 +307,20 @@ class SharedLimiter:
         until = (self.now() if now is None else now) + seconds
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT INTO pauses VALUES (?, ?) ON CONFLICT(bucket) DO UPDATE SET "
-                           "until = max(until, excluded.until)", [(r.bucket, until) for r in rules])
+            db.executemany(
+                "INSERT INTO pauses VALUES (?, ?) ON CONFLICT(bucket) DO UPDATE SET "
+                "until = max(until, excluded.until)",
+                [(r.bucket, until) for r in rules],
+            )
             db.execute("COMMIT")
 
     def in_flight(self, rule: LimitRule) -> int:
         with self._connect() as db:
-            return int(db.execute("SELECT count(*) FROM leases WHERE bucket = ?", (rule.bucket,)).fetchone()[0])
+            return int(
+                db.execute(
+                    "SELECT count(*) FROM leases WHERE bucket = ?", (rule.bucket,)
+                ).fetchone()[0]
+            )
 
 
 class _Borrowed:
@@ -300,7 +342,10 @@ def _forget_the_past(db: sqlite3.Connection, now: float) -> None:
     db.execute("DELETE FROM debits WHERE t <= ?", (now - WINDOW_S,))
     db.execute("DELETE FROM leases WHERE expires <= ?", (now,))
     db.execute("DELETE FROM pauses WHERE until <= ?", (now,))
-    pids = [row[0] for row in db.execute("SELECT DISTINCT pid FROM leases WHERE pid != ?", (os.getpid(),))]
+    pids = [
+        row[0]
+        for row in db.execute("SELECT DISTINCT pid FROM leases WHERE pid != ?", (os.getpid(),))
+    ]
     dead = [(pid,) for pid in pids if not process_alive(pid)]
     db.executemany("DELETE FROM leases WHERE pid = ?", dead)
 
@@ -311,11 +356,21 @@ def _wait_for(db: sqlite3.Connection, rule: LimitRule, now: float) -> float:
     if paused is not None:
         waits.append(paused[0] - now)
     # Counting first: the rows (all of the last minute) are read only when the budget is spent.
-    if rule.rpm is not None and _one(db, "SELECT count(*) FROM starts WHERE bucket = ?", rule.bucket) >= rule.rpm:
-        starts = [row[0] for row in db.execute("SELECT t FROM starts WHERE bucket = ?", (rule.bucket,))]
+    if (
+        rule.rpm is not None
+        and _one(db, "SELECT count(*) FROM starts WHERE bucket = ?", rule.bucket) >= rule.rpm
+    ):
+        starts = [
+            row[0] for row in db.execute("SELECT t FROM starts WHERE bucket = ?", (rule.bucket,))
+        ]
         waits.append(rpm_wait(starts, now, rule.rpm))
-    if rule.tpm is not None and _one(db, "SELECT total(tokens) FROM debits WHERE bucket = ?", rule.bucket) >= rule.tpm:
-        debits = db.execute("SELECT t, tokens FROM debits WHERE bucket = ?", (rule.bucket,)).fetchall()
+    if (
+        rule.tpm is not None
+        and _one(db, "SELECT total(tokens) FROM debits WHERE bucket = ?", rule.bucket) >= rule.tpm
+    ):
+        debits = db.execute(
+            "SELECT t, tokens FROM debits WHERE bucket = ?", (rule.bucket,)
+        ).fetchall()
         waits.append(tpm_wait(debits, now, rule.tpm))
     if rule.inflight is not None:
         if _one(db, "SELECT count(*) FROM leases WHERE bucket = ?", rule.bucket) >= rule.inflight:
@@ -329,9 +384,17 @@ def _one(db: sqlite3.Connection, query: str, bucket: str) -> float:
 
 def _take(db: sqlite3.Connection, rules: Sequence[LimitRule], now: float) -> Lease:
     lease = Lease(uuid.uuid4().hex, tuple(rules))
-    db.executemany("INSERT INTO starts VALUES (?, ?)", [(r.bucket, now) for r in rules if r.rpm is not None])
-    db.executemany("INSERT INTO leases VALUES (?, ?, ?, ?)",
-                   [(lease.id, r.bucket, os.getpid(), now + LEASE_TTL_S) for r in rules if r.inflight is not None])
+    db.executemany(
+        "INSERT INTO starts VALUES (?, ?)", [(r.bucket, now) for r in rules if r.rpm is not None]
+    )
+    db.executemany(
+        "INSERT INTO leases VALUES (?, ?, ?, ?)",
+        [
+            (lease.id, r.bucket, os.getpid(), now + LEASE_TTL_S)
+            for r in rules
+            if r.inflight is not None
+        ],
+    )
     return lease
 
 
@@ -339,4 +402,3 @@ def _take(db: sqlite3.Connection, rules: Sequence[LimitRule], now: float) -> Lea
 def shared_limiter(path: Path) -> SharedLimiter:
     """This process's handle on a run's limiter file (it holds no connection: threads may share it)."""
     return SharedLimiter(path)
-

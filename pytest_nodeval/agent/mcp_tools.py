@@ -96,9 +96,12 @@ class AuthTrail:
 def _challenge(response: Any) -> dict[str, Any]:
     from mcp.client.auth.utils import extract_field_from_www_auth
 
-    step = {"step": "challenge", "status": response.status_code,
-            "error": extract_field_from_www_auth(response, "error"),
-            "scope": extract_field_from_www_auth(response, "scope")}
+    step = {
+        "step": "challenge",
+        "status": response.status_code,
+        "error": extract_field_from_www_auth(response, "error"),
+        "scope": extract_field_from_www_auth(response, "scope"),
+    }
     return {k: v for k, v in step.items() if v is not None}
 
 
@@ -106,14 +109,21 @@ async def _oauth_step(request: Any, response: Any) -> dict[str, Any] | None:
     path, status = request.url.path, response.status_code
     if "/.well-known/oauth-protected-resource" in path:
         return {"step": "resource_metadata", "status": status}
-    if "/.well-known/oauth-authorization-server" in path or "/.well-known/openid-configuration" in path:
+    if (
+        "/.well-known/oauth-authorization-server" in path
+        or "/.well-known/openid-configuration" in path
+    ):
         return {"step": "authorization_server_metadata", "status": status}
     if request.method != "POST":
         return None
     content = _body(request)
     form = parse_qs(content.decode("utf-8", "replace"))
     if "grant_type" in form:
-        return {"step": "token", "grant_type": form["grant_type"][0], **await _token_summary(response)}
+        return {
+            "step": "token",
+            "grant_type": form["grant_type"][0],
+            **await _token_summary(response),
+        }
     if b"redirect_uris" in content:
         body = await _json(response)
         return {"step": "register", "status": status, "client_id": body.get("client_id")}
@@ -131,8 +141,12 @@ async def _token_summary(response: Any) -> dict[str, Any]:
     body = await _json(response)
     if response.status_code != 200:
         return {"status": response.status_code, "error": body.get("error")}
-    return {"status": 200, "scope": body.get("scope"), "expires_in": body.get("expires_in"),
-            "refreshable": bool(body.get("refresh_token"))}
+    return {
+        "status": 200,
+        "scope": body.get("scope"),
+        "expires_in": body.get("expires_in"),
+        "refreshable": bool(body.get("refresh_token")),
+    }
 
 
 async def _json(response: Any) -> dict[str, Any]:
@@ -151,7 +165,13 @@ def _journaling_authorizer(trail: AuthTrail) -> Any:
     class JournalingAuthorizer(HeadlessAuthorizer):
         async def redirect(self, authorization_url: str) -> None:
             query = {k: v[0] for k, v in parse_qs(urlsplit(authorization_url).query).items()}
-            trail.note({"step": "authorize", "scope": query.get("scope"), "resource": query.get("resource")})
+            trail.note(
+                {
+                    "step": "authorize",
+                    "scope": query.get("scope"),
+                    "resource": query.get("resource"),
+                }
+            )
             await super().redirect(authorization_url)
 
     return JournalingAuthorizer()
@@ -175,9 +195,13 @@ class _Connection:
 
         self._closing = asyncio.Event()
         try:
-            async with self._http_client() as http, \
-                    Client(streamable_http_client(self.url, http_client=http),
-                           read_timeout_seconds=self.timeout_s) as client:
+            async with (
+                self._http_client() as http,
+                Client(
+                    streamable_http_client(self.url, http_client=http),
+                    read_timeout_seconds=self.timeout_s,
+                ) as client,
+            ):
                 tools = await _list_all_tools(client)
                 self.client = client
                 ready.set_result(tools)
@@ -197,22 +221,30 @@ class _Connection:
 
         auth, headers = self._credentials()
         return httpx2.AsyncClient(
-            auth=auth, headers=headers, trust_env=False, event_hooks={"response": [self.trail.observe]},
+            auth=auth,
+            headers=headers,
+            trust_env=False,
+            event_hooks={"response": [self.trail.observe]},
             timeout=httpx2.Timeout(self.timeout_s, read=SSE_READ_TIMEOUT_S),
-            verify=self.url.startswith("https://"))  # a plain-http fake needs no TLS context
+            verify=self.url.startswith("https://"),
+        )  # a plain-http fake needs no TLS context
 
     def _credentials(self) -> tuple[Any, dict[str, str]]:
         if self.spec.url == "fake":
             from fakes.mcp_oauth import headless_oauth_provider
 
             scopes = " ".join(self.spec.scopes) or None
-            return headless_oauth_provider(self.url, scopes=scopes, authorizer=_journaling_authorizer(self.trail)), {}
+            return headless_oauth_provider(
+                self.url, scopes=scopes, authorizer=_journaling_authorizer(self.trail)
+            ), {}
         if self.spec.token_env is None:
             return None, {}
         token = os.environ.get(self.spec.token_env)
         if not token:
-            raise NodevalError(f"MCP server '{self.spec.name}': the environment variable {self.spec.token_env} "
-                               "(token_env in input/config.yaml) is not set; it must hold a bearer token")
+            raise NodevalError(
+                f"MCP server '{self.spec.name}': the environment variable {self.spec.token_env} "
+                "(token_env in input/config.yaml) is not set; it must hold a bearer token"
+            )
         self.trail.note({"step": "bearer_token", "from_env": self.spec.token_env})
         return None, {"Authorization": f"Bearer {token}"}
 
@@ -232,7 +264,9 @@ class McpSessions:
 
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="nodeval-mcp", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="nodeval-mcp", daemon=True
+        )
         self._thread.start()
         self._held: list[tuple[_Connection, concurrent.futures.Future[None]]] = []
 
@@ -240,25 +274,40 @@ class McpSessions:
         """Open the server's session and list its tools (one McpTool each)."""
         connection = _Connection(spec, url, timeout_s)
         ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
-        self._held.append((connection, asyncio.run_coroutine_threadsafe(connection.hold(ready), self._loop)))
+        self._held.append(
+            (connection, asyncio.run_coroutine_threadsafe(connection.hold(ready), self._loop))
+        )
         try:
             listed = ready.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
-            raise NodevalError(f"MCP server '{spec.name}' ({url}) did not connect within {timeout_s:g}s") from None
+            raise NodevalError(
+                f"MCP server '{spec.name}' ({url}) did not connect within {timeout_s:g}s"
+            ) from None
         except NodevalError:
             raise
         except BaseException as exc:
             raise NodevalError(_connect_failure(connection, exc)) from None
         boot_steps = connection.trail.drain()
-        return [McpTool(self, connection, tool, boot_steps if i == 0 else None) for i, tool in enumerate(listed)]
+        return [
+            McpTool(self, connection, tool, boot_steps if i == 0 else None)
+            for i, tool in enumerate(listed)
+        ]
 
-    def call(self, connection: _Connection, name: str, args: dict[str, Any], timeout_s: float) -> ToolOutcome:
-        future = asyncio.run_coroutine_threadsafe(_call(connection, name, args, timeout_s), self._loop)
+    def call(
+        self, connection: _Connection, name: str, args: dict[str, Any], timeout_s: float
+    ) -> ToolOutcome:
+        future = asyncio.run_coroutine_threadsafe(
+            _call(connection, name, args, timeout_s), self._loop
+        )
         try:
             return future.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            return ToolOutcome(False, None, f"MCP server '{connection.spec.name}' did not answer within {timeout_s:g}s")
+            return ToolOutcome(
+                False,
+                None,
+                f"MCP server '{connection.spec.name}' did not answer within {timeout_s:g}s",
+            )
 
     def close(self) -> None:
         for connection, _ in self._held:
@@ -274,28 +323,37 @@ class McpSessions:
             self._loop.close()
 
 
-async def _call(connection: _Connection, name: str, args: dict[str, Any], timeout_s: float) -> ToolOutcome:
+async def _call(
+    connection: _Connection, name: str, args: dict[str, Any], timeout_s: float
+) -> ToolOutcome:
     try:
         result = await connection.client.call_tool(name, args, read_timeout_seconds=timeout_s)
         outcome = outcome_of(result)
     except Exception as exc:  # protocol errors (a refused step-up, a 5xx) are the agent's to handle
         outcome = ToolOutcome(False, None, f"MCP server '{connection.spec.name}': {describe(exc)}")
     steps = connection.trail.drain()
-    return ToolOutcome(outcome.ok, outcome.result, outcome.error, {"auth": steps} if steps else None)
+    return ToolOutcome(
+        outcome.ok, outcome.result, outcome.error, {"auth": steps} if steps else None
+    )
 
 
 def outcome_of(result: Any) -> ToolOutcome:
     """A CallToolResult as the engine's outcome; `isError` makes it a tool error."""
     texts = [item.text for item in result.content if getattr(item, "type", None) == "text"]
-    others = [item.model_dump(mode="json", by_alias=True, exclude_none=True)
-              for item in result.content if getattr(item, "type", None) != "text"]
+    others = [
+        item.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for item in result.content
+        if getattr(item, "type", None) != "text"
+    ]
     payload: dict[str, Any] = {"text": "\n".join(texts)}
     if result.structured_content is not None:
         payload["structured"] = result.structured_content
     if others:
         payload["content"] = others
     if result.is_error:
-        return ToolOutcome(False, payload, payload["text"] or "the tool reported an error (isError, no text)")
+        return ToolOutcome(
+            False, payload, payload["text"] or "the tool reported an error (isError, no text)"
+        )
     return ToolOutcome(True, payload)
 
 
@@ -309,10 +367,14 @@ def describe(exc: BaseException) -> str:
 def _connect_failure(connection: _Connection, exc: BaseException) -> str:
     spec = connection.spec
     message = f"MCP server '{spec.name}' ({connection.url}): could not connect: {describe(exc)}"
-    refused = any(s.get("step") == "challenge" and s.get("status") == 401 for s in connection.trail.drain())
+    refused = any(
+        s.get("step") == "challenge" and s.get("status") == 401 for s in connection.trail.drain()
+    )
     if refused and spec.url != "fake":
-        message += (f"; the server asks for authorization, which the engine cannot give for a person: "
-                    "set token_env in input/config.yaml to a variable holding an access token for it")
+        message += (
+            f"; the server asks for authorization, which the engine cannot give for a person: "
+            "set token_env in input/config.yaml to a variable holding an access token for it"
+        )
     return message
 
 
@@ -321,11 +383,18 @@ class McpTool:
 
     side_effects = True
 
-    def __init__(self, sessions: McpSessions, connection: _Connection, listed: Any,
-                 boot_steps: list[dict[str, Any]] | None) -> None:
+    def __init__(
+        self,
+        sessions: McpSessions,
+        connection: _Connection,
+        listed: Any,
+        boot_steps: list[dict[str, Any]] | None,
+    ) -> None:
         self._sessions, self._connection = sessions, connection
         self.source = source_of(connection.spec.name)
-        self.definition = ToolDef(listed.name, listed.description or "", dict(listed.input_schema or {}))
+        self.definition = ToolDef(
+            listed.name, listed.description or "", dict(listed.input_schema or {})
+        )
         details: dict[str, Any] = {"server": connection.spec.name}
         if boot_steps is not None:
             details["auth"] = boot_steps

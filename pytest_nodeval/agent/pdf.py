@@ -37,15 +37,19 @@ def parse_pages(spec: str, page_count: int) -> list[int]:
     for part in spec.split(","):
         match = _RANGE.match(part)
         if match is None:
-            raise PdfError(f"pages {spec!r}: {part.strip()!r} is not a page or a range "
-                           "(write e.g. \"3\", \"2-4\", \"1,3,5-7\" or \"5-\")")
+            raise PdfError(
+                f"pages {spec!r}: {part.strip()!r} is not a page or a range "
+                '(write e.g. "3", "2-4", "1,3,5-7" or "5-")'
+            )
         first = int(match.group(1))
         last = first if match.group(2) is None else int(match.group(2) or page_count)
         if last < first:
             raise PdfError(f"pages {spec!r}: {part.strip()!r} ends before it starts")
         if not 1 <= first <= last <= page_count:
-            raise PdfError(f"pages {spec!r}: {part.strip()!r} is outside the document "
-                           f"(it has {page_count} page{'s' if page_count != 1 else ''}: 1-{page_count})")
+            raise PdfError(
+                f"pages {spec!r}: {part.strip()!r} is outside the document "
+                f"(it has {page_count} page{'s' if page_count != 1 else ''}: 1-{page_count})"
+            )
         pages.extend(n for n in range(first, last + 1) if n not in pages)
     return pages
 
@@ -53,7 +57,9 @@ def parse_pages(spec: str, page_count: int) -> list[int]:
 def read_pdf(data: bytes, pages: str | None, max_bytes: int) -> PdfText:
     """The page count and the text of `pages` (all by default) of the PDF in `data`."""
     if len(data) > max_bytes:
-        raise PdfError(f"the file is {len(data)} bytes, more than the {max_bytes}-byte limit (pdf.max_bytes)")
+        raise PdfError(
+            f"the file is {len(data)} bytes, more than the {max_bytes}-byte limit (pdf.max_bytes)"
+        )
     if not data.lstrip()[:5] == b"%PDF-":
         raise PdfError("not a PDF (it does not start with %PDF-)")
     reader = _open(data)
@@ -69,7 +75,9 @@ def _open(data: bytes) -> PdfReader:
     try:
         reader = PdfReader(io.BytesIO(data))
     except Exception as exc:  # pypdf raises many kinds on a damaged file; each is the file's fault
-        raise PdfError(f"the PDF is damaged and cannot be read ({type(exc).__name__}: {exc})") from None
+        raise PdfError(
+            f"the PDF is damaged and cannot be read ({type(exc).__name__}: {exc})"
+        ) from None
     if reader.is_encrypted:
         _decrypt(reader)
     return reader
@@ -83,7 +91,9 @@ def _decrypt(reader: PdfReader) -> None:
     try:
         opened = reader.decrypt("")
     except (PyPdfError, NotImplementedError) as exc:
-        raise PdfError(f"the PDF is encrypted and cannot be decrypted ({type(exc).__name__}: {exc})") from None
+        raise PdfError(
+            f"the PDF is encrypted and cannot be decrypted ({type(exc).__name__}: {exc})"
+        ) from None
     if not opened:
         raise PdfError("the PDF is encrypted with a password; its text cannot be read")
 
@@ -92,11 +102,15 @@ def _page_count(reader: PdfReader) -> int:
     try:
         return len(reader.pages)
     except Exception as exc:  # pypdf raises many kinds on a damaged file; each is the file's fault
-        raise PdfError(f"the PDF is damaged: its pages cannot be found ({type(exc).__name__}: {exc})") from None
+        raise PdfError(
+            f"the PDF is damaged: its pages cannot be found ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _page_text(reader: PdfReader, number: int) -> str:
     try:
         return str(reader.pages[number - 1].extract_text())
     except Exception as exc:  # pypdf raises many kinds on a damaged file; each is the file's fault
-        raise PdfError(f"page {number} is damaged and cannot be read ({type(exc).__name__}: {exc})") from None
+        raise PdfError(
+            f"page {number} is damaged and cannot be read ({type(exc).__name__}: {exc})"
+        ) from None

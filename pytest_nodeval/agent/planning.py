@@ -14,9 +14,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-PLAN_INSTRUCTION = ("Before you act, write your plan: a numbered list of the steps you will take, one per "
-                    "line, each starting with the tool it uses in square brackets, or [none] (for example "
-                    "'1. [shell] list the files'). Reply with the plan only.")
+PLAN_INSTRUCTION = (
+    "Before you act, write your plan: a numbered list of the steps you will take, one per "
+    "line, each starting with the tool it uses in square brackets, or [none] (for example "
+    "'1. [shell] list the files'). Reply with the plan only."
+)
 _ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*])\s+(.*\S)")
 _TOOL_TAG = re.compile(r"^\[([^\]\s]+)\]")
 
@@ -47,8 +49,12 @@ def plan_result(steps: list[str], called: list[str], tools: list[str]) -> dict[s
                 followed = False
         rows.append({"text": step, "tool": tool, "done": done})
     checkable = [r for r in rows if r["tool"] is not None]
-    return {"steps": rows, "done": sum(1 for r in checkable if r["done"]), "checkable": len(checkable),
-            "followed": followed and bool(checkable)}
+    return {
+        "steps": rows,
+        "done": sum(1 for r in checkable if r["done"]),
+        "checkable": len(checkable),
+        "followed": followed and bool(checkable),
+    }
 
 
 def _named_tool(step: str, tools: list[str]) -> str | None:

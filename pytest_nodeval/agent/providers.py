@@ -87,8 +87,12 @@ class Wiring:
 
 def side_wiring(keys: dict[str, str] | None = None, limits: Any = None) -> Wiring:
     """Wiring for model calls outside the agent's session: an in-memory, discarded journal."""
-    header = JournalHeader(session_id=new_session_id(), created_at=now_iso(), engine=EngineInfo(version="side"),
-                           source="live")
+    header = JournalHeader(
+        session_id=new_session_id(),
+        created_at=now_iso(),
+        engine=EngineInfo(version="side"),
+        source="live",
+    )
     return Wiring(JournalWriter(None, header), None, keys or {}, limits)
 
 
@@ -116,7 +120,14 @@ class MockProvider:
             "messages": request.messages,
             "tools": [t.name for t in request.tools],
         }
-        payload = {"provider": self.key, "api": "mock", "method": "POST", "path": "/mock", "stream": False, "body": body}
+        payload = {
+            "provider": self.key,
+            "api": "mock",
+            "method": "POST",
+            "path": "/mock",
+            "stream": False,
+            "body": body,
+        }
         journal = self._wiring.journal
         start = time.perf_counter()
         if self._wiring.stash is not None:
@@ -135,10 +146,15 @@ class MockProvider:
         step = self._take_step(request)
         if step.error is not None:
             return {"provider": self.key, "status": 500, "body": {"error": step.error}}
-        calls = [{"id": f"call_{self._calls}_{i}", "name": c.name, "args": c.args}
-                 for i, c in enumerate(step.tool_calls, start=1)]
-        reply = {"text": step.text or "", "tool_calls": calls,
-                 "stop_reason": "tool_use" if calls else "end_turn"}
+        calls = [
+            {"id": f"call_{self._calls}_{i}", "name": c.name, "args": c.args}
+            for i, c in enumerate(step.tool_calls, start=1)
+        ]
+        reply = {
+            "text": step.text or "",
+            "tool_calls": calls,
+            "stop_reason": "tool_use" if calls else "end_turn",
+        }
         usage = {"input_tokens": _estimate_tokens(body), "output_tokens": _estimate_tokens(reply)}
         return {"provider": self.key, "status": 200, "body": reply, "usage": usage}
 
@@ -148,7 +164,8 @@ class MockProvider:
         if not matched and not ordered:
             raise ProviderError(
                 f"mock provider '{self.key}': the script ran out after {self._calls - 1} replies; "
-                "add steps to its 'script' in input/config.yaml")
+                "add steps to its 'script' in input/config.yaml"
+            )
         step = (matched or ordered)[0]
         self._unused.remove(step)
         return step
@@ -179,16 +196,30 @@ def _estimate_tokens(value: Any) -> int:
 def _reply_from_mock(response: dict[str, Any]) -> ModelReply:
     body = response["body"]
     usage = response.get("usage") or {}
-    calls = tuple(ToolCallRequest(c["id"], c["name"], dict(c.get("args") or {})) for c in body.get("tool_calls", []))
-    return ModelReply(body.get("text", ""), calls, body.get("stop_reason", "end_turn"),
-                      usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+    calls = tuple(
+        ToolCallRequest(c["id"], c["name"], dict(c.get("args") or {}))
+        for c in body.get("tool_calls", [])
+    )
+    return ModelReply(
+        body.get("text", ""),
+        calls,
+        body.get("stop_reason", "end_turn"),
+        usage.get("input_tokens", 0),
+        usage.get("output_tokens", 0),
+    )
 
 
 # -- SDK providers ------------------------------------------------------------------------
 
 
-def sdk_http_client(wiring: Wiring, provider: str, api: str, *, asynchronous: bool = False,
-                    max_retries: int | None = None) -> Any:
+def sdk_http_client(
+    wiring: Wiring,
+    provider: str,
+    api: str,
+    *,
+    asynchronous: bool = False,
+    max_retries: int | None = None,
+) -> Any:
     """An httpx2 client whose transport journals (live) or serves the journal (replay).
 
     Live, the journaling transport sends through the retrying, rate-limited one (see
@@ -205,10 +236,13 @@ def sdk_http_client(wiring: Wiring, provider: str, api: str, *, asynchronous: bo
     if wiring.stash is not None:
         transport: Any = ReplayTransport(wiring.journal, wiring.stash, provider, api)
     elif asynchronous:
-        transport = AsyncRecordingTransport(wiring.journal, provider, api,
-                                            AsyncLimitedTransport(family, policy, wiring.limits))
+        transport = AsyncRecordingTransport(
+            wiring.journal, provider, api, AsyncLimitedTransport(family, policy, wiring.limits)
+        )
     else:
-        transport = RecordingTransport(wiring.journal, provider, api, LimitedTransport(family, policy, wiring.limits))
+        transport = RecordingTransport(
+            wiring.journal, provider, api, LimitedTransport(family, policy, wiring.limits)
+        )
     # trust_env=False: proxy settings from the environment would add real transports.
     client_cls = httpx2.AsyncClient if asynchronous else httpx2.Client
     return client_cls(transport=transport, trust_env=False)
@@ -236,11 +270,15 @@ def api_key(spec: ProviderSpec, wiring: Wiring, default_env: str, *other_envs: s
         return "nodeval-replay-needs-no-key"
     env = spec.api_key_env or default_env
     envs = (env,) if spec.api_key_env else (default_env, *other_envs)
-    key = wiring.api_keys.get(spec.key) or next((os.environ[e] for e in envs if os.environ.get(e)), None)
+    key = wiring.api_keys.get(spec.key) or next(
+        (os.environ[e] for e in envs if os.environ.get(e)), None
+    )
     if not key:
-        raise ProviderError(f"provider '{spec.key}': no API key; set the environment variable {env} "
-                            "(or api_key_env in input/config.yaml), or replay the case's journal "
-                            "in deterministic mode, which needs no key")
+        raise ProviderError(
+            f"provider '{spec.key}': no API key; set the environment variable {env} "
+            "(or api_key_env in input/config.yaml), or replay the case's journal "
+            "in deterministic mode, which needs no key"
+        )
     return key
 
 
@@ -251,9 +289,13 @@ class AnthropicProvider:
         self.key, self._spec = spec.key, spec
         self.errors = (anthropic.APIError,)
         self._client = anthropic.Anthropic(
-            api_key=api_key(spec, wiring, "ANTHROPIC_API_KEY"), base_url=spec.base_url,
-            max_retries=sdk_retries(spec, wiring), timeout=spec.timeout_s,
-            http_client=sdk_http_client(wiring, spec.key, "anthropic.messages", max_retries=spec.max_retries),
+            api_key=api_key(spec, wiring, "ANTHROPIC_API_KEY"),
+            base_url=spec.base_url,
+            max_retries=sdk_retries(spec, wiring),
+            timeout=spec.timeout_s,
+            http_client=sdk_http_client(
+                wiring, spec.key, "anthropic.messages", max_retries=spec.max_retries
+            ),
         )
 
     def complete(self, request: ModelRequest) -> ModelReply:
@@ -266,8 +308,10 @@ class AnthropicProvider:
         if request.system:
             kwargs["system"] = request.system
         if request.tools:
-            kwargs["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
-                               for t in request.tools]
+            kwargs["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if self._spec.stream:
@@ -287,13 +331,21 @@ def to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message["role"] == "user":
             out.append({"role": "user", "content": message["text"]})
         elif message["role"] == "assistant":
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": message["text"]}] if message["text"] else []
-            blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]}
-                       for c in message.get("tool_calls", [])]
+            blocks: list[dict[str, Any]] = (
+                [{"type": "text", "text": message["text"]}] if message["text"] else []
+            )
+            blocks += [
+                {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]}
+                for c in message.get("tool_calls", [])
+            ]
             out.append({"role": "assistant", "content": blocks})
         else:
-            block = {"type": "tool_result", "tool_use_id": message["call_id"],
-                     "content": message["content"], "is_error": message["is_error"]}
+            block = {
+                "type": "tool_result",
+                "tool_use_id": message["call_id"],
+                "content": message["content"],
+                "is_error": message["is_error"],
+            }
             # Results of one turn's tool calls travel together in a single user message.
             if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
                 out[-1]["content"].append(block)
@@ -304,12 +356,21 @@ def to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def from_anthropic(message: Any) -> ModelReply:
     text = "".join(b.text for b in message.content if b.type == "text")
-    calls = tuple(ToolCallRequest(b.id, b.name, dict(b.input or {})) for b in message.content if b.type == "tool_use")
+    calls = tuple(
+        ToolCallRequest(b.id, b.name, dict(b.input or {}))
+        for b in message.content
+        if b.type == "tool_use"
+    )
     usage = message.usage
     # Every prompt token, as the journal counts them: Anthropic reports cached ones apart.
     cached = (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
-    return ModelReply(text, calls, message.stop_reason or "end_turn",
-                      usage.input_tokens + cached, usage.output_tokens)
+    return ModelReply(
+        text,
+        calls,
+        message.stop_reason or "end_turn",
+        usage.input_tokens + cached,
+        usage.output_tokens,
+    )
 
 
 class OpenAIProvider:
@@ -320,8 +381,10 @@ class OpenAIProvider:
         self.errors = (openai.APIError,)
         api = "openai.responses" if spec.api == "responses" else "openai.chat"
         self._client = openai.OpenAI(
-            api_key=api_key(spec, wiring, "OPENAI_API_KEY"), base_url=spec.base_url,
-            max_retries=sdk_retries(spec, wiring), timeout=spec.timeout_s,
+            api_key=api_key(spec, wiring, "OPENAI_API_KEY"),
+            base_url=spec.base_url,
+            max_retries=sdk_retries(spec, wiring),
+            timeout=spec.timeout_s,
             http_client=sdk_http_client(wiring, spec.key, api, max_retries=spec.max_retries),
         )
 
@@ -335,8 +398,17 @@ class OpenAIProvider:
             "timeout": min(self._spec.timeout_s, request.timeout_s),
         }
         if request.tools:
-            kwargs["tools"] = [{"type": "function", "function": {
-                "name": t.name, "description": t.description, "parameters": t.parameters}} for t in request.tools]
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if self._spec.stream:
@@ -357,8 +429,16 @@ class OpenAIProvider:
         if request.system:
             kwargs["instructions"] = request.system
         if request.tools:
-            kwargs["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                                "parameters": t.parameters, "strict": False} for t in request.tools]
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "strict": False,
+                }
+                for t in request.tools
+            ]
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if self._spec.stream:
@@ -380,21 +460,37 @@ def to_openai_chat(system: str, messages: list[dict[str, Any]]) -> list[dict[str
         elif message["role"] == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": message["text"] or None}
             if message.get("tool_calls"):
-                entry["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
-                    "name": c["name"], "arguments": json.dumps(c["args"])}} for c in message["tool_calls"]]
+                entry["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c["args"])},
+                    }
+                    for c in message["tool_calls"]
+                ]
             out.append(entry)
         else:
-            out.append({"role": "tool", "tool_call_id": message["call_id"], "content": message["content"]})
+            out.append(
+                {"role": "tool", "tool_call_id": message["call_id"], "content": message["content"]}
+            )
     return out
 
 
 def from_openai_chat(completion: Any) -> ModelReply:
     choice = completion.choices[0]
-    calls = tuple(ToolCallRequest(c.id, c.function.name, _parse_args(c.function.arguments))
-                  for c in (choice.message.tool_calls or []) if c.type == "function")
+    calls = tuple(
+        ToolCallRequest(c.id, c.function.name, _parse_args(c.function.arguments))
+        for c in (choice.message.tool_calls or [])
+        if c.type == "function"
+    )
     usage = completion.usage
-    return ModelReply(choice.message.content or "", calls, choice.finish_reason or "stop",
-                      usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
+    return ModelReply(
+        choice.message.content or "",
+        calls,
+        choice.finish_reason or "stop",
+        usage.prompt_tokens if usage else 0,
+        usage.completion_tokens if usage else 0,
+    )
 
 
 def to_openai_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -405,19 +501,40 @@ def to_openai_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif message["role"] == "assistant":
             if message["text"]:
                 out.append({"role": "assistant", "content": message["text"]})
-            out += [{"type": "function_call", "call_id": c["id"], "name": c["name"],
-                     "arguments": json.dumps(c["args"])} for c in message.get("tool_calls", [])]
+            out += [
+                {
+                    "type": "function_call",
+                    "call_id": c["id"],
+                    "name": c["name"],
+                    "arguments": json.dumps(c["args"]),
+                }
+                for c in message.get("tool_calls", [])
+            ]
         else:
-            out.append({"type": "function_call_output", "call_id": message["call_id"], "output": message["content"]})
+            out.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message["call_id"],
+                    "output": message["content"],
+                }
+            )
     return out
 
 
 def from_openai_responses(response: Any) -> ModelReply:
-    calls = tuple(ToolCallRequest(item.call_id, item.name, _parse_args(item.arguments))
-                  for item in response.output if item.type == "function_call")
+    calls = tuple(
+        ToolCallRequest(item.call_id, item.name, _parse_args(item.arguments))
+        for item in response.output
+        if item.type == "function_call"
+    )
     usage = response.usage
-    return ModelReply(response.output_text or "", calls, "tool_use" if calls else "end_turn",
-                      usage.input_tokens if usage else 0, usage.output_tokens if usage else 0)
+    return ModelReply(
+        response.output_text or "",
+        calls,
+        "tool_use" if calls else "end_turn",
+        usage.input_tokens if usage else 0,
+        usage.output_tokens if usage else 0,
+    )
 
 
 class GeminiProvider:
@@ -442,13 +559,19 @@ class GeminiProvider:
         self._made_up_ids: set[str] = set()
         self._signatures: dict[str, bytes] = {}
         options = types.HttpOptions(
-            base_url=spec.base_url, timeout=round(spec.timeout_s * 1000),
+            base_url=spec.base_url,
+            timeout=round(spec.timeout_s * 1000),
             retry_options=gemini_retries(spec.max_retries, replaying=wiring.stash is not None),
-            httpx_client=sdk_http_client(wiring, spec.key, GEMINI_API, max_retries=spec.max_retries),
-            httpx_async_client=sdk_http_client(wiring, spec.key, GEMINI_API, asynchronous=True,
-                                               max_retries=spec.max_retries))
-        self._client = genai.Client(api_key=api_key(spec, wiring, "GEMINI_API_KEY", "GOOGLE_API_KEY"),
-                                    http_options=options)
+            httpx_client=sdk_http_client(
+                wiring, spec.key, GEMINI_API, max_retries=spec.max_retries
+            ),
+            httpx_async_client=sdk_http_client(
+                wiring, spec.key, GEMINI_API, asynchronous=True, max_retries=spec.max_retries
+            ),
+        )
+        self._client = genai.Client(
+            api_key=api_key(spec, wiring, "GEMINI_API_KEY", "GOOGLE_API_KEY"), http_options=options
+        )
 
     def complete(self, request: ModelRequest) -> ModelReply:
         types = self._types
@@ -456,19 +579,39 @@ class GeminiProvider:
             system_instruction=request.system or None,
             max_output_tokens=self._spec.max_output_tokens,
             temperature=request.temperature,
-            tools=[types.Tool(function_declarations=[
-                types.FunctionDeclaration(name=t.name, description=t.description, parameters_json_schema=t.parameters)
-                for t in request.tools])] if request.tools else None,
+            tools=[
+                types.Tool(
+                    function_declarations=[
+                        types.FunctionDeclaration(
+                            name=t.name,
+                            description=t.description,
+                            parameters_json_schema=t.parameters,
+                        )
+                        for t in request.tools
+                    ]
+                )
+            ]
+            if request.tools
+            else None,
             # The engine runs the tools itself; the SDK must never call Python functions.
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-            http_options=types.HttpOptions(timeout=round(min(self._spec.timeout_s, request.timeout_s) * 1000)),
+            http_options=types.HttpOptions(
+                timeout=round(min(self._spec.timeout_s, request.timeout_s) * 1000)
+            ),
         )
         contents = to_gemini(request.messages, self._made_up_ids, self._signatures)
         if self._spec.stream:
-            chunks = list(self._client.models.generate_content_stream(
-                model=self._spec.model, contents=contents, config=config))
+            chunks = list(
+                self._client.models.generate_content_stream(
+                    model=self._spec.model, contents=contents, config=config
+                )
+            )
         else:
-            chunks = [self._client.models.generate_content(model=self._spec.model, contents=contents, config=config)]
+            chunks = [
+                self._client.models.generate_content(
+                    model=self._spec.model, contents=contents, config=config
+                )
+            ]
         return self._reply(chunks)
 
     def _reply(self, chunks: list[Any]) -> ModelReply:
@@ -487,8 +630,13 @@ class GeminiProvider:
                 elif part.text and not part.thought:
                     texts.append(part.text)
         stop = "tool_use" if calls else gemini_stop_reason(finish)
-        return ModelReply("".join(texts), tuple(calls), stop, (usage.prompt_token_count or 0) if usage else 0,
-                          gemini_output_tokens(usage))
+        return ModelReply(
+            "".join(texts),
+            tuple(calls),
+            stop,
+            (usage.prompt_token_count or 0) if usage else 0,
+            gemini_output_tokens(usage),
+        )
 
     def _call(self, part: Any) -> ToolCallRequest:
         call = part.function_call
@@ -513,8 +661,12 @@ def gemini_retries(max_retries: int, *, replaying: bool) -> Any:
     journals from before were recorded (every try an exchange), without waiting."""
     from google.genai import types
 
-    if replaying:  # recorded failures are served at once; the recorded backoff is not worth repeating
-        return types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=0.0, max_delay=0.0, jitter=0.0)
+    if (
+        replaying
+    ):  # recorded failures are served at once; the recorded backoff is not worth repeating
+        return types.HttpRetryOptions(
+            attempts=max_retries + 1, initial_delay=0.0, max_delay=0.0, jitter=0.0
+        )
     return types.HttpRetryOptions(attempts=1)
 
 
@@ -530,27 +682,40 @@ def gemini_output_tokens(usage: Any) -> int:
     return (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
 
 
-def to_gemini(messages: list[dict[str, Any]], made_up_ids: Collection[str] = (),
-              signatures: Mapping[str, bytes] | None = None) -> list[dict[str, Any]]:
+def to_gemini(
+    messages: list[dict[str, Any]],
+    made_up_ids: Collection[str] = (),
+    signatures: Mapping[str, bytes] | None = None,
+) -> list[dict[str, Any]]:
     """Neutral messages as Gemini `contents` (dicts the SDK validates into its types)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         if message["role"] == "user":
             out.append({"role": "user", "parts": [{"text": message["text"]}]})
         elif message["role"] == "assistant":
-            out.append({"role": "model", "parts": _gemini_model_parts(message, made_up_ids, signatures or {})})
+            out.append(
+                {
+                    "role": "model",
+                    "parts": _gemini_model_parts(message, made_up_ids, signatures or {}),
+                }
+            )
         else:
             part = _gemini_result_part(message, made_up_ids)
             # The results of one turn's calls travel together, in one user content.
-            if out and out[-1]["role"] == "user" and all("function_response" in p for p in out[-1]["parts"]):
+            if (
+                out
+                and out[-1]["role"] == "user"
+                and all("function_response" in p for p in out[-1]["parts"])
+            ):
                 out[-1]["parts"].append(part)
             else:
                 out.append({"role": "user", "parts": [part]})
     return [content for content in out if content["parts"]]  # a model turn that said nothing
 
 
-def _gemini_model_parts(message: dict[str, Any], made_up_ids: Collection[str],
-                        signatures: Mapping[str, bytes]) -> list[dict[str, Any]]:
+def _gemini_model_parts(
+    message: dict[str, Any], made_up_ids: Collection[str], signatures: Mapping[str, bytes]
+) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = [{"text": message["text"]}] if message["text"] else []
     for call in message.get("tool_calls", []):
         function_call: dict[str, Any] = {"name": call["name"], "args": call["args"]}
@@ -580,8 +745,12 @@ def _parse_args(arguments: str | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"_value": parsed}
 
 
-PROVIDERS = {"mock": MockProvider, "anthropic": AnthropicProvider, "openai": OpenAIProvider,
-             "gemini": GeminiProvider}
+PROVIDERS = {
+    "mock": MockProvider,
+    "anthropic": AnthropicProvider,
+    "openai": OpenAIProvider,
+    "gemini": GeminiProvider,
+}
 
 
 class ProviderChain:
@@ -599,9 +768,14 @@ class ProviderChain:
                 message = f"{type(exc).__name__}: {exc}"
                 failures.append(f"{provider.key}: {message}")
                 if index + 1 < len(self.providers):
-                    self._journal.emit("provider.fallback", {
-                        "from_provider": provider.key, "to_provider": self.providers[index + 1].key,
-                        "error": message[:500]})
+                    self._journal.emit(
+                        "provider.fallback",
+                        {
+                            "from_provider": provider.key,
+                            "to_provider": self.providers[index + 1].key,
+                            "error": message[:500],
+                        },
+                    )
         raise ProviderError("every provider failed: " + "; ".join(failures))
 
     def close(self) -> None:

@@ -74,7 +74,7 @@ def backoff_s(policy: RetryPolicy, retry: int, headers: Any, rng: random.Random)
     if asked is not None:
         # A little later than asked, so the workers that were all refused do not come back at once.
         return asked * (1 + 0.1 * rng.random())
-    return min(policy.cap_s, policy.base_s * 2 ** retry) * (1 - 0.25 * rng.random())
+    return min(policy.cap_s, policy.base_s * 2**retry) * (1 - 0.25 * rng.random())
 
 
 def policy_for(rules: tuple[LimitRule, ...], default: RetryPolicy) -> RetryPolicy:
@@ -118,9 +118,20 @@ def response_tokens(response: httpx2.Response) -> int:
 class _Tries:
     """The bookkeeping of one request's tries, shared by the sync and async transports."""
 
-    def __init__(self, provider: str, default: RetryPolicy, limits: RunLimits | None, request: httpx2.Request,
-                 body: bytes, rng: random.Random) -> None:
-        rules = limits.rules_for(provider, request_model(request.url.path, body)) if limits is not None else ()
+    def __init__(
+        self,
+        provider: str,
+        default: RetryPolicy,
+        limits: RunLimits | None,
+        request: httpx2.Request,
+        body: bytes,
+        rng: random.Random,
+    ) -> None:
+        rules = (
+            limits.rules_for(provider, request_model(request.url.path, body))
+            if limits is not None
+            else ()
+        )
         self.rules = rules
         self.limiter = shared_limiter(limits.db_path) if limits is not None and rules else None
         self.policy = policy_for(rules, default)
@@ -137,7 +148,9 @@ class _Tries:
         """Seconds to wait before trying again, or None: give up (or the answer is final)."""
         if response is not None and not should_retry(response.status_code, response.headers):
             return None
-        delay = backoff_s(self.policy, self.retries, response.headers if response is not None else None, self._rng)
+        delay = backoff_s(
+            self.policy, self.retries, response.headers if response is not None else None, self._rng
+        )
         if self.retries >= self.policy.max_retries or self.waited + delay > self.policy.max_wait_s:
             return None
         if response is not None and response.status_code == 429 and self.limiter is not None:
@@ -158,15 +171,24 @@ class _Tries:
 class LimitedTransport(httpx2.BaseTransport):
     """Takes a place in the run's budgets for every try, and retries what a provider refused."""
 
-    def __init__(self, provider: str, policy: RetryPolicy, limits: RunLimits | None = None,
-                 inner: httpx2.BaseTransport | None = None, *, sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        provider: str,
+        policy: RetryPolicy,
+        limits: RunLimits | None = None,
+        inner: httpx2.BaseTransport | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
         self._provider, self._policy, self._limits = provider, policy, limits
         self._inner = inner or httpx2.HTTPTransport(verify=shared_tls_context())
         self._sleep, self._rng = sleep, rng or random.Random()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        tries = _Tries(self._provider, self._policy, self._limits, request, request.read(), self._rng)
+        tries = _Tries(
+            self._provider, self._policy, self._limits, request, request.read(), self._rng
+        )
         while True:
             lease = tries.limiter.acquire(tries.rules) if tries.limiter is not None else None
             try:
@@ -193,16 +215,29 @@ class LimitedTransport(httpx2.BaseTransport):
 
 
 class AsyncLimitedTransport(httpx2.AsyncBaseTransport):
-    def __init__(self, provider: str, policy: RetryPolicy, limits: RunLimits | None = None,
-                 inner: httpx2.AsyncBaseTransport | None = None, *, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        provider: str,
+        policy: RetryPolicy,
+        limits: RunLimits | None = None,
+        inner: httpx2.AsyncBaseTransport | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
         self._provider, self._policy, self._limits = provider, policy, limits
         self._inner = inner or httpx2.AsyncHTTPTransport(verify=shared_tls_context())
         self._rng = rng or random.Random()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        tries = _Tries(self._provider, self._policy, self._limits, request, await request.aread(), self._rng)
+        tries = _Tries(
+            self._provider, self._policy, self._limits, request, await request.aread(), self._rng
+        )
         while True:
-            lease = await tries.limiter.acquire_async(tries.rules) if tries.limiter is not None else None
+            lease = (
+                await tries.limiter.acquire_async(tries.rules)
+                if tries.limiter is not None
+                else None
+            )
             try:
                 response = await self._inner.handle_async_request(request)
                 await response.aread()

@@ -36,13 +36,17 @@ class Skill:
 def discover_skills(root: Path) -> list[Skill]:
     """Every `<root>/<dir>/SKILL.md`, sorted by name; a bad one is a ConfigError naming its file."""
     if not root.is_dir():
-        raise ConfigError(f"{root}: the skills directory named by 'skills' in input/config.yaml does not exist")
+        raise ConfigError(
+            f"{root}: the skills directory named by 'skills' in input/config.yaml does not exist"
+        )
     skills = [_read_skill(path, root) for path in sorted(root.glob(f"*/{SKILL_FILE}"))]
     seen: dict[str, str] = {}
     for skill in skills:
         if skill.name in seen:
-            raise ConfigError(f"{root / skill.path / SKILL_FILE}: skill name {skill.name!r} is also the name of "
-                              f"{root / seen[skill.name] / SKILL_FILE}; names must be unique")
+            raise ConfigError(
+                f"{root / skill.path / SKILL_FILE}: skill name {skill.name!r} is also the name of "
+                f"{root / seen[skill.name] / SKILL_FILE}; names must be unique"
+            )
         seen[skill.name] = skill.path
     return skills
 
@@ -53,8 +57,10 @@ def _read_skill(path: Path, root: Path) -> Skill:
     text = path.read_text(encoding="utf-8", errors="replace")
     match = _FRONT_MATTER.match(text)
     if match is None:
-        raise ConfigError(f"{path}: no front matter; a SKILL.md starts with '---', the lines 'name: ...' and "
-                          "'description: ...', and '---'")
+        raise ConfigError(
+            f"{path}: no front matter; a SKILL.md starts with '---', the lines 'name: ...' and "
+            "'description: ...', and '---'"
+        )
     try:
         meta = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
@@ -63,22 +69,32 @@ def _read_skill(path: Path, root: Path) -> Skill:
         raise ConfigError(f"{path}: front matter must be a mapping with 'name' and 'description'")
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ConfigError(f"{path}: front matter 'name' must be lowercase letters, digits and hyphens "
-                          f"(at most 64), got {name!r}")
+        raise ConfigError(
+            f"{path}: front matter 'name' must be lowercase letters, digits and hyphens "
+            f"(at most 64), got {name!r}"
+        )
     if not isinstance(description, str) or not description.strip():
-        raise ConfigError(f"{path}: front matter 'description' must be a non-empty string, got {description!r}")
-    return Skill(name, description.strip(), path.parent.relative_to(root).as_posix(), match.group(2).strip())
+        raise ConfigError(
+            f"{path}: front matter 'description' must be a non-empty string, got {description!r}"
+        )
+    return Skill(
+        name, description.strip(), path.parent.relative_to(root).as_posix(), match.group(2).strip()
+    )
 
 
 def skills_prompt(skills: list[Skill]) -> str:
     """What the system prompt gains: the skills by name and description, and how to load one."""
     lines = [f"- {s.name}: {s.description}" for s in skills]
-    return (f"You have these skills; call the `{TOOL_NAME}` tool with a skill's name to read its "
-            "instructions before you use it:\n" + "\n".join(lines))
+    return (
+        f"You have these skills; call the `{TOOL_NAME}` tool with a skill's name to read its "
+        "instructions before you use it:\n" + "\n".join(lines)
+    )
 
 
 def discover_payload(skills: list[Skill]) -> dict[str, Any]:
-    return {"skills": [{"name": s.name, "description": s.description, "path": s.path} for s in skills]}
+    return {
+        "skills": [{"name": s.name, "description": s.description, "path": s.path} for s in skills]
+    }
 
 
 class SkillTool:
@@ -89,13 +105,23 @@ class SkillTool:
 
     def __init__(self, skills: list[Skill]) -> None:
         self._skills = {s.name: s for s in skills}
-        self.definition = ToolDef(TOOL_NAME, "Load a skill's instructions by its name.", {
-            "type": "object", "properties": {"name": {"type": "string", "enum": sorted(self._skills)}},
-            "required": ["name"]})
+        self.definition = ToolDef(
+            TOOL_NAME,
+            "Load a skill's instructions by its name.",
+            {
+                "type": "object",
+                "properties": {"name": {"type": "string", "enum": sorted(self._skills)}},
+                "required": ["name"],
+            },
+        )
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         skill = self._skills.get(str(args.get("name")))
         if skill is None:
-            return ToolOutcome(False, None, f"no skill named {args.get('name')!r} "
-                                            f"(skills: {', '.join(self._skills) or 'none'})")
+            return ToolOutcome(
+                False,
+                None,
+                f"no skill named {args.get('name')!r} "
+                f"(skills: {', '.join(self._skills) or 'none'})",
+            )
         return ToolOutcome(True, {"name": skill.name, "instructions": skill.body})

@@ -67,8 +67,14 @@ REGISTER_FIELDS = ("tool", "description", "parameters", "side_effects", "source"
 def register_payload(tool: Tool) -> dict[str, Any]:
     """The `tool.register` payload: the definition, plus what the tool adds (`register_extra`)."""
     extra = getattr(tool, "register_extra", None) or {}
-    return {**extra, "tool": tool.definition.name, "description": tool.definition.description,
-            "parameters": tool.definition.parameters, "side_effects": tool.side_effects, "source": tool.source}
+    return {
+        **extra,
+        "tool": tool.definition.name,
+        "description": tool.definition.description,
+        "parameters": tool.definition.parameters,
+        "side_effects": tool.side_effects,
+        "source": tool.source,
+    }
 
 
 class RecordedTool:
@@ -81,19 +87,28 @@ class RecordedTool:
     side_effects = True
 
     def __init__(self, payload: dict[str, Any]) -> None:
-        self.definition = ToolDef(payload["tool"], payload.get("description", ""), payload.get("parameters", {}))
+        self.definition = ToolDef(
+            payload["tool"], payload.get("description", ""), payload.get("parameters", {})
+        )
         self.source = str(payload.get("source", "builtin"))
         self.register_extra = {k: v for k, v in payload.items() if k not in REGISTER_FIELDS}
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-        raise NodevalError(f"tool {self.definition.name!r} ({self.source}) was registered from the journal; "
-                           "its results come from the replay stash, so it cannot run")
+        raise NodevalError(
+            f"tool {self.definition.name!r} ({self.source}) was registered from the journal; "
+            "its results come from the replay stash, so it cannot run"
+        )
 
 
-def recorded_tools(registered: list[dict[str, Any]], source: str, names: list[str] | None = None) -> list[RecordedTool]:
+def recorded_tools(
+    registered: list[dict[str, Any]], source: str, names: list[str] | None = None
+) -> list[RecordedTool]:
     """The tools of `source` (all, or those named) among recorded tool.register payloads, in journal order."""
-    return [RecordedTool(p) for p in registered
-            if p.get("source") == source and (names is None or p.get("tool") in names)]
+    return [
+        RecordedTool(p)
+        for p in registered
+        if p.get("source") == source and (names is None or p.get("tool") in names)
+    ]
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -107,19 +122,30 @@ def _world(ctx: ToolContext) -> World:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= OUTPUT_LIMIT else text[:OUTPUT_LIMIT] + f"\n[... {len(text) - OUTPUT_LIMIT} more characters]"
+    return (
+        text
+        if len(text) <= OUTPUT_LIMIT
+        else text[:OUTPUT_LIMIT] + f"\n[... {len(text) - OUTPUT_LIMIT} more characters]"
+    )
 
 
 def _exec_outcome(result: Any, timeout_s: float) -> ToolOutcome:
-    payload = {"stdout": _clip(result.stdout), "stderr": _clip(result.stderr), "exit_code": result.exit_code}
+    payload = {
+        "stdout": _clip(result.stdout),
+        "stderr": _clip(result.stderr),
+        "exit_code": result.exit_code,
+    }
     if result.timed_out:
         return ToolOutcome(False, payload, f"killed after the {timeout_s:g}s time limit")
     return ToolOutcome(True, payload)
 
 
 class ShellTool:
-    definition = ToolDef("shell", "Run a shell command in the workspace and return its output.",
-                         _schema({"command": {"type": "string", "description": "The command line."}}, ["command"]))
+    definition = ToolDef(
+        "shell",
+        "Run a shell command in the workspace and return its output.",
+        _schema({"command": {"type": "string", "description": "The command line."}}, ["command"]),
+    )
     side_effects = True
     source = "builtin"
 
@@ -129,8 +155,11 @@ class ShellTool:
 
 
 class CodeExecTool:
-    definition = ToolDef("code_exec", "Run a Python program in the workspace; returns stdout and stderr.",
-                         _schema({"code": {"type": "string", "description": "Python source."}}, ["code"]))
+    definition = ToolDef(
+        "code_exec",
+        "Run a Python program in the workspace; returns stdout and stderr.",
+        _schema({"code": {"type": "string", "description": "Python source."}}, ["code"]),
+    )
     side_effects = True
     source = "builtin"
 
@@ -142,12 +171,16 @@ class CodeExecTool:
 
 class FileTool:
     definition = ToolDef(
-        "file", "Read, write or list files in the workspace.",
-        _schema({
-            "op": {"type": "string", "enum": ["read", "write", "list"]},
-            "path": {"type": "string"},
-            "content": {"type": "string", "description": "For op=write."},
-        }, ["op", "path"]),
+        "file",
+        "Read, write or list files in the workspace.",
+        _schema(
+            {
+                "op": {"type": "string", "enum": ["read", "write", "list"]},
+                "path": {"type": "string"},
+                "content": {"type": "string", "description": "For op=write."},
+            },
+            ["op", "path"],
+        ),
     )
     side_effects = True
     source = "builtin"
@@ -156,7 +189,9 @@ class FileTool:
         world, op, path = _world(ctx), args["op"], str(args["path"])
         try:
             if op == "read":
-                return ToolOutcome(True, {"content": _clip(world.read(path).decode("utf-8", "replace"))})
+                return ToolOutcome(
+                    True, {"content": _clip(world.read(path).decode("utf-8", "replace"))}
+                )
             if op == "write":
                 data = str(args.get("content", "")).encode()
                 world.write(path, data)
@@ -169,8 +204,11 @@ class FileTool:
 
 
 class AskUserTool:
-    definition = ToolDef("ask_user", "Ask the user a question and wait for the answer.",
-                         _schema({"question": {"type": "string"}}, ["question"]))
+    definition = ToolDef(
+        "ask_user",
+        "Ask the user a question and wait for the answer.",
+        _schema({"question": {"type": "string"}}, ["question"]),
+    )
     side_effects = False
     source = "builtin"
 
@@ -186,7 +224,8 @@ class WebTool:
     """
 
     definition = ToolDef(
-        "web", "Fetch a web page (http or https) and return its readable text. Only some hosts are allowed.",
+        "web",
+        "Fetch a web page (http or https) and return its readable text. Only some hosts are allowed.",
         _schema({"url": {"type": "string", "description": "The page's URL."}}, ["url"]),
     )
     side_effects = True  # it reads the network: replay serves the recorded result instead
@@ -200,27 +239,44 @@ class WebTool:
 
         _require("trafilatura", "web")
         if self.spec.fake and self.fake_url is None:
-            raise NodevalError("web.fake is on, and no fakes.web is running here: a case's live or record "
-                               "attempt starts it from input/web.yaml")
+            raise NodevalError(
+                "web.fake is on, and no fakes.web is running here: a case's live or record "
+                "attempt starts it from input/web.yaml"
+            )
         timeout_s = min(self.spec.timeout_s, ctx.timeout_s)
         policy = WebPolicy(tuple(self.spec.allow), self.spec.max_bytes, timeout_s, self.fake_url)
         try:
             page = fetch(str(args["url"]), policy)
         except WebError as exc:
             return ToolOutcome(False, None, str(exc))
-        return ToolOutcome(True, {"url": page.url, "status": page.status, "content_type": page.content_type,
-                                  "title": page.title, "text": _clip(page.text)})
+        return ToolOutcome(
+            True,
+            {
+                "url": page.url,
+                "status": page.status,
+                "content_type": page.content_type,
+                "title": page.title,
+                "text": _clip(page.text),
+            },
+        )
 
 
 class PdfTool:
     """The page count and text of a PDF file in the world, optionally of some pages only."""
 
     definition = ToolDef(
-        "pdf", "Read a PDF file in the workspace: its page count and the text of its pages.",
-        _schema({
-            "path": {"type": "string"},
-            "pages": {"type": "string", "description": "Pages to read, e.g. \"2-4\" or \"1,3\" (default: all)."},
-        }, ["path"]),
+        "pdf",
+        "Read a PDF file in the workspace: its page count and the text of its pages.",
+        _schema(
+            {
+                "path": {"type": "string"},
+                "pages": {
+                    "type": "string",
+                    "description": 'Pages to read, e.g. "2-4" or "1,3" (default: all).',
+                },
+            },
+            ["path"],
+        ),
     )
     side_effects = True  # replay has no world: the recorded result is served
     source = "builtin"
@@ -237,15 +293,24 @@ class PdfTool:
             text = read_pdf(world.read(path), str(pages) if pages else None, self.spec.max_bytes)
         except (OSError, NodevalError, PdfError) as exc:
             return ToolOutcome(False, None, f"{path}: {exc}")
-        return ToolOutcome(True, {"path": path, "page_count": text.page_count,
-                                  "pages": _ranges(text.pages), "text": _clip(text.text)})
+        return ToolOutcome(
+            True,
+            {
+                "path": path,
+                "page_count": text.page_count,
+                "pages": _ranges(text.pages),
+                "text": _clip(text.text),
+            },
+        )
 
 
 def _require(module: str, extra: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
-        raise NodevalError(f"the {extra} tool needs the {module} package: pip install 'pytest-nodeval[{extra}]'")
+        raise NodevalError(
+            f"the {extra} tool needs the {module} package: pip install 'pytest-nodeval[{extra}]'"
+        )
 
 
 def _ranges(pages: list[int]) -> str:
@@ -264,7 +329,9 @@ def _plain(cls: Callable[[], Tool]) -> Callable[[ToolSetup], Tool]:
 
 
 BUILTINS: dict[str, Callable[[ToolSetup], Tool]] = {
-    "shell": _plain(ShellTool), "file": _plain(FileTool), "code_exec": _plain(CodeExecTool),
+    "shell": _plain(ShellTool),
+    "file": _plain(FileTool),
+    "code_exec": _plain(CodeExecTool),
     "ask_user": _plain(AskUserTool),
     "web": lambda setup: WebTool(setup.config.web or WebSpec(), setup.web_fake_url),
     "pdf": lambda setup: PdfTool(setup.config.pdf or PdfSpec()),

@@ -19,8 +19,13 @@ from .fake_urls import FAKE
 from .tools import BUILTINS, Tool, ToolSetup, recorded_tools
 
 
-def build_tools(config: EngineConfig, *, stash: ReplayStash | None = None, services: Any = None,
-                resources: ExitStack | None = None) -> dict[str, Tool]:
+def build_tools(
+    config: EngineConfig,
+    *,
+    stash: ReplayStash | None = None,
+    services: Any = None,
+    resources: ExitStack | None = None,
+) -> dict[str, Tool]:
     """The tools by name.
 
     `stash`: replay; outside services' tools come from the journal.
@@ -40,8 +45,10 @@ def _add(tools: dict[str, Tool], tool: Tool) -> None:
     name = tool.definition.name
     other = tools.get(name)
     if other is not None:
-        raise NodevalError(f"two tools are named {name!r} (from {other.source} and from {tool.source}); "
-                           "the model could not tell them apart: enable only one of them in input/config.yaml")
+        raise NodevalError(
+            f"two tools are named {name!r} (from {other.source} and from {tool.source}); "
+            "the model could not tell them apart: enable only one of them in input/config.yaml"
+        )
     tools[name] = tool
 
 
@@ -58,12 +65,16 @@ def _replayed(config: EngineConfig, stash: ReplayStash) -> dict[str, list[Any]]:
     found: dict[str, list[Any]] = {}
     for name in _outside_specs(config):
         if name.startswith(COMPOSIO_PREFIX):
-            tools = recorded_tools(stash.registered, "composio", [name.removeprefix(COMPOSIO_PREFIX)])
+            tools = recorded_tools(
+                stash.registered, "composio", [name.removeprefix(COMPOSIO_PREFIX)]
+            )
         else:
             tools = recorded_tools(stash.registered, name)
         if not tools:
-            stash.stop(f"input/config.yaml enables the tool {name!r}, which the journal never registered "
-                       "(it was added after recording, or its service offered no tools then)")
+            stash.stop(
+                f"input/config.yaml enables the tool {name!r}, which the journal never registered "
+                "(it was added after recording, or its service offered no tools then)"
+            )
         found[name] = tools
     return found
 
@@ -77,24 +88,33 @@ def _live(config: EngineConfig, services: Any, resources: ExitStack | None) -> d
     return found
 
 
-def _composio_actions(config: EngineConfig, names: list[str], services: Any) -> dict[str, list[Any]]:
-    slugs = [name.removeprefix(COMPOSIO_PREFIX) for name in names if name.startswith(COMPOSIO_PREFIX)]
+def _composio_actions(
+    config: EngineConfig, names: list[str], services: Any
+) -> dict[str, list[Any]]:
+    slugs = [
+        name.removeprefix(COMPOSIO_PREFIX) for name in names if name.startswith(COMPOSIO_PREFIX)
+    ]
     if not slugs:
         return {}
     from .composio_tools import live_actions
 
     spec = config.composio
     assert spec is not None  # the config validates that composio tools have their section
-    fake = _running_fake(services, "composio", "composio.base_url") if spec.base_url == FAKE else None
+    fake = (
+        _running_fake(services, "composio", "composio.base_url") if spec.base_url == FAKE else None
+    )
     actions = live_actions(spec, slugs, fake=fake, timeout_s=config.limits.tool_timeout_s)
     return {COMPOSIO_PREFIX + action.definition.name: [action] for action in actions}
 
 
-def _mcp_tools(config: EngineConfig, servers: list[str], services: Any,
-               resources: ExitStack | None) -> dict[str, list[Any]]:
+def _mcp_tools(
+    config: EngineConfig, servers: list[str], services: Any, resources: ExitStack | None
+) -> dict[str, list[Any]]:
     if resources is None:
-        raise NodevalError("build_tools: MCP tools hold their server sessions open; pass resources= "
-                           "(an ExitStack that closes them when the engine's session ends)")
+        raise NodevalError(
+            "build_tools: MCP tools hold their server sessions open; pass resources= "
+            "(an ExitStack that closes them when the engine's session ends)"
+        )
     from .mcp_tools import McpSessions
 
     assert config.mcp is not None  # the config validates that mcp tools have their section
@@ -104,7 +124,11 @@ def _mcp_tools(config: EngineConfig, servers: list[str], services: Any,
     for name in servers:
         spec = config.mcp.server(name)
         assert spec is not None
-        url = _running_fake(services, "mcp", f"mcp server '{name}' url").mcp_url if spec.url == FAKE else spec.url
+        url = (
+            _running_fake(services, "mcp", f"mcp server '{name}' url").mcp_url
+            if spec.url == FAKE
+            else spec.url
+        )
         found[MCP_PREFIX + name] = sessions.connect(spec, url, config.limits.tool_timeout_s)
     return found
 
@@ -112,6 +136,8 @@ def _mcp_tools(config: EngineConfig, servers: list[str], services: Any,
 def _running_fake(services: Any, kind: str, field: str) -> Any:
     fake = getattr(services, kind, None)
     if fake is None:
-        raise NodevalError(f"{field} is `fake`, and no fake is running here: a case's live or record "
-                           f"attempt starts it from input/{kind}.yaml")
+        raise NodevalError(
+            f"{field} is `fake`, and no fake is running here: a case's live or record "
+            f"attempt starts it from input/{kind}.yaml"
+        )
     return fake

@@ -79,11 +79,15 @@ def fetch(url: str, policy: WebPolicy) -> Page:
     # Redirects are followed by hand, each one checked against the allow-list first.
     options: dict[str, Any] = {"timeout": policy.timeout_s, "follow_redirects": False}
     if transport is not None:
-        options.update(transport=transport, trust_env=False)  # no proxy between the tool and its fake
+        options.update(
+            transport=transport, trust_env=False
+        )  # no proxy between the tool and its fake
     try:
         with httpx2.Client(**options) as client:
             # The clock starts once the client is built (its TLS setup is the harness's time).
-            return _follow(client, _checked_url(url, policy), policy, time.monotonic() + policy.timeout_s)
+            return _follow(
+                client, _checked_url(url, policy), policy, time.monotonic() + policy.timeout_s
+            )
     except httpx2.TimeoutException:
         raise WebError(_too_slow(url, policy)) from None
     except httpx2.HTTPError as exc:
@@ -102,7 +106,9 @@ def _checked_url(url: str, policy: WebPolicy) -> Any:
     port = parsed.port or _DEFAULT_PORTS[parsed.scheme]
     if not host_allowed(parsed.host, port, policy.allow):
         allowed = ", ".join(policy.allow) or "none"
-        raise WebError(f"{url}: host {parsed.host}:{port} is not allowed (web.allow in input/config.yaml: {allowed})")
+        raise WebError(
+            f"{url}: host {parsed.host}:{port} is not allowed (web.allow in input/config.yaml: {allowed})"
+        )
     return parsed
 
 
@@ -119,7 +125,9 @@ def _follow(client: Any, url: Any, policy: WebPolicy, deadline: float) -> Page:
             if not response.is_success:
                 raise WebError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
             body = _read_limited(response, str(url), policy, deadline)
-            return _page(str(url), response.status_code, response.headers.get("content-type", ""), body)
+            return _page(
+                str(url), response.status_code, response.headers.get("content-type", ""), body
+            )
     raise WebError(f"{url}: more than {MAX_REDIRECTS} redirects")
 
 
@@ -133,14 +141,18 @@ def _redirect(url: Any, location: str, policy: WebPolicy) -> Any:
 def _read_limited(response: Any, url: str, policy: WebPolicy, deadline: float) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > policy.max_bytes:
-        raise WebError(f"{url}: the page is {int(declared)} bytes, more than the "
-                       f"{policy.max_bytes}-byte limit (web.max_bytes); nothing was read")
+        raise WebError(
+            f"{url}: the page is {int(declared)} bytes, more than the "
+            f"{policy.max_bytes}-byte limit (web.max_bytes); nothing was read"
+        )
     chunks, size = [], 0
     for chunk in _chunks(response, url, deadline, policy):
         size += len(chunk)
         if size > policy.max_bytes:
-            raise WebError(f"{url}: the page is larger than the {policy.max_bytes}-byte limit "
-                           f"(web.max_bytes); stopped reading at {size} bytes")
+            raise WebError(
+                f"{url}: the page is larger than the {policy.max_bytes}-byte limit "
+                f"(web.max_bytes); stopped reading at {size} bytes"
+            )
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -164,8 +176,10 @@ def _page(url: str, status: int, content_type: str, body: bytes) -> Page:
         return Page(url, status, media or "text/html", title, text)
     if media.startswith(_TEXT_TYPES) or media.endswith(("+json", "+xml")):
         return Page(url, status, media, None, body.decode(_charset(content_type), "replace"))
-    raise WebError(f"{url}: content type {media or 'unknown'} is not text "
-                   "(the web tool reads HTML, plain text, JSON and XML)")
+    raise WebError(
+        f"{url}: content type {media or 'unknown'} is not text "
+        "(the web tool reads HTML, plain text, JSON and XML)"
+    )
 
 
 def _charset(content_type: str) -> str:

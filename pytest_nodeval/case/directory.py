@@ -75,7 +75,9 @@ class CaseSpec(BaseModel):
     @classmethod
     def _valid_id(cls, value: str) -> str:
         if not _ID.match(value):
-            raise ValueError("must be lower case letters, digits, '.', '_' or '-', starting with a letter or digit")
+            raise ValueError(
+                "must be lower case letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
         if _REPEAT_SUFFIX.search(value):
             raise ValueError("must not end in -r<digits> (that suffix marks repeats in test ids)")
         return value
@@ -85,7 +87,9 @@ class CaseSpec(BaseModel):
     def _valid_tags(cls, tags: list[str]) -> list[str]:
         bad = [t for t in tags if not _TAG.match(t)]
         if bad:
-            raise ValueError(f"tag {bad[0]!r} is not a valid marker name (letters, digits, '_', '-')")
+            raise ValueError(
+                f"tag {bad[0]!r} is not a valid marker name (letters, digits, '_', '-')"
+            )
         return tags
 
     @field_validator("freshness")
@@ -128,7 +132,9 @@ class Case:
         try:
             stat = (path / "events.jsonl").stat()
         except FileNotFoundError:
-            if not recover_journal(path):  # a recording's install that a killed process left half done
+            if not recover_journal(
+                path
+            ):  # a recording's install that a killed process left half done
                 return read_golden(path)  # raises the clear "missing" error
             stat = (path / "events.jsonl").stat()
         journal = JOURNALS.get(path, stat.st_mtime_ns, stat.st_size)
@@ -158,7 +164,9 @@ class CaseHead:
         inputs = load_model(InputsSpec, inputs_path) if inputs_path.is_file() else None
         assertions = _assertions(assertions_path)
         if config is not None and inputs is None:
-            raise CaseFormatError(f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)")
+            raise CaseFormatError(
+                f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)"
+            )
         if config is not None:
             _check_assertion_tools(assertions_path, assertions, config.offered_tools())
         return Case(self.id, directory, self.spec, config, inputs, tuple(assertions))
@@ -175,8 +183,10 @@ def _check_assertion_tools(path: Path, assertions: list[Any], offered: set[str] 
     for index, spec in enumerate(assertions):
         tool = getattr(spec, "tool", None)
         if isinstance(tool, str) and tool not in offered:
-            raise CaseFormatError(f"{path}: {index}.tool: {spec.kind} names tool {tool!r}, which input/config.yaml "
-                                  f"does not offer (tools: {', '.join(sorted(offered)) or 'none'})")
+            raise CaseFormatError(
+                f"{path}: {index}.tool: {spec.kind} names tool {tool!r}, which input/config.yaml "
+                f"does not offer (tools: {', '.join(sorted(offered)) or 'none'})"
+            )
 
 
 def _check_journal_tools(journal: Journal, config: EngineConfig | None) -> None:
@@ -189,18 +199,23 @@ def _check_journal_tools(journal: Journal, config: EngineConfig | None) -> None:
             raise CaseFormatError(
                 f"{journal.directory / 'events.jsonl'}: seq {event.seq} calls tool {event.payload.tool!r}, which "
                 f"input/config.yaml does not offer (tools: {', '.join(sorted(offered)) or 'none'}); re-record the "
-                "journal, or add the tool to the config")
+                "journal, or add the tool to the config"
+            )
 
 
 def _assertions(path: Path) -> list[Any]:
     """assertions.yaml's assertions; a case must have one, or say `[]` on purpose."""
     if not path.is_file():
-        raise CaseFormatError(f"{path}: missing; a case needs assertions to be judged by (write `[]` in it to "
-                              "say on purpose that it has none, when the Python tests bound to it check it)")
+        raise CaseFormatError(
+            f"{path}: missing; a case needs assertions to be judged by (write `[]` in it to "
+            "say on purpose that it has none, when the Python tests bound to it check it)"
+        )
     data = load_yaml(path)
     if data is None:
-        raise CaseFormatError(f"{path}: empty; list the case's assertions, or write `[]` to say on purpose "
-                              "that it has none")
+        raise CaseFormatError(
+            f"{path}: empty; list the case's assertions, or write `[]` to say on purpose "
+            "that it has none"
+        )
     return load_model(AssertionsFile, path, data).assertions
 
 
@@ -310,6 +325,10 @@ def _walk_cases(directory: Path, found: set[Path]) -> None:
         found.add(directory)
         return
     with os.scandir(directory) as entries:
-        subdirs = [e.path for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith((".", "_"))]
+        subdirs = [
+            e.path
+            for e in entries
+            if e.is_dir(follow_symlinks=False) and not e.name.startswith((".", "_"))
+        ]
     for path in subdirs:
         _walk_cases(Path(path), found)

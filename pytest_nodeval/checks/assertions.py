@@ -33,10 +33,15 @@ def matches(expected: Any, actual: Any) -> bool:
     if isinstance(expected, dict) and expected and set(expected) <= _OPERATORS:
         return all(_operator(op, arg, actual) for op, arg in expected.items())
     if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(matches(v, actual.get(k, _ABSENT)) for k, v in expected.items())
+        return isinstance(actual, dict) and all(
+            matches(v, actual.get(k, _ABSENT)) for k, v in expected.items()
+        )
     if isinstance(expected, list):
-        return (isinstance(actual, list) and len(actual) == len(expected)
-                and all(matches(e, a) for e, a in zip(expected, actual)))
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(matches(e, a) for e, a in zip(expected, actual))
+        )
     return actual is not _ABSENT and expected == actual
 
 
@@ -153,7 +158,11 @@ class SequenceSpec(_Spec):
     @field_validator("events", mode="before")
     @classmethod
     def _types_as_patterns(cls, events: Any) -> Any:
-        return [{"type": e} if isinstance(e, str) else e for e in events] if isinstance(events, list) else events
+        return (
+            [{"type": e} if isinstance(e, str) else e for e in events]
+            if isinstance(events, list)
+            else events
+        )
 
 
 class ToolCalled(_Spec):
@@ -265,9 +274,27 @@ class Judge(_Spec):
 
 
 AssertionSpec = Annotated[
-    Union[EventPresent, EventAbsent, EventCount, SequenceSpec, ToolCalled, ToolNotCalled,
-          OutputContains, OutputMatches, OutputEquals, OutputJsonSchema, NoErrors, PlanFollowed, MaxTurns,
-          MaxTokens, MaxLatency, SameToolSequence, WorldFileExists, WorldFileContains, Judge],
+    Union[
+        EventPresent,
+        EventAbsent,
+        EventCount,
+        SequenceSpec,
+        ToolCalled,
+        ToolNotCalled,
+        OutputContains,
+        OutputMatches,
+        OutputEquals,
+        OutputJsonSchema,
+        NoErrors,
+        PlanFollowed,
+        MaxTurns,
+        MaxTokens,
+        MaxLatency,
+        SameToolSequence,
+        WorldFileExists,
+        WorldFileContains,
+        Judge,
+    ],
     Field(discriminator="kind"),
 ]
 ASSERTION = TypeAdapter(AssertionSpec)
@@ -302,8 +329,13 @@ class AssertionResult:
         return self.status != "failed"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "description": self.description, "status": self.status,
-                "message": self.message, "seqs": list(self.seqs)}
+        return {
+            "kind": self.kind,
+            "description": self.description,
+            "status": self.status,
+            "message": self.message,
+            "seqs": list(self.seqs),
+        }
 
 
 @dataclass(frozen=True)
@@ -357,7 +389,9 @@ def _fail(message: str, nearest: Sequence[Any] = ()) -> _Outcome:
 
 def line_for(event: Any) -> str:
     payload = json.dumps(event.payload_dict(), default=str, ensure_ascii=False)
-    return f"seq {event.seq} {event.type} {payload if len(payload) <= 160 else payload[:157] + '...'}"
+    return (
+        f"seq {event.seq} {event.type} {payload if len(payload) <= 160 else payload[:157] + '...'}"
+    )
 
 
 def _nearest_by_type(evidence: Evidence, type_name: str) -> list[Any]:
@@ -376,15 +410,19 @@ def _check_present(spec: EventPresent, evidence: Evidence) -> _Outcome:
     found = _matching(evidence, spec.type, spec.where)
     if found:
         return _ok([found[0].seq])
-    return _fail(f"expected an event {spec.type}{_where_text(spec.where)}; there is none",
-                 _nearest_by_type(evidence, spec.type))
+    return _fail(
+        f"expected an event {spec.type}{_where_text(spec.where)}; there is none",
+        _nearest_by_type(evidence, spec.type),
+    )
 
 
 def _check_absent(spec: EventAbsent, evidence: Evidence) -> _Outcome:
     found = _matching(evidence, spec.type, spec.where)
     if not found:
         return _ok()
-    return _fail(f"expected no event {spec.type}{_where_text(spec.where)}; found {len(found)}", found)
+    return _fail(
+        f"expected no event {spec.type}{_where_text(spec.where)}; found {len(found)}", found
+    )
 
 
 def _check_count(spec: EventCount, evidence: Evidence) -> _Outcome:
@@ -392,7 +430,10 @@ def _check_count(spec: EventCount, evidence: Evidence) -> _Outcome:
     problem = _count_problem(len(found), spec.equals, spec.min, spec.max)
     if problem is None:
         return _ok([e.seq for e in found])
-    return _fail(f"{spec.type}{_where_text(spec.where)}: {problem}", found or _nearest_by_type(evidence, spec.type))
+    return _fail(
+        f"{spec.type}{_where_text(spec.where)}: {problem}",
+        found or _nearest_by_type(evidence, spec.type),
+    )
 
 
 def _count_problem(count: int, equals: int | None, low: int | None, high: int | None) -> str | None:
@@ -409,23 +450,37 @@ def _check_sequence(spec: SequenceSpec, evidence: Evidence) -> _Outcome:
     matched: list[Any] = []
     events = iter(evidence.events)
     for pattern in spec.events:
-        hit = next((e for e in events if e.type == pattern.type and where_matches(e, pattern.where)), None)
+        hit = next(
+            (e for e in events if e.type == pattern.type and where_matches(e, pattern.where)), None
+        )
         if hit is None:
             after = matched[-1].seq if matched else 0
             expected = " -> ".join(p.type for p in spec.events)
             got = " -> ".join(f"{e.type}({e.seq})" for e in matched) or "nothing"
-            return _fail(f"expected the sequence {expected}; matched {len(matched)} of {len(spec.events)} "
-                         f"({got}), then no {pattern.type}{_where_text(pattern.where)} after seq {after}",
-                         [e for e in evidence.events if e.seq > after and e.type.split(".")[0] == pattern.type.split(".")[0]])
+            return _fail(
+                f"expected the sequence {expected}; matched {len(matched)} of {len(spec.events)} "
+                f"({got}), then no {pattern.type}{_where_text(pattern.where)} after seq {after}",
+                [
+                    e
+                    for e in evidence.events
+                    if e.seq > after and e.type.split(".")[0] == pattern.type.split(".")[0]
+                ],
+            )
         matched.append(hit)
     return _ok([e.seq for e in matched])
 
 
-def _tool_calls(evidence: Evidence, tool: str, args: dict[str, Any] | None, exact: bool) -> list[Any]:
+def _tool_calls(
+    evidence: Evidence, tool: str, args: dict[str, Any] | None, exact: bool
+) -> list[Any]:
     calls = [e for e in evidence.of_type("tool.call") if e.payload.tool == tool]
     if args is None:
         return calls
-    return [e for e in calls if matches(args, e.payload.args) and (not exact or set(e.payload.args or {}) == set(args))]
+    return [
+        e
+        for e in calls
+        if matches(args, e.payload.args) and (not exact or set(e.payload.args or {}) == set(args))
+    ]
 
 
 def _check_tool_called(spec: ToolCalled, evidence: Evidence) -> _Outcome:
@@ -434,9 +489,13 @@ def _check_tool_called(spec: ToolCalled, evidence: Evidence) -> _Outcome:
     problem = _count_problem(len(found), spec.times, low, spec.max_times)
     if problem is None:
         return _ok([e.seq for e in found])
-    wanted = f"tool '{spec.tool}'" + (f" with args {json.dumps(spec.args)}" if spec.args is not None else "")
+    wanted = f"tool '{spec.tool}'" + (
+        f" with args {json.dumps(spec.args)}" if spec.args is not None else ""
+    )
     calls = evidence.of_type("tool.call")
-    nearest = [e for e in calls if e.payload.tool == spec.tool] + [e for e in calls if e.payload.tool != spec.tool]
+    nearest = [e for e in calls if e.payload.tool == spec.tool] + [
+        e for e in calls if e.payload.tool != spec.tool
+    ]
     return _fail(f"calls of {wanted}: {problem}", nearest)
 
 
@@ -462,8 +521,10 @@ def _check_output(evidence: Evidence, holds: Any, expectation: str) -> _Outcome:
         return failed or _fail("no output")
     if holds(output):
         return _ok()
-    return _fail(f"expected the final output to {expectation}; it is {_clip(output)!r}",
-                 evidence.of_type("io.output")[-1:])
+    return _fail(
+        f"expected the final output to {expectation}; it is {_clip(output)!r}",
+        evidence.of_type("io.output")[-1:],
+    )
 
 
 def _check_output_contains(spec: OutputContains, evidence: Evidence) -> _Outcome:
@@ -474,13 +535,15 @@ def _check_output_contains(spec: OutputContains, evidence: Evidence) -> _Outcome
 
 
 def _check_output_matches(spec: OutputMatches, evidence: Evidence) -> _Outcome:
-    return _check_output(evidence, lambda output: re.search(spec.regex, output) is not None,
-                         f"match /{spec.regex}/")
+    return _check_output(
+        evidence, lambda output: re.search(spec.regex, output) is not None, f"match /{spec.regex}/"
+    )
 
 
 def _check_output_equals(spec: OutputEquals, evidence: Evidence) -> _Outcome:
-    return _check_output(evidence, lambda output: output.strip() == spec.text.strip(),
-                         f"equal {spec.text!r}")
+    return _check_output(
+        evidence, lambda output: output.strip() == spec.text.strip(), f"equal {spec.text!r}"
+    )
 
 
 def _check_json_schema(spec: OutputJsonSchema, evidence: Evidence) -> _Outcome:
@@ -493,7 +556,9 @@ def _check_json_schema(spec: OutputJsonSchema, evidence: Evidence) -> _Outcome:
         document = json.loads(output)
     except ValueError as exc:
         return _fail(f"the final output is not JSON ({exc}); it is {_clip(output)!r}")
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(spec.json_schema).iter_errors(document))
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(spec.json_schema).iter_errors(document)
+    )
     if error is None:
         return _ok()
     where = "/".join(str(p) for p in error.absolute_path) or "(root)"
@@ -501,7 +566,11 @@ def _check_json_schema(spec: OutputJsonSchema, evidence: Evidence) -> _Outcome:
 
 
 def _check_no_errors(spec: NoErrors, evidence: Evidence) -> _Outcome:
-    bad = [e for e in evidence.of_type("tool.result") if not e.payload.ok and e.payload.tool not in spec.allow_tools]
+    bad = [
+        e
+        for e in evidence.of_type("tool.result")
+        if not e.payload.ok and e.payload.tool not in spec.allow_tools
+    ]
     if not spec.allow_fallback:
         bad += evidence.of_type("provider.fallback")
     bad += [e for e in evidence.of_type("session.end") if e.payload.status != "ok"]
@@ -514,18 +583,29 @@ def _check_plan_followed(spec: PlanFollowed, evidence: Evidence) -> _Outcome:
     results = evidence.of_type("plan.result")
     if not results:
         created = evidence.of_type("plan.created")
-        return _fail("no plan.result event: the agent made no plan (set `plan: true` in input/config.yaml)"
-                     if not created else "the session ended before the plan's result was recorded", created)
+        return _fail(
+            "no plan.result event: the agent made no plan (set `plan: true` in input/config.yaml)"
+            if not created
+            else "the session ended before the plan's result was recorded",
+            created,
+        )
     result = results[-1].payload
     if result.checkable == 0:
-        return _fail("the plan names none of the agent's tools, so the journal cannot tell whether it was followed",
-                     results)
+        return _fail(
+            "the plan names none of the agent's tools, so the journal cannot tell whether it was followed",
+            results,
+        )
     share = result.done / result.checkable
     missed = [s["text"] for s in result.steps if s.get("done") is False]
-    if (spec.min_done >= 1.0 and result.followed) or (spec.min_done < 1.0 and share >= spec.min_done):
+    if (spec.min_done >= 1.0 and result.followed) or (
+        spec.min_done < 1.0 and share >= spec.min_done
+    ):
         return _ok([results[-1].seq])
-    return _fail(f"expected {spec.min_done:.0%} of the plan's {result.checkable} checkable step(s) done in order; "
-                 f"{result.done} done, not done: {'; '.join(missed) or 'none (done out of order)'}", results)
+    return _fail(
+        f"expected {spec.min_done:.0%} of the plan's {result.checkable} checkable step(s) done in order; "
+        f"{result.done} done, not done: {'; '.join(missed) or 'none (done out of order)'}",
+        results,
+    )
 
 
 def _check_budget(spec: MaxTurns | MaxTokens | MaxLatency, evidence: Evidence) -> _Outcome:
@@ -533,13 +613,17 @@ def _check_budget(spec: MaxTurns | MaxTokens | MaxLatency, evidence: Evidence) -
     if not ends:
         return _fail("the session did not end (no session.end event)")
     end = ends[-1].payload
-    observed: float = {"max_turns": end.turns,
-                       "max_tokens": end.usage.input_tokens + end.usage.output_tokens,
-                       "max_latency_ms": end.duration_ms}[spec.kind]
+    observed: float = {
+        "max_turns": end.turns,
+        "max_tokens": end.usage.input_tokens + end.usage.output_tokens,
+        "max_latency_ms": end.duration_ms,
+    }[spec.kind]
     if observed <= spec.value:
         return _ok([ends[-1].seq])
     unit = {"max_turns": " turns", "max_tokens": " tokens", "max_latency_ms": " ms"}[spec.kind]
-    return _fail(f"budget exceeded: {observed:g}{unit} observed, at most {spec.value:g} allowed", ends)
+    return _fail(
+        f"budget exceeded: {observed:g}{unit} observed, at most {spec.value:g} allowed", ends
+    )
 
 
 def _check_same_tools(spec: SameToolSequence, evidence: Evidence) -> _Outcome:
@@ -547,18 +631,26 @@ def _check_same_tools(spec: SameToolSequence, evidence: Evidence) -> _Outcome:
         return "skipped", "no golden journal to compare with", []
 
     def calls(events: Sequence[Any]) -> list[Any]:
-        return [(e.payload.tool, e.payload.args) if spec.args else e.payload.tool
-                for e in events if e.type == "tool.call"]
+        return [
+            (e.payload.tool, e.payload.args) if spec.args else e.payload.tool
+            for e in events
+            if e.type == "tool.call"
+        ]
 
     golden, observed = calls(evidence.golden), calls(evidence.events)
     if golden == observed:
         return _ok([e.seq for e in evidence.of_type("tool.call")])
-    index = next((i for i, (g, o) in enumerate(zip(golden, observed)) if g != o), min(len(golden), len(observed)))
-    return _fail(f"tool calls differ from the golden journal at call #{index + 1}: "
-                 f"golden {json.dumps(golden[index:index + 1], default=str)}, "
-                 f"observed {json.dumps(observed[index:index + 1], default=str)} "
-                 f"({len(golden)} golden calls, {len(observed)} observed)",
-                 evidence.of_type("tool.call")[index:])
+    index = next(
+        (i for i, (g, o) in enumerate(zip(golden, observed)) if g != o),
+        min(len(golden), len(observed)),
+    )
+    return _fail(
+        f"tool calls differ from the golden journal at call #{index + 1}: "
+        f"golden {json.dumps(golden[index : index + 1], default=str)}, "
+        f"observed {json.dumps(observed[index : index + 1], default=str)} "
+        f"({len(golden)} golden calls, {len(observed)} observed)",
+        evidence.of_type("tool.call")[index:],
+    )
 
 
 def _snapshot_file(evidence: Evidence, path: str) -> dict[str, Any] | None:
@@ -571,40 +663,60 @@ def _snapshot_file(evidence: Evidence, path: str) -> dict[str, Any] | None:
 def _check_world_exists(spec: WorldFileExists, evidence: Evidence) -> _Outcome:
     state = _snapshot_file(evidence, spec.path)
     if state is None:
-        return _fail(f"{spec.path!r} is not among the watched paths of any world.snapshot; "
-                     "add it to `world.watch` in case.yaml and re-record", evidence.of_type("world.snapshot"))
+        return _fail(
+            f"{spec.path!r} is not among the watched paths of any world.snapshot; "
+            "add it to `world.watch` in case.yaml and re-record",
+            evidence.of_type("world.snapshot"),
+        )
     if state.get("exists"):
         return _ok()
-    return _fail(f"expected {spec.path!r} to exist in the world at the end; it does not",
-                 evidence.of_type("world.snapshot"))
+    return _fail(
+        f"expected {spec.path!r} to exist in the world at the end; it does not",
+        evidence.of_type("world.snapshot"),
+    )
 
 
 def _check_world_contains(spec: WorldFileContains, evidence: Evidence) -> _Outcome:
     state = _snapshot_file(evidence, spec.path)
     if state is None or not state.get("exists"):
-        return _check_world_exists(WorldFileExists(kind="world_file_exists", path=spec.path), evidence)
+        return _check_world_exists(
+            WorldFileExists(kind="world_file_exists", path=spec.path), evidence
+        )
     content = state.get("content", "")
     if state.get("encoding") == "utf-8" and spec.text in content:
         return _ok()
     suffix = " (snapshot truncated)" if state.get("truncated") else ""
-    return _fail(f"expected {spec.path!r} to contain {spec.text!r}; it holds {_clip(content)!r}{suffix}",
-                 evidence.of_type("world.snapshot"))
+    return _fail(
+        f"expected {spec.path!r} to contain {spec.text!r}; it holds {_clip(content)!r}{suffix}",
+        evidence.of_type("world.snapshot"),
+    )
 
 
 def _check_judge(spec: Judge, evidence: Evidence) -> _Outcome:
     verdicts = [evidence.judged.get(criterion) for criterion in spec.rubric]
     if all(v is None for v in verdicts):
         return "skipped", "judge rubrics are graded only in full, live and record modes", []
-    failed = [(c, v) for c, v in zip(spec.rubric, verdicts) if v is not None and v.get("verdict") == "fail"]
-    unsure = [(c, v) for c, v in zip(spec.rubric, verdicts) if v is None or v.get("verdict") not in ("pass", "fail")]
+    failed = [
+        (c, v)
+        for c, v in zip(spec.rubric, verdicts)
+        if v is not None and v.get("verdict") == "fail"
+    ]
+    unsure = [
+        (c, v)
+        for c, v in zip(spec.rubric, verdicts)
+        if v is None or v.get("verdict") not in ("pass", "fail")
+    ]
     seqs = [e.seq for e in evidence.of_type("judge.response") if e.payload.criterion in spec.rubric]
     if failed:
         status, message, _ = _fail("; ".join(f"{c!r}: {v.get('reason', '')}" for c, v in failed))
         return status, message, seqs
     if unsure:
         # An unsure judge is not the agent failing: reported, neither passed nor failed.
-        detail = "; ".join(f"{c!r}: {(v or {}).get('verdict', 'no verdict')}: {(v or {}).get('reason', '')}"
-                           f"{_raw(v)}" for c, v in unsure)
+        detail = "; ".join(
+            f"{c!r}: {(v or {}).get('verdict', 'no verdict')}: {(v or {}).get('reason', '')}"
+            f"{_raw(v)}"
+            for c, v in unsure
+        )
         return "skipped", detail, seqs
     return "passed", "", seqs
 
@@ -623,12 +735,23 @@ def _clip(text: str, limit: int = 200) -> str:
 
 
 _CHECKS: dict[str, Any] = {
-    "event_present": _check_present, "event_absent": _check_absent, "event_count": _check_count,
-    "sequence": _check_sequence, "tool_called": _check_tool_called, "tool_not_called": _check_tool_not_called,
-    "output_contains": _check_output_contains, "output_matches": _check_output_matches,
-    "output_equals": _check_output_equals, "output_json_schema": _check_json_schema,
-    "no_errors": _check_no_errors, "plan_followed": _check_plan_followed, "max_turns": _check_budget, "max_tokens": _check_budget,
-    "max_latency_ms": _check_budget, "same_tool_sequence": _check_same_tools,
-    "world_file_exists": _check_world_exists, "world_file_contains": _check_world_contains,
+    "event_present": _check_present,
+    "event_absent": _check_absent,
+    "event_count": _check_count,
+    "sequence": _check_sequence,
+    "tool_called": _check_tool_called,
+    "tool_not_called": _check_tool_not_called,
+    "output_contains": _check_output_contains,
+    "output_matches": _check_output_matches,
+    "output_equals": _check_output_equals,
+    "output_json_schema": _check_json_schema,
+    "no_errors": _check_no_errors,
+    "plan_followed": _check_plan_followed,
+    "max_turns": _check_budget,
+    "max_tokens": _check_budget,
+    "max_latency_ms": _check_budget,
+    "same_tool_sequence": _check_same_tools,
+    "world_file_exists": _check_world_exists,
+    "world_file_contains": _check_world_contains,
     "judge": _check_judge,
 }

@@ -20,7 +20,9 @@ from .assertions import ASSERTION, AssertionResult, Evidence, evaluate
 
 # Where expect()'s results are listed besides being raised: the running attempt's results,
 # so they appear in its report. The pytest layer sets it for the length of a test.
-_RESULTS: ContextVar[list[AssertionResult] | None] = ContextVar("nodeval_expect_results", default=None)
+_RESULTS: ContextVar[list[AssertionResult] | None] = ContextVar(
+    "nodeval_expect_results", default=None
+)
 
 
 def collect_results(into: list[AssertionResult]) -> Token[list[AssertionResult] | None]:
@@ -68,18 +70,39 @@ class Expect:
     def event_absent(self, type: str, where: dict[str, Any] | None = None) -> AssertionResult:
         return self._kind("event_absent", type=type, where=where)
 
-    def event_count(self, type: str, where: dict[str, Any] | None = None, *, equals: int | None = None,
-                    min: int | None = None, max: int | None = None) -> AssertionResult:
+    def event_count(
+        self,
+        type: str,
+        where: dict[str, Any] | None = None,
+        *,
+        equals: int | None = None,
+        min: int | None = None,
+        max: int | None = None,
+    ) -> AssertionResult:
         return self._kind("event_count", type=type, where=where, equals=equals, min=min, max=max)
 
     def sequence(self, *events: str | dict[str, Any]) -> AssertionResult:
         return self._kind("sequence", events=list(events))
 
-    def tool_called(self, tool: str, args: dict[str, Any] | None = None, *, exact: bool = False,
-                    times: int | None = None, min_times: int | None = None,
-                    max_times: int | None = None) -> AssertionResult:
-        return self._kind("tool_called", tool=tool, args=args, args_exact=exact or None, times=times,
-                          min_times=min_times, max_times=max_times)
+    def tool_called(
+        self,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        *,
+        exact: bool = False,
+        times: int | None = None,
+        min_times: int | None = None,
+        max_times: int | None = None,
+    ) -> AssertionResult:
+        return self._kind(
+            "tool_called",
+            tool=tool,
+            args=args,
+            args_exact=exact or None,
+            times=times,
+            min_times=min_times,
+            max_times=max_times,
+        )
 
     def tool_not_called(self, tool: str, args: dict[str, Any] | None = None) -> AssertionResult:
         return self._kind("tool_not_called", tool=tool, args=args)
@@ -96,7 +119,9 @@ class Expect:
     def output_json_schema(self, schema: dict[str, Any]) -> AssertionResult:
         return self._kind("output_json_schema", schema=schema)
 
-    def no_errors(self, *, allow_tools: list[str] | None = None, allow_fallback: bool = False) -> AssertionResult:
+    def no_errors(
+        self, *, allow_tools: list[str] | None = None, allow_fallback: bool = False
+    ) -> AssertionResult:
         return self._kind("no_errors", allow_tools=allow_tools, allow_fallback=allow_fallback)
 
     def plan_followed(self, *, min_done: float = 1.0) -> AssertionResult:

@@ -19,13 +19,30 @@ from ..errors import NodevalError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--against", type=Path, metavar="BASELINE", help="Baseline run directory or report.json.")
-    action.add_argument("--save", type=Path, metavar="RUN", help="Bless this run (directory or report.json).")
-    parser.add_argument("--current", type=Path, default=Path("reports/latest"),
-                        help="The run to compare (default: reports/latest).")
-    parser.add_argument("--to", type=Path, default=None, help="Where --save writes (default: reports/baseline.json).")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="Also write the diff here (default: diff.json in the current run's directory).")
+    action.add_argument(
+        "--against", type=Path, metavar="BASELINE", help="Baseline run directory or report.json."
+    )
+    action.add_argument(
+        "--save", type=Path, metavar="RUN", help="Bless this run (directory or report.json)."
+    )
+    parser.add_argument(
+        "--current",
+        type=Path,
+        default=Path("reports/latest"),
+        help="The run to compare (default: reports/latest).",
+    )
+    parser.add_argument(
+        "--to",
+        type=Path,
+        default=None,
+        help="Where --save writes (default: reports/baseline.json).",
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="Also write the diff here (default: diff.json in the current run's directory).",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,7 +8,9 @@ from ..errors import NodevalError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run-id", default=None, help="Only this run's containers (default: every nodeval world).")
+    parser.add_argument(
+        "--run-id", default=None, help="Only this run's containers (default: every nodeval world)."
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,5 +20,8 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         raise NodevalError(f"no Docker engine to clean: {problem}")
     removed = remove_worlds(args.run_id)
-    print(f"removed {len(removed)} world container(s)" + (f": {', '.join(removed)}" if removed else ""))
+    print(
+        f"removed {len(removed)} world container(s)"
+        + (f": {', '.join(removed)}" if removed else "")
+    )
     return 0

@@ -9,8 +9,13 @@ from . import inspect_mode
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Required while it is the only mode, so that `nodeval eval` alone says what exists.
-    parser.add_argument("--inspect-mode", action="store_true", required=True,
-                        help="The only mode for now: the same as `nodeval inspect-mode`. " + inspect_mode.DESCRIPTION)
+    parser.add_argument(
+        "--inspect-mode",
+        action="store_true",
+        required=True,
+        help="The only mode for now: the same as `nodeval inspect-mode`. "
+        + inspect_mode.DESCRIPTION,
+    )
     inspect_mode.add_arguments(parser)
 
 

@@ -10,23 +10,35 @@ from ..errors import NodevalError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("case_id", metavar="CASE", help="The case id.")
-    parser.add_argument("--history", type=Path, default=Path("reports/history.sqlite"),
-                        help="The history file (default: reports/history.sqlite).")
-    parser.add_argument("--limit", type=int, default=20, help="How many runs, newest last (default 20).")
+    parser.add_argument(
+        "--history",
+        type=Path,
+        default=Path("reports/history.sqlite"),
+        help="The history file (default: reports/history.sqlite).",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=20, help="How many runs, newest last (default 20)."
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ..report.history import case_trend
 
     if not args.history.is_file():
-        raise NodevalError(f"{args.history}: no run history yet (every pytest run of the scenarios appends to it)")
+        raise NodevalError(
+            f"{args.history}: no run history yet (every pytest run of the scenarios appends to it)"
+        )
     points = case_trend(args.history, args.case_id, args.limit)
     if not points:
         raise NodevalError(f"{args.history}: no runs of case '{args.case_id}'")
-    print(f"{'run':<22} {'mode':<13} {'passed':>8} {'rate':>5}  {'p95 ms':>8}  {'tokens':>7}  verdict")
+    print(
+        f"{'run':<22} {'mode':<13} {'passed':>8} {'rate':>5}  {'p95 ms':>8}  {'tokens':>7}  verdict"
+    )
     for p in points:
         rate = "-" if p.pass_rate is None else f"{p.pass_rate:.2f}"
         p95 = "-" if p.latency_p95_ms is None else f"{p.latency_p95_ms:.0f}"
         tokens = "-" if p.tokens_mean is None else f"{p.tokens_mean:.0f}"
-        print(f"{p.run_id:<22} {p.mode:<13} {p.passed:>4}/{p.attempts:<3} {rate:>5}  {p95:>8}  {tokens:>7}  {p.verdict}")
+        print(
+            f"{p.run_id:<22} {p.mode:<13} {p.passed:>4}/{p.attempts:<3} {rate:>5}  {p95:>8}  {tokens:>7}  {p.verdict}"
+        )
     return 0

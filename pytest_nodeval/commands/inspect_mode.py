@@ -9,8 +9,10 @@ import argparse
 import logging
 import sys
 
-DESCRIPTION = ("Read one JSON request from stdin, run the engine once, write one JSON response to stdout "
-               "(schema 1; logs go to stderr; the exit status is in docs/inspect-mode.md).")
+DESCRIPTION = (
+    "Read one JSON request from stdin, run the engine once, write one JSON response to stdout "
+    "(schema 1; logs go to stderr; the exit status is in docs/inspect-mode.md)."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..protocol.inspect_mode import serve_stdio
 
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
-                        format="nodeval inspect-mode: %(levelname)s %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="nodeval inspect-mode: %(levelname)s %(message)s",
+    )
     return serve_stdio()

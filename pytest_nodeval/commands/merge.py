@@ -30,22 +30,55 @@ class _DiskError(NodevalError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
-                        help="The shards' run directories (each holding report.json and _sessions/).")
-    parser.add_argument("--to", type=Path, default=None, metavar="DIR",
-                        help="The merged run directory (default: reports/<new run id>).")
-    parser.add_argument("--baseline", type=Path, default=None, metavar="PATH",
-                        help="Gate the merged run against this baseline (report.json or run directory).")
-    parser.add_argument("--allow-missing", action="store_true", default=False,
-                        help="Merge even when a shard's run is missing: its cases count as not run.")
-    parser.add_argument("--history", type=Path, default=None, metavar="PATH",
-                        help="The run history to append to (default: history.sqlite beside the merged run; "
-                             "'' appends nowhere).")
-    parser.add_argument("--summary-md", type=Path, default=None, metavar="PATH",
-                        help="Also write the Markdown job summary here (GITHUB_STEP_SUMMARY, when set, gets it too).")
-    parser.add_argument("--rootdir", type=Path, default=None,
-                        help="The project the cases' paths are relative to, for report.html (default: guessed "
-                             "as `nodeval report` does).")
+    parser.add_argument(
+        "run_dirs",
+        type=Path,
+        nargs="+",
+        metavar="RUN_DIR",
+        help="The shards' run directories (each holding report.json and _sessions/).",
+    )
+    parser.add_argument(
+        "--to",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="The merged run directory (default: reports/<new run id>).",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="Gate the merged run against this baseline (report.json or run directory).",
+    )
+    parser.add_argument(
+        "--allow-missing",
+        action="store_true",
+        default=False,
+        help="Merge even when a shard's run is missing: its cases count as not run.",
+    )
+    parser.add_argument(
+        "--history",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="The run history to append to (default: history.sqlite beside the merged run; "
+        "'' appends nowhere).",
+    )
+    parser.add_argument(
+        "--summary-md",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="Also write the Markdown job summary here (GITHUB_STEP_SUMMARY, when set, gets it too).",
+    )
+    parser.add_argument(
+        "--rootdir",
+        type=Path,
+        default=None,
+        help="The project the cases' paths are relative to, for report.html (default: guessed "
+        "as `nodeval report` does).",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,11 +90,15 @@ def run(args: argparse.Namespace) -> int:
     total = runs[0].report.shard.total if runs[0].report.shard else 0
     if missing and not args.allow_missing:
         named = ", ".join(f"{k}/{total}" for k in missing)
-        raise NodevalError(f"shard {named} missing: no run among {', '.join(map(str, args.run_dirs))} is that shard; "
-                           "pass its run directory, or --allow-missing to count its cases as not run")
+        raise NodevalError(
+            f"shard {named} missing: no run among {', '.join(map(str, args.run_dirs))} is that shard; "
+            "pass its run directory, or --allow-missing to count its cases as not run"
+        )
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2) + "-merged"
     target = args.to or Path("reports") / run_id
-    if (target / "report.json").exists() and target.resolve() not in {r.path.resolve() for r in runs}:
+    if (target / "report.json").exists() and target.resolve() not in {
+        r.path.resolve() for r in runs
+    }:
         raise NodevalError(f"{target}: already holds a run (report.json); choose another --to")
     report = merge_reports(runs, run_id, missing)
     diff = _gate(report, args.baseline)
@@ -148,6 +185,10 @@ def _print(report: RunReport, diff: Any, target: Path, missing: list[int], total
     if diff is not None:
         print("\n".join(format_diff_table(diff)))
     if missing:
-        print(f"nodeval merge: shard(s) {', '.join(f'{k}/{total}' for k in missing)} missing: their cases are not run")
+        print(
+            f"nodeval merge: shard(s) {', '.join(f'{k}/{total}' for k in missing)} missing: their cases are not run"
+        )
     merged = report.merged_from
-    print(f"nodeval merge: {len(merged)} run(s) merged into {target} (exit status {report.exit_status})")
+    print(
+        f"nodeval merge: {len(merged)} run(s) merged into {target} (exit status {report.exit_status})"
+    )

@@ -19,11 +19,20 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("case_id", metavar="ID", help="The case's id: lower case letters, digits, '.', '_', '-'.")
-    parser.add_argument("--agent", action="store_true",
-                        help="A case for your own agent (a bound Python test and _record/record.py).")
-    parser.add_argument("--root", type=Path, default=Path("scenarios"),
-                        help="The case root to create it in (one of nodeval_cases; default: scenarios).")
+    parser.add_argument(
+        "case_id", metavar="ID", help="The case's id: lower case letters, digits, '.', '_', '-'."
+    )
+    parser.add_argument(
+        "--agent",
+        action="store_true",
+        help="A case for your own agent (a bound Python test and _record/record.py).",
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path("scenarios"),
+        help="The case root to create it in (one of nodeval_cases; default: scenarios).",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,10 +40,14 @@ def run(args: argparse.Namespace) -> int:
 
     case_id, root = args.case_id, args.root
     if not _ID.match(case_id) or re.search(r"-r\d+$", case_id):
-        raise NodevalError(f"{case_id!r} is not a valid case id: lower case letters, digits, '.', '_' or '-', "
-                           "starting with a letter or digit, not ending in -r<digits>")
+        raise NodevalError(
+            f"{case_id!r} is not a valid case id: lower case letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit, not ending in -r<digits>"
+        )
     directory = root / case_id
-    taken = [d for d in find_case_dirs([root]) if read_case_id(d) == case_id] if root.is_dir() else []
+    taken = (
+        [d for d in find_case_dirs([root]) if read_case_id(d) == case_id] if root.is_dir() else []
+    )
     if directory.exists() or taken:
         where = directory if directory.exists() else taken[0]
         raise NodevalError(f"case {case_id!r} already exists at {where}; choose another id")
@@ -47,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
-    print(f"created {directory}: {observed} (replay it with `pytest {directory if not args.agent else root}`)")
+    print(
+        f"created {directory}: {observed} (replay it with `pytest {directory if not args.agent else root}`)"
+    )
     return 0
 
 
@@ -59,55 +74,88 @@ def _write(path: Path, schemas: Path, relative: str, body: str) -> None:
 
 
 def _case_yaml(case_id: str, description: str) -> str:
-    return (f"id: {case_id}\nname: {case_id.replace('-', ' ')}\ndescription: {description}\n"
-            "tags: [pr]          # markers: `pytest -m pr` selects it\n"
-            "# repeat: 5         # attempts per case when the command line does not say --repeat\n"
-            "# min_pass_rate: 0.8\n")
+    return (
+        f"id: {case_id}\nname: {case_id.replace('-', ' ')}\ndescription: {description}\n"
+        "tags: [pr]          # markers: `pytest -m pr` selects it\n"
+        "# repeat: 5         # attempts per case when the command line does not say --repeat\n"
+        "# min_pass_rate: 0.8\n"
+    )
 
 
 def _engine_case(directory: Path, case_id: str, schemas: Path) -> None:
-    _write(directory / "case.yaml", schemas, "case.yaml",
-           _case_yaml(case_id, "The reference engine answers one question (edit input/config.yaml)."))
-    _write(directory / "input" / "config.yaml", schemas, "input/config.yaml",
-           "providers:\n"
-           "  # The mock needs no key; add a real provider after it, e.g. {name: anthropic, model: ...}\n"
-           "  - name: mock\n    model: mock-1\n    script:\n      - text: \"Hello! How can I help?\"\n"
-           "system_prompt: You are a helpful assistant.\n"
-           "tools: []           # shell, file, code_exec, ask_user, ...\n"
-           "limits: {max_turns: 4, timeout_s: 60}\n")
-    _write(directory / "input" / "inputs.yaml", schemas, "input/inputs.yaml",
-           "user:\n  kind: scripted\n  inputs: [\"Hi there\"]\n")
-    _write(directory / "assertions.yaml", schemas, "assertions.yaml",
-           "- kind: output_contains\n  text: \"help\"\n- kind: no_errors\n")
+    _write(
+        directory / "case.yaml",
+        schemas,
+        "case.yaml",
+        _case_yaml(case_id, "The reference engine answers one question (edit input/config.yaml)."),
+    )
+    _write(
+        directory / "input" / "config.yaml",
+        schemas,
+        "input/config.yaml",
+        "providers:\n"
+        "  # The mock needs no key; add a real provider after it, e.g. {name: anthropic, model: ...}\n"
+        '  - name: mock\n    model: mock-1\n    script:\n      - text: "Hello! How can I help?"\n'
+        "system_prompt: You are a helpful assistant.\n"
+        "tools: []           # shell, file, code_exec, ask_user, ...\n"
+        "limits: {max_turns: 4, timeout_s: 60}\n",
+    )
+    _write(
+        directory / "input" / "inputs.yaml",
+        schemas,
+        "input/inputs.yaml",
+        'user:\n  kind: scripted\n  inputs: ["Hi there"]\n',
+    )
+    _write(
+        directory / "assertions.yaml",
+        schemas,
+        "assertions.yaml",
+        '- kind: output_contains\n  text: "help"\n- kind: no_errors\n',
+    )
 
 
 def _agent_case(directory: Path, case_id: str, schemas: Path) -> None:
     module = "agent_" + re.sub(r"\W", "_", case_id)
-    _write(directory / "case.yaml", schemas, "case.yaml",
-           _case_yaml(case_id, "Your own agent, run by the test bound to this case."))
-    _write(directory / "input" / "inputs.yaml", schemas, "input/inputs.yaml",
-           "user:\n  kind: scripted\n  inputs: [\"Hi there\"]\n")
-    _write(directory / "assertions.yaml", schemas, "assertions.yaml",
-           "- kind: output_contains\n  text: \"help\"\n")
+    _write(
+        directory / "case.yaml",
+        schemas,
+        "case.yaml",
+        _case_yaml(case_id, "Your own agent, run by the test bound to this case."),
+    )
+    _write(
+        directory / "input" / "inputs.yaml",
+        schemas,
+        "input/inputs.yaml",
+        'user:\n  kind: scripted\n  inputs: ["Hi there"]\n',
+    )
+    _write(
+        directory / "assertions.yaml",
+        schemas,
+        "assertions.yaml",
+        '- kind: output_contains\n  text: "help"\n',
+    )
     root = directory.parent
     (root / f"{module}.py").write_text(
         f'"""The agent of case {case_id}: replace the body with a call into your own agent.\n\n'
         "ctx.inputs() gives the user's turns, ctx.output() answers, ctx.anthropic() / ctx.openai() give\n"
         "SDK clients that are recorded and replayed; wrap side-effecting functions with @tool.\n"
         '"""\n\nfrom pytest_nodeval import tool\n\n\n'
-        "@tool\ndef greeting(name: str) -> str:\n    return f\"Hello, {name}! How can I help?\"\n\n\n"
-        "def agent(ctx):\n    for text in ctx.inputs():\n        ctx.output(greeting(\"there\"))\n")
+        '@tool\ndef greeting(name: str) -> str:\n    return f"Hello, {name}! How can I help?"\n\n\n'
+        'def agent(ctx):\n    for text in ctx.inputs():\n        ctx.output(greeting("there"))\n'
+    )
     (root / f"test_{module}.py").write_text(
         f"import pytest\n\nfrom {module} import agent\n\n\n"
         f"@pytest.mark.nodeval_case({case_id!r})\ndef test_{module}(nodeval_attempt):\n"
-        "    observed = nodeval_attempt.run(agent)\n    assert observed.status == \"ok\"\n")
+        '    observed = nodeval_attempt.run(agent)\n    assert observed.status == "ok"\n'
+    )
     (directory / "_record").mkdir()
     (directory / "_record" / "record.py").write_text(
-        "\"\"\"Records this case's journal: `nodeval record` runs it in the case directory.\"\"\"\n\n"
+        '"""Records this case\'s journal: `nodeval record` runs it in the case directory."""\n\n'
         "import sys\nfrom pathlib import Path\n\n"
         "sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the case root, where the agent is\n\n"
         f"from {module} import agent  # noqa: E402\n\nfrom pytest_nodeval import record_agent  # noqa: E402\n\n"
-        "record_agent(agent)\n")
+        "record_agent(agent)\n"
+    )
 
 
 def _record(directory: Path, *, agent: bool) -> str:
@@ -115,7 +163,7 @@ def _record(directory: Path, *, agent: bool) -> str:
 
     code = record(argparse.Namespace(paths=[directory], world=None, force=False))
     if code != 0:
-        raise NodevalError(f"{directory}: the new case did not record (see above); nothing was kept")
+        raise NodevalError(
+            f"{directory}: the new case did not record (see above); nothing was kept"
+        )
     return "recorded its journal" if not agent else "recorded its journal with _record/record.py"
-
-

@@ -7,10 +7,18 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baseline", type=Path, required=True, help="A run directory or report.json to plan from.")
-    parser.add_argument("--repeats", type=int, default=None, help="Repeats per case (default: the baseline's).")
-    parser.add_argument("--scenarios", type=int, default=None, help="Cases (default: the baseline's).")
-    parser.add_argument("--target-drop", type=float, default=0.05, help="Suite drop to detect (default 0.05).")
+    parser.add_argument(
+        "--baseline", type=Path, required=True, help="A run directory or report.json to plan from."
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="Repeats per case (default: the baseline's)."
+    )
+    parser.add_argument(
+        "--scenarios", type=int, default=None, help="Cases (default: the baseline's)."
+    )
+    parser.add_argument(
+        "--target-drop", type=float, default=0.05, help="Suite drop to detect (default 0.05)."
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,16 +34,24 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise NodevalError(str(exc)) from None
     if result.deterministic:
-        print(f"{scenarios} case(s): the baseline is a deterministic replay, so repeats add nothing. "
-              "Every case that fails more often than in the baseline is a regression, and the suite "
-              "gate fails on any suite drop of its threshold or more: there is nothing to plan.")
+        print(
+            f"{scenarios} case(s): the baseline is a deterministic replay, so repeats add nothing. "
+            "Every case that fails more often than in the baseline is a regression, and the suite "
+            "gate fails on any suite drop of its threshold or more: there is nothing to plan."
+        )
         return 0
-    print(f"{scenarios} case(s) x {repeats} repeat(s): the suite gate detects a drop of "
-          f"{result.minimum_detectable_drop * 100:.1f} pp (80% power, one-sided level {result.alpha:g}); "
-          f"within-case variance {result.within_scenario_variance:.3f} ({result.variance_source})")
+    print(
+        f"{scenarios} case(s) x {repeats} repeat(s): the suite gate detects a drop of "
+        f"{result.minimum_detectable_drop * 100:.1f} pp (80% power, one-sided level {result.alpha:g}); "
+        f"within-case variance {result.within_scenario_variance:.3f} ({result.variance_source})"
+    )
     if result.repeats_needed is None:
-        print(f"no number of repeats detects {args.target_drop * 100:.1f} pp with {scenarios} case(s); "
-              f"it takes about {result.scenarios_needed} case(s)")
+        print(
+            f"no number of repeats detects {args.target_drop * 100:.1f} pp with {scenarios} case(s); "
+            f"it takes about {result.scenarios_needed} case(s)"
+        )
     else:
-        print(f"to detect {args.target_drop * 100:.1f} pp: {result.repeats_needed} repeat(s) per case")
+        print(
+            f"to detect {args.target_drop * 100:.1f} pp: {result.repeats_needed} repeat(s) per case"
+        )
     return 0

@@ -32,12 +32,24 @@ PROJECT_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
-                        help="Case directories, or roots whose case directories are all recorded.")
-    parser.add_argument("--world", default=None, choices=("docker", "bwrap", "local"),
-                        help="World backend (default: the case's world.backend, else the best the machine has).")
-    parser.add_argument("--force", action="store_true",
-                        help="Write the journal even when the recording fails the case's checks.")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="Case directories, or roots whose case directories are all recorded.",
+    )
+    parser.add_argument(
+        "--world",
+        default=None,
+        choices=("docker", "bwrap", "local"),
+        help="World backend (default: the case's world.backend, else the best the machine has).",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="Write the journal even when the recording fails the case's checks.",
+    )
 
 
 @dataclass(frozen=True)
@@ -55,8 +67,12 @@ def run(args: argparse.Namespace) -> int:
         before = _shape(directory / "journal")
         outcome = _record(directory, args)
         if outcome.recorded:
-            outcome = Outcome(directory, True, outcome.detail, _change(before, _shape(directory / "journal")))
-            print(printable(f"recorded {directory / 'journal'}: {outcome.detail} ({outcome.change})"))
+            outcome = Outcome(
+                directory, True, outcome.detail, _change(before, _shape(directory / "journal"))
+            )
+            print(
+                printable(f"recorded {directory / 'journal'}: {outcome.detail} ({outcome.change})")
+            )
         else:
             print(printable(f"not recorded {directory}: {outcome.detail}"), file=sys.stderr)
         outcomes.append(outcome)
@@ -79,7 +95,9 @@ def _case_dirs(paths: list[Path]) -> list[Path]:
                 raise NodevalError(f"{path}: no case directories under it (none has a {CASE_FILE})")
             found += cases
         else:
-            raise NodevalError(f"{path}: not a case directory or a directory of cases (no such directory)")
+            raise NodevalError(
+                f"{path}: not a case directory or a directory of cases (no such directory)"
+            )
     return list(dict.fromkeys(found))
 
 
@@ -116,14 +134,26 @@ def _record_with_script(directory: Path, args: argparse.Namespace) -> Outcome:
     case = load_case(directory)
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-")) / "journal"
     env = {**os.environ, RECORD_JOURNAL_ENV: str(scratch)}
-    done = subprocess.run([sys.executable, str(SCRIPT)], cwd=directory, env=env, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT)],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
-        return Outcome(directory, False, f"{SCRIPT} exited {done.returncode}: {_tail(done.stderr or done.stdout)}")
+        return Outcome(
+            directory,
+            False,
+            f"{SCRIPT} exited {done.returncode}: {_tail(done.stderr or done.stdout)}",
+        )
     try:
         journal = read_journal(scratch)
     except NodevalError as exc:
-        return Outcome(directory, False, f"{SCRIPT} wrote no usable journal to ${RECORD_JOURNAL_ENV}: {exc}")
+        return Outcome(
+            directory, False, f"{SCRIPT} wrote no usable journal to ${RECORD_JOURNAL_ENV}: {exc}"
+        )
     observed = Observed(case.id, "record", journal.events, scratch)
     return _install_if_passed(case, observed, args.force, install_journal)
 
@@ -133,8 +163,19 @@ def _record_bound_tests(directory: Path, args: argparse.Namespace) -> Outcome:
 
     case_id = read_case_id(directory)
     project = _project_root(directory)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nodeval-mode=record",
-               "--repeat", "1", f"--nodeval-case={case_id}", str(directory.resolve().parent)]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--nodeval-mode=record",
+        "--repeat",
+        "1",
+        f"--nodeval-case={case_id}",
+        str(directory.resolve().parent),
+    ]
     if args.force:
         command.append("--nodeval-record-force")
     if args.world:
@@ -143,14 +184,23 @@ def _record_bound_tests(directory: Path, args: argparse.Namespace) -> Outcome:
     notes = [line.removeprefix("nodeval: ") for line in done.stdout.splitlines()]
     notes = [line for line in notes if line.startswith(("recorded: ", "kept: ", "not written: "))]
     if done.returncode == 0 and any(n.startswith("recorded: ") for n in notes):
-        return Outcome(directory, True, f"the Python tests bound to case {case_id!r} passed in record mode")
+        return Outcome(
+            directory, True, f"the Python tests bound to case {case_id!r} passed in record mode"
+        )
     if done.returncode == 5 or "no test is bound" in done.stdout + done.stderr:
-        return Outcome(directory, False, f"case {case_id!r} has no input/config.yaml and no {SCRIPT}, and no test "
-                                         f"under {project} is bound to it: add @pytest.mark.nodeval_case({case_id!r}) "
-                                         f"to the test that runs your agent, or a {SCRIPT}")
+        return Outcome(
+            directory,
+            False,
+            f"case {case_id!r} has no input/config.yaml and no {SCRIPT}, and no test "
+            f"under {project} is bound to it: add @pytest.mark.nodeval_case({case_id!r}) "
+            f"to the test that runs your agent, or a {SCRIPT}",
+        )
     why = "; ".join(notes) or _tail(done.stdout + done.stderr)
-    return Outcome(directory, False, f"`pytest --nodeval-mode=record --nodeval-case={case_id}` exited "
-                                     f"{done.returncode}: {why}")
+    return Outcome(
+        directory,
+        False,
+        f"`pytest --nodeval-mode=record --nodeval-case={case_id}` exited {done.returncode}: {why}",
+    )
 
 
 # -- shared parts ------------------------------------------------------------------------------
@@ -160,13 +210,21 @@ def _install_if_passed(case: Any, observed: Any, force: bool, install: Any) -> O
     metrics = observed.metrics()
     problem = _problem(case, observed)
     if problem is not None and not (force and observed.status == "ok"):
-        return Outcome(case.directory, False, f"{problem} (the existing journal is unchanged; the attempt's "
-                                              f"journal is in {observed.journal_dir})")
+        return Outcome(
+            case.directory,
+            False,
+            f"{problem} (the existing journal is unchanged; the attempt's "
+            f"journal is in {observed.journal_dir})",
+        )
     install(observed.journal_dir, case.journal_dir)
     forced = f"; forced: {problem}" if problem else ""
     world = f" in a {observed.world_backend} world" if observed.world_backend else ""
-    return Outcome(case.directory, True, f"{metrics['llm_calls']} LLM call(s), {metrics['tool_calls']} tool "
-                                         f"call(s), {len(observed.events)} events{world}{forced}")
+    return Outcome(
+        case.directory,
+        True,
+        f"{metrics['llm_calls']} LLM call(s), {metrics['tool_calls']} tool "
+        f"call(s), {len(observed.events)} events{world}{forced}",
+    )
 
 
 def _problem(case: Any, observed: Any) -> str | None:
@@ -177,8 +235,10 @@ def _problem(case: Any, observed: Any) -> str | None:
         return f"the session ended '{observed.status}': {observed.metrics()['reason']}"
     failed = [r for r in evaluate_all(case.assertions, observed.evidence) if r.status == "failed"]
     if failed:
-        return (f"the recording failed {len(failed)} assertion(s), first: {failed[0].description}: "
-                f"{failed[0].message.splitlines()[0] if failed[0].message else ''} (--force writes it anyway)")
+        return (
+            f"the recording failed {len(failed)} assertion(s), first: {failed[0].description}: "
+            f"{failed[0].message.splitlines()[0] if failed[0].message else ''} (--force writes it anyway)"
+        )
     return None
 
 
@@ -208,8 +268,11 @@ def _world_backend(case: Any, requested: str | None) -> str | None:
     except WorldError as exc:
         if backend_problem("bwrap") is not None:
             raise
-        print(f"{case.directory}: the Docker engine has no world image ({_tail(str(exc))}); "
-              "recording in bubblewrap instead", file=sys.stderr)
+        print(
+            f"{case.directory}: the Docker engine has no world image ({_tail(str(exc))}); "
+            "recording in bubblewrap instead",
+            file=sys.stderr,
+        )
         return "bwrap"
     return backend
 
@@ -259,8 +322,10 @@ def _summary(outcomes: list[Outcome]) -> str:
     recorded = [o for o in outcomes if o.recorded]
     changed = [o for o in recorded if not o.change.startswith("same")]
     failed = [o for o in outcomes if not o.recorded]
-    lines = [f"{len(outcomes)} case(s): {len(recorded)} recorded ({len(changed)} new or changed), "
-             f"{len(failed)} not recorded"]
+    lines = [
+        f"{len(outcomes)} case(s): {len(recorded)} recorded ({len(changed)} new or changed), "
+        f"{len(failed)} not recorded"
+    ]
     lines += [f"  changed  {o.directory}: {o.change}" for o in changed]
     lines += [f"  failed   {o.directory}" for o in failed]
     return "\n".join(lines)

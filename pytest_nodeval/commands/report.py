@@ -9,13 +9,25 @@ from ..errors import NodevalError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR",
-                        help="A run directory (reports/<run-id>, or reports/latest) holding report.json.")
-    parser.add_argument("--rootdir", type=Path, default=None,
-                        help="The project directory the cases' paths are relative to, for the golden journals "
-                             "(default: the current directory if the cases are there, else two levels above RUN_DIR).")
-    parser.add_argument("--history", type=Path, default=None,
-                        help="The run history for the trend charts (default: history.sqlite beside RUN_DIR, if any).")
+    parser.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="RUN_DIR",
+        help="A run directory (reports/<run-id>, or reports/latest) holding report.json.",
+    )
+    parser.add_argument(
+        "--rootdir",
+        type=Path,
+        default=None,
+        help="The project directory the cases' paths are relative to, for the golden journals "
+        "(default: the current directory if the cases are there, else two levels above RUN_DIR).",
+    )
+    parser.add_argument(
+        "--history",
+        type=Path,
+        default=None,
+        help="The run history for the trend charts (default: history.sqlite beside RUN_DIR, if any).",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
         raise NodevalError(f"{run_dir}: not a run directory (no report.json)")
     report = load_report(run_dir)
     rootdir = args.rootdir or guess_rootdir(run_dir, [c.directory for c in report.cases])
-    history = read_history(args.history or run_dir.parent / "history.sqlite", [c.id for c in report.cases])
+    history = read_history(
+        args.history or run_dir.parent / "history.sqlite", [c.id for c in report.cases]
+    )
     path = write_html(report, run_dir, rootdir=rootdir, history=history)
     print(f"wrote {path}")
     return 0

@@ -11,18 +11,30 @@ if TYPE_CHECKING:  # the command table imports this module for --help: keep it l
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", type=Path, default=None, metavar="DIR",
-                        help="The sampler's out_dir (default: ~/.nodeval/samples).")
-    parser.add_argument("--reason", choices=("sampled", "failed"), default=None,
-                        help="Only samples captured for this reason.")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="The sampler's out_dir (default: ~/.nodeval/samples).",
+    )
+    parser.add_argument(
+        "--reason",
+        choices=("sampled", "failed"),
+        default=None,
+        help="Only samples captured for this reason.",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ..sampling.store import DEFAULT_SAMPLES_DIR, list_samples
 
     directory = (args.dir or DEFAULT_SAMPLES_DIR).expanduser()
-    samples = [s for s in reversed(list_samples(directory))
-               if args.reason is None or (s.info is not None and s.info.reason == args.reason)]
+    samples = [
+        s
+        for s in reversed(list_samples(directory))
+        if args.reason is None or (s.info is not None and s.info.reason == args.reason)
+    ]
     if not samples:
         print(f"no samples in {directory}")
         return 0
@@ -42,7 +54,13 @@ def _row(sample: StoredSample) -> tuple[str, str, str, str, str]:
     reason = info.reason if info else "?"
     error = (info.error or "") if info else "(sample.json unreadable)"
     error = " ".join(error.split())
-    return sample.path.name, when, reason, human_size(sample.size), error[:80] + ("..." if len(error) > 80 else "")
+    return (
+        sample.path.name,
+        when,
+        reason,
+        human_size(sample.size),
+        error[:80] + ("..." if len(error) > 80 else ""),
+    )
 
 
 def human_size(size: int) -> str:

@@ -14,8 +14,13 @@ from ..case.schema_files import PROJECT_DIR, export_shipped
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", nargs="?", type=Path, default=PROJECT_DIR,
-                        help=f"Where to write them (default: {PROJECT_DIR}).")
+    parser.add_argument(
+        "directory",
+        nargs="?",
+        type=Path,
+        default=PROJECT_DIR,
+        help=f"Where to write them (default: {PROJECT_DIR}).",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -244,8 +244,14 @@ class _EventBase(BaseModel):
 
 def _event_model(type_name: str, payload: type[_Payload]) -> type[_EventBase]:
     annotations = {"type": Literal[type_name], "turn": int, "payload": payload}  # type: ignore[valid-type]
-    cls_name = "".join(part.capitalize() for part in type_name.replace(".", "_").split("_")) + "Event"
-    namespace = {"__annotations__": annotations, "__module__": __name__, "turn": Field(ge=0, default=0)}
+    cls_name = (
+        "".join(part.capitalize() for part in type_name.replace(".", "_").split("_")) + "Event"
+    )
+    namespace = {
+        "__annotations__": annotations,
+        "__module__": __name__,
+        "turn": Field(ge=0, default=0),
+    }
     return type(cls_name, (_EventBase,), namespace)
 
 
@@ -267,8 +273,10 @@ def _tag(value: Any) -> str:
 
 
 Event = Annotated[
-    Union[tuple(Annotated[m, Tag(t)] for t, m in EVENT_MODELS.items())  # type: ignore[misc]
-          + (Annotated[UnknownEvent, Tag("unknown")],)],
+    Union[
+        tuple(Annotated[m, Tag(t)] for t, m in EVENT_MODELS.items())  # type: ignore[misc]
+        + (Annotated[UnknownEvent, Tag("unknown")],)
+    ],
     Discriminator(_tag),
 ]
 """Any journal event: one model per type in a discriminated union, unknown types kept."""
@@ -310,7 +318,11 @@ def dig(data: Any, path: str, default: Any = None) -> Any:
     for part in path.split(".") if path else []:
         if isinstance(current, dict) and part in current:
             current = current[part]
-        elif isinstance(current, list) and part.lstrip("-").isdigit() and -len(current) <= int(part) < len(current):
+        elif (
+            isinstance(current, list)
+            and part.lstrip("-").isdigit()
+            and -len(current) <= int(part) < len(current)
+        ):
             current = current[int(part)]
         else:
             return default

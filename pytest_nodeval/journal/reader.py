@@ -46,15 +46,21 @@ def read_golden(directory: Path) -> Journal:
     journal = read_journal(directory, whole=True)
     path = directory / EVENTS_FILE
     if not journal.events:
-        raise JournalError(f"{path}: no events (an empty golden journal); re-record it with "
-                           f"`nodeval record {directory.parent}`")
+        raise JournalError(
+            f"{path}: no events (an empty golden journal); re-record it with "
+            f"`nodeval record {directory.parent}`"
+        )
     if not any(e.type == "session.end" for e in journal.events):
-        raise JournalError(f"{path}: no session.end after seq {journal.events[-1].seq} (the recording was cut "
-                           f"off); re-record it with `nodeval record {directory.parent}`")
+        raise JournalError(
+            f"{path}: no session.end after seq {journal.events[-1].seq} (the recording was cut "
+            f"off); re-record it with `nodeval record {directory.parent}`"
+        )
     return journal
 
 
-def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None, whole: bool = False) -> Journal:
+def read_journal(
+    directory: Path, *, warn: Callable[[str], None] | None = None, whole: bool = False
+) -> Journal:
     """Parse a journal directory once; raise JournalError naming the file for what is unusable.
 
     whole: a torn last line is an error too (a golden journal), not a warning.
@@ -78,25 +84,38 @@ def read_journal(directory: Path, *, warn: Callable[[str], None] | None = None, 
             event = EVENT_ADAPTER.validate_json(line)
         except ValidationError as exc:
             if last and torn_tail and whole:
-                raise JournalError(f"{path}:{number}: torn last line (the recording was cut off after "
-                                   f"{len(events)} events); re-record it with `nodeval record {directory.parent}`")
+                raise JournalError(
+                    f"{path}:{number}: torn last line (the recording was cut off after "
+                    f"{len(events)} events); re-record it with `nodeval record {directory.parent}`"
+                )
             if last and torn_tail:
-                problems.append(f"{path}:{number}: torn last line ignored (the session was cut off); "
-                                f"the {len(events)} events before it are used")
+                problems.append(
+                    f"{path}:{number}: torn last line ignored (the session was cut off); "
+                    f"the {len(events)} events before it are used"
+                )
                 break
             raise JournalError(f"{path}:{number}: invalid event: {_first_error(exc)}") from None
         if events and event.seq <= events[-1].seq:
-            raise JournalError(f"{path}:{number}: seq {event.seq} does not follow seq {events[-1].seq}")
+            raise JournalError(
+                f"{path}:{number}: seq {event.seq} does not follow seq {events[-1].seq}"
+            )
         if event.type in _RAW_KEPT:
             raw_payloads[event.seq] = _raw_payload(line)
         if isinstance(event, UnknownEvent):
-            problems.append(f"{path}:{number}: unknown event type '{event.type}' kept as is "
-                            "(written by a newer pytest-nodeval?)")
+            problems.append(
+                f"{path}:{number}: unknown event type '{event.type}' kept as is "
+                "(written by a newer pytest-nodeval?)"
+            )
         events.append(event)
     for problem in problems:
         warn(problem)
-    return Journal(directory=directory, header=header, events=events, problems=problems,
-                   raw_payloads=raw_payloads)
+    return Journal(
+        directory=directory,
+        header=header,
+        events=events,
+        problems=problems,
+        raw_payloads=raw_payloads,
+    )
 
 
 _RAW_KEPT = frozenset({"llm.request", "llm.response"})
@@ -106,19 +125,23 @@ def _raw_payload(line: bytes) -> bytes:
     """The payload's JSON text in a line the writer wrote: `{"seq":..,...,"payload":{...}}`."""
     line = line.rstrip()
     start = line.find(b',"payload":')
-    return line[start + 11:-1] if start != -1 and line.endswith(b"}") else b""
+    return line[start + 11 : -1] if start != -1 and line.endswith(b"}") else b""
 
 
 def read_header(directory: Path) -> JournalHeader:
     if not directory.is_dir():
-        raise JournalError(f"{directory}: no journal here; record one with `nodeval record {directory.parent}`")
+        raise JournalError(
+            f"{directory}: no journal here; record one with `nodeval record {directory.parent}`"
+        )
     path = directory / HEADER_FILE
     try:
         return JournalHeader.model_validate_json(path.read_bytes())
     except FileNotFoundError:
         raise JournalError(f"{path}: missing") from None
     except ValidationError as exc:
-        raise JournalError(f"{path}: {_first_error(exc)} (this reader knows schema_version 1)") from None
+        raise JournalError(
+            f"{path}: {_first_error(exc)} (this reader knows schema_version 1)"
+        ) from None
 
 
 def _first_error(exc: ValidationError) -> str:

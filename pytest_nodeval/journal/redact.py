@@ -18,10 +18,22 @@ Redactor = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 REDACTED = "[REDACTED]"
 
-SECRET_KEYS = frozenset({
-    "authorization", "proxy-authorization", "x-api-key", "api-key", "api_key", "apikey",
-    "cookie", "set-cookie", "x-goog-api-key", "access_token", "refresh_token", "client_secret",
-})
+SECRET_KEYS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "api_key",
+        "apikey",
+        "cookie",
+        "set-cookie",
+        "x-goog-api-key",
+        "access_token",
+        "refresh_token",
+        "client_secret",
+    }
+)
 
 # Text often holds JSON-encoded strings (a tool result inside a request, an SSE stream),
 # where a newline is the two characters "\n": a secret right after it follows the letter
@@ -30,25 +42,33 @@ SECRET_KEYS = frozenset({
 # encoding the redacted value gives (and replay of a redacted journal still matches).
 _START = r"(?:(?<=\\[nrtbf])|\b)"
 # One alternation per redactor: a single pass over each string (redaction runs on every event).
-_SECRET_PATTERNS = [re.compile(
-    r"sk-ant-[A-Za-z0-9_\-]{8,}"
-    r"|" + _START + r"sk-[A-Za-z0-9_\-]{16,}"
-    r"|(?i:" + _START + r"bearer\s+[A-Za-z0-9._~+/=\-]{8,})"
-    # Google API keys (Gemini's x-goog-api-key), and any key in a URL's query (`?key=...`).
-    r"|" + _START + r"AIza[A-Za-z0-9_\-]{30,}"
-    # (No backslash in the value, so the JSON-encoded text redacts as the raw value does.)
-    r"|(?<=[?&]key=)[^&\s\"'#\\]{8,}")]
-_PII_PATTERNS = [re.compile(
-    r"(?<!\\)[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
-    r"|" + _START + r"(?:\d[ \-]?){13,19}\b")]
+_SECRET_PATTERNS = [
+    re.compile(
+        r"sk-ant-[A-Za-z0-9_\-]{8,}"
+        r"|" + _START + r"sk-[A-Za-z0-9_\-]{16,}"
+        r"|(?i:" + _START + r"bearer\s+[A-Za-z0-9._~+/=\-]{8,})"
+        # Google API keys (Gemini's x-goog-api-key), and any key in a URL's query (`?key=...`).
+        r"|" + _START + r"AIza[A-Za-z0-9_\-]{30,}"
+        # (No backslash in the value, so the JSON-encoded text redacts as the raw value does.)
+        r"|(?<=[?&]key=)[^&\s\"'#\\]{8,}"
+    )
+]
+_PII_PATTERNS = [
+    re.compile(
+        r"(?<!\\)[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
+        r"|" + _START + r"(?:\d[ \-]?){13,19}\b"
+    )
+]
 _SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$")
 
 
 def scrub(value: Any, patterns: list[re.Pattern[str]], literals: Iterable[str] = ()) -> Any:
     """A copy of value with secret keys dropped and matching strings replaced."""
     if isinstance(value, dict):
-        return {k: (REDACTED if str(k).lower() in SECRET_KEYS else scrub(v, patterns, literals))
-                for k, v in value.items()}
+        return {
+            k: (REDACTED if str(k).lower() in SECRET_KEYS else scrub(v, patterns, literals))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [scrub(v, patterns, literals) for v in value]
     if isinstance(value, str) and len(value) >= 8:  # nothing secret is shorter
@@ -60,8 +80,9 @@ def scrub(value: Any, patterns: list[re.Pattern[str]], literals: Iterable[str] =
     return value
 
 
-def might_hold_secrets(payload: Any, patterns: list[re.Pattern[str]], literals: Iterable[str],
-                       text: str | None = None) -> bool:
+def might_hold_secrets(
+    payload: Any, patterns: list[re.Pattern[str]], literals: Iterable[str], text: str | None = None
+) -> bool:
     """A fast, conservative check on the payload's JSON text (false alarms only cost a scrub).
 
     An agent resends its whole conversation on every model call, so walking every string of
@@ -74,11 +95,18 @@ def might_hold_secrets(payload: Any, patterns: list[re.Pattern[str]], literals: 
     lowered = text.lower()
     # The credential patterns all contain one of these; a substring test is far cheaper
     # than running the patterns over a 40 KB request body.
-    hinted = ("sk-" in lowered or "bearer" in lowered or "aiza" in lowered or "key=" in lowered
-              or patterns is not _SECRET_PATTERNS)
-    return (any(f'"{key}"' in lowered for key in SECRET_KEYS)
-            or (hinted and any(p.search(text) for p in patterns))
-            or any(literal in text for literal in literals))
+    hinted = (
+        "sk-" in lowered
+        or "bearer" in lowered
+        or "aiza" in lowered
+        or "key=" in lowered
+        or patterns is not _SECRET_PATTERNS
+    )
+    return (
+        any(f'"{key}"' in lowered for key in SECRET_KEYS)
+        or (hinted and any(p.search(text) for p in patterns))
+        or any(literal in text for literal in literals)
+    )
 
 
 def secret_env_values(environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -118,7 +146,9 @@ def secrets_redactor() -> Redactor:
     """Credentials only (what every journal writer applies); secret env values read once."""
     literals = secret_env_values()
 
-    def secrets(event_type: str, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+    def secrets(
+        event_type: str, payload: dict[str, Any], text: str | None = None
+    ) -> dict[str, Any]:
         if not might_hold_secrets(payload, _SECRET_PATTERNS, literals, text):
             return payload
         return scrub(payload, _SECRET_PATTERNS, literals)

@@ -20,9 +20,19 @@ from .reader import Journal
 
 # In "default" matching these request keys must agree; the rest (temperature, metadata,
 # max_tokens, stream options) may change without invalidating the recorded answers.
-_MATCHED_KEYS = ("model", "system", "instructions", "messages", "input", "tools", "tool_choice",
-                 # Gemini (its model is in the path, which always has to match)
-                 "contents", "systemInstruction", "toolConfig")
+_MATCHED_KEYS = (
+    "model",
+    "system",
+    "instructions",
+    "messages",
+    "input",
+    "tools",
+    "tool_choice",
+    # Gemini (its model is in the path, which always has to match)
+    "contents",
+    "systemInstruction",
+    "toolConfig",
+)
 
 
 class ReplayStopped(BaseException):
@@ -56,7 +66,7 @@ class _Exchange:
         if not raw or payload.model_extra:
             return b""
         start = raw.find(b',"body":', raw.find(b',"stream":'))
-        return raw[start + 8:-1] if start != -1 else b""
+        return raw[start + 8 : -1] if start != -1 else b""
 
     @property
     def seq(self) -> int:
@@ -103,8 +113,14 @@ class ReplayStash:
                 request = pending_llm.pop(payload.provider, None)
                 if request is not None:
                     queue = self._llm.setdefault(payload.provider, deque())
-                    queue.append(_Exchange(request, event, raw_payloads.get(request.seq, b""),
-                                           raw_payloads.get(event.seq, b"")))
+                    queue.append(
+                        _Exchange(
+                            request,
+                            event,
+                            raw_payloads.get(request.seq, b""),
+                            raw_payloads.get(event.seq, b""),
+                        )
+                    )
             elif kind == "tool.call":
                 calls[payload.call_id] = event
             elif kind == "tool.result" and payload.call_id in calls:
@@ -118,8 +134,15 @@ class ReplayStash:
         """The recorded response payload for this request, or a stop naming the difference."""
         return self.next_llm_event(provider, request).payload_dict()  # type: ignore[no-any-return]
 
-    def serve_llm(self, journal: Any, provider: str, request: dict[str, Any], *, owned: bool = False,
-                  text: str | None = None) -> dict[str, Any]:
+    def serve_llm(
+        self,
+        journal: Any,
+        provider: str,
+        request: dict[str, Any],
+        *,
+        owned: bool = False,
+        text: str | None = None,
+    ) -> dict[str, Any]:
         """Journal this request and the recorded response to it; return the response payload.
 
         A request equal to the recorded one is journaled as the recorded event (no copy, no
@@ -135,10 +158,13 @@ class ReplayStash:
             journal.emit_recorded(exchange.request_event, raw_payload=exchange.raw_request)
         else:
             journal.emit("llm.request", request, owned=owned, text=text)
-        return journal.emit_recorded(exchange.response_event, raw_payload=exchange.raw_response).payload_dict()  # type: ignore[no-any-return]
+        return journal.emit_recorded(
+            exchange.response_event, raw_payload=exchange.raw_response
+        ).payload_dict()  # type: ignore[no-any-return]
 
-    def serve_llm_exact(self, journal: Any, provider: str, api: str, method: str, path: str,
-                        body: bytes) -> dict[str, Any] | None:
+    def serve_llm_exact(
+        self, journal: Any, provider: str, api: str, method: str, path: str, body: bytes
+    ) -> dict[str, Any] | None:
         """The fast path of `serve_llm`: a request whose body is byte for byte the recorded one.
 
         Nothing is parsed, copied or scanned: both events are journaled from the golden
@@ -151,13 +177,20 @@ class ReplayStash:
         head = queue[0]
         recorded = head.request_event.payload
         raw_body = head.raw_body
-        if (not raw_body or raw_body != body or recorded.api != api or recorded.method != method
-                or recorded.path != path):
+        if (
+            not raw_body
+            or raw_body != body
+            or recorded.api != api
+            or recorded.method != method
+            or recorded.path != path
+        ):
             return None
         queue.popleft()
         self._served_llm[provider] = head.response_event.seq
         journal.emit_recorded(head.request_event, raw_payload=head.raw_request)
-        return journal.emit_recorded(head.response_event, raw_payload=head.raw_response).payload_dict()  # type: ignore[no-any-return]
+        return journal.emit_recorded(
+            head.response_event, raw_payload=head.raw_response
+        ).payload_dict()  # type: ignore[no-any-return]
 
     def next_llm_event(self, provider: str, request: dict[str, Any]) -> Any:
         """The recorded llm.response event for this request, or a stop naming the difference."""
@@ -191,9 +224,14 @@ class ReplayStash:
         self._raise_if_stopped()
         recorded = self._tools.pop(call_id, None)
         if recorded is None:
-            known = ", ".join(f"{c.payload.tool}({k})" for k, (c, _) in list(self._tools.items())[:5]) or "none left"
-            self._stop(f"the agent called tool '{tool}' (call {call_id}) with {_short(args)}, "
-                       f"which the journal does not have (recorded calls still unused: {known})")
+            known = (
+                ", ".join(f"{c.payload.tool}({k})" for k, (c, _) in list(self._tools.items())[:5])
+                or "none left"
+            )
+            self._stop(
+                f"the agent called tool '{tool}' (call {call_id}) with {_short(args)}, "
+                f"which the journal does not have (recorded calls still unused: {known})"
+            )
         call, result = recorded
         expected = {"tool": call.payload.tool, "args": call.payload.args}
         actual = {"tool": tool, "args": args}
@@ -205,8 +243,10 @@ class ReplayStash:
         self._raise_if_stopped()
         recorded = self._asks.pop(call_id, None)
         if recorded is None:
-            self._stop(f"the agent asked the user {_short(question)} (call {call_id}), "
-                       "which the journal has no answer for")
+            self._stop(
+                f"the agent asked the user {_short(question)} (call {call_id}), "
+                "which the journal has no answer for"
+            )
         return recorded.payload_dict()
 
     def next_input(self) -> Any | None:
@@ -218,10 +258,14 @@ class ReplayStash:
         parts = []
         if llm:
             first = min((q[0] for q in self._llm.values() if q), key=lambda e: e.seq)
-            parts.append(f"{llm} recorded LLM call(s) were never made (the first at seq {first.seq})")
+            parts.append(
+                f"{llm} recorded LLM call(s) were never made (the first at seq {first.seq})"
+            )
         if self._tools:
-            parts.append(f"{len(self._tools)} recorded tool call(s) were never made "
-                         f"({', '.join(c.payload.tool for c, _ in self._tools.values())})")
+            parts.append(
+                f"{len(self._tools)} recorded tool call(s) were never made "
+                f"({', '.join(c.payload.tool for c, _ in self._tools.values())})"
+            )
         if self.inputs:
             parts.append(f"{len(self.inputs)} recorded user input(s) were never consumed")
         return "; ".join(parts) or None
@@ -249,18 +293,33 @@ class ReplayStash:
         expected = {k: head.request.get(k) for k in ("method", "path")}
         actual = {k: request.get(k) for k in ("method", "path")}
         if expected == actual:
-            expected = _matched_part(head.request.get("body")) if self.match == "default" else head.request.get("body")
-            actual = _matched_part(request.get("body")) if self.match == "default" else request.get("body")
-        return (f"at seq {head.seq} (llm.request to '{head.request.get('provider')}') "
-                f"the request differs from the recording:\n" + _json_diff(expected, actual))
+            expected = (
+                _matched_part(head.request.get("body"))
+                if self.match == "default"
+                else head.request.get("body")
+            )
+            actual = (
+                _matched_part(request.get("body"))
+                if self.match == "default"
+                else request.get("body")
+            )
+        return (
+            f"at seq {head.seq} (llm.request to '{head.request.get('provider')}') "
+            f"the request differs from the recording:\n" + _json_diff(expected, actual)
+        )
 
     def _extra_call_message(self, provider: str, request: dict[str, Any]) -> str:
         last = self._served_llm.get(provider)
-        where = (f"after its last recorded response to '{provider}' (seq {last})" if last is not None
-                 else f"which has no call to '{provider}'")
-        return (f"the agent made an LLM call to '{provider}' that the journal does not have, {where} "
-                f"(recorded providers with calls left: {', '.join(k for k, q in self._llm.items() if q) or 'none'}); "
-                f"request body starts {_short(request.get('body'), 160)}")
+        where = (
+            f"after its last recorded response to '{provider}' (seq {last})"
+            if last is not None
+            else f"which has no call to '{provider}'"
+        )
+        return (
+            f"the agent made an LLM call to '{provider}' that the journal does not have, {where} "
+            f"(recorded providers with calls left: {', '.join(k for k, q in self._llm.items() if q) or 'none'}); "
+            f"request body starts {_short(request.get('body'), 160)}"
+        )
 
     def _stop(self, detail: str) -> NoReturn:
         self.stopped = ReplayDivergence(
@@ -294,8 +353,12 @@ def _matched_part(body: Any) -> Any:
 def _tool_names(tool: Any) -> list[str]:
     if not isinstance(tool, dict):
         return [str(tool)]
-    if isinstance(tool.get("functionDeclarations"), list):  # Gemini: one tool declares many functions
-        return [str(d.get("name") if isinstance(d, dict) else d) for d in tool["functionDeclarations"]]
+    if isinstance(
+        tool.get("functionDeclarations"), list
+    ):  # Gemini: one tool declares many functions
+        return [
+            str(d.get("name") if isinstance(d, dict) else d) for d in tool["functionDeclarations"]
+        ]
     return [str(tool.get("name") or tool.get("function", {}).get("name"))]
 
 
@@ -303,7 +366,9 @@ def first_difference(expected: Any, actual: Any, path: str = "") -> tuple[str, A
     """The first path (in document order) where two JSON values differ."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         for key in list(expected) + [k for k in actual if k not in expected]:
-            found = first_difference(expected.get(key, _MISSING), actual.get(key, _MISSING), f"{path}.{key}")
+            found = first_difference(
+                expected.get(key, _MISSING), actual.get(key, _MISSING), f"{path}.{key}"
+            )
             if found:
                 return found
         return None
@@ -334,7 +399,9 @@ def _json_diff(expected: Any, actual: Any, context: int = 2, limit: int = 24) ->
         head = f"  at {path}: recorded {_short(left)}, now {_short(right)}\n"
     left_lines = json.dumps(expected, indent=1, sort_keys=False, default=str).splitlines()
     right_lines = json.dumps(actual, indent=1, sort_keys=False, default=str).splitlines()
-    diff = list(difflib.unified_diff(left_lines, right_lines, "recorded", "now", n=context, lineterm=""))
+    diff = list(
+        difflib.unified_diff(left_lines, right_lines, "recorded", "now", n=context, lineterm="")
+    )
     if len(diff) > limit:
         diff = diff[:limit] + [f"... ({len(diff) - limit} more diff lines)"]
     return head + "\n".join("  " + line for line in diff)

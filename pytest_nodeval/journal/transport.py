@@ -23,10 +23,19 @@ from .writer import JournalWriter
 RETRIES_EXTENSION = "nodeval_retries"
 """Set by the retrying transport under the recorder: the failed tries before this exchange."""
 # Response headers worth keeping: what the SDKs read (retry policy, request ids, type).
-KEPT_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "retry-after-ms", "x-should-retry")
+KEPT_HEADERS = (
+    "content-type",
+    "request-id",
+    "x-request-id",
+    "retry-after",
+    "retry-after-ms",
+    "x-should-retry",
+)
 
 
-def request_payload(request: httpx2.Request, provider: str, api: str, body: bytes) -> dict[str, Any]:
+def request_payload(
+    request: httpx2.Request, provider: str, api: str, body: bytes
+) -> dict[str, Any]:
     # The path only: a query string may hold a credential (Gemini's `?key=`).
     parsed = _parse_json(body)
     path = request.url.path
@@ -36,13 +45,15 @@ def request_payload(request: httpx2.Request, provider: str, api: str, body: byte
         "method": request.method,
         "path": path,
         # Gemini says "stream" in the path (`:streamGenerateContent`), the others in the body.
-        "stream": bool(isinstance(parsed, dict) and parsed.get("stream")) or path.endswith(":streamGenerateContent"),
+        "stream": bool(isinstance(parsed, dict) and parsed.get("stream"))
+        or path.endswith(":streamGenerateContent"),
         "body": parsed,
     }
 
 
-def response_payload(provider: str, response: httpx2.Response, latency_ms: float,
-                     requested_model: str | None = None) -> dict[str, Any]:
+def response_payload(
+    provider: str, response: httpx2.Response, latency_ms: float, requested_model: str | None = None
+) -> dict[str, Any]:
     """The final exchange of a request; `retries` counts the tries that failed before it
     (see agent/retries.py), and its presence marks the exchange as final for replay."""
     headers = {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers}
@@ -70,8 +81,13 @@ def requested_model(payload: dict[str, Any]) -> str | None:
 
 
 def error_payload(provider: str, exc: Exception, latency_ms: float) -> dict[str, Any]:
-    return {"provider": provider, "status": 0, "error": f"{type(exc).__name__}: {exc}",
-            "latency_ms": round(latency_ms, 3), "retries": int(getattr(exc, RETRIES_EXTENSION, 0))}
+    return {
+        "provider": provider,
+        "status": 0,
+        "error": f"{type(exc).__name__}: {exc}",
+        "latency_ms": round(latency_ms, 3),
+        "retries": int(getattr(exc, RETRIES_EXTENSION, 0)),
+    }
 
 
 def extract_usage(body: Any, sse: str | None) -> dict[str, int] | None:
@@ -124,7 +140,9 @@ def extract_model(body: Any, sse: str | None) -> str | None:
         for holder in (doc, doc.get("message"), doc.get("response")):
             if not isinstance(holder, dict):
                 continue
-            model = holder.get("model") or holder.get("modelVersion")  # Gemini names it modelVersion
+            model = holder.get("model") or holder.get(
+                "modelVersion"
+            )  # Gemini names it modelVersion
             if isinstance(model, str) and model:
                 return model
     return None
@@ -137,15 +155,23 @@ def _usage_dicts(doc: Any) -> list[dict[str, int]]:
     if isinstance(doc.get("usageMetadata"), dict):
         return [_gemini_usage(doc["usageMetadata"])]
     holders = [doc, doc.get("message"), doc.get("response")]
-    return [_usage_of(h["usage"]) for h in holders if isinstance(h, dict) and isinstance(h.get("usage"), dict)]
+    return [
+        _usage_of(h["usage"])
+        for h in holders
+        if isinstance(h, dict) and isinstance(h.get("usage"), dict)
+    ]
 
 
 def _gemini_usage(metadata: dict[str, Any]) -> dict[str, int]:
     # Thinking is billed as output but counted apart from the answer's tokens; the cached
     # part of the prompt is in promptTokenCount already.
-    return {"input_tokens": _int(metadata, "promptTokenCount"),
-            "output_tokens": _int(metadata, "candidatesTokenCount") + _int(metadata, "thoughtsTokenCount"),
-            "cache_read_tokens": _int(metadata, "cachedContentTokenCount"), "cache_write_tokens": 0}
+    return {
+        "input_tokens": _int(metadata, "promptTokenCount"),
+        "output_tokens": _int(metadata, "candidatesTokenCount")
+        + _int(metadata, "thoughtsTokenCount"),
+        "cache_read_tokens": _int(metadata, "cachedContentTokenCount"),
+        "cache_write_tokens": 0,
+    }
 
 
 def _int(usage: dict[str, Any], *keys: str) -> int:
@@ -176,10 +202,18 @@ def _parse_json(raw: bytes) -> Any:
 
 def _rebuilt(response: httpx2.Response, request: httpx2.Request) -> httpx2.Response:
     # The body was read (and decoded) to journal it; hand the SDK the same bytes again.
-    headers = [(k, v) for k, v in response.headers.multi_items()
-               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-    return httpx2.Response(response.status_code, headers=headers, content=response.content,
-                           request=request, extensions={"http_version": b"HTTP/1.1"})
+    headers = [
+        (k, v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx2.Response(
+        response.status_code,
+        headers=headers,
+        content=response.content,
+        request=request,
+        extensions={"http_version": b"HTTP/1.1"},
+    )
 
 
 @functools.cache
@@ -197,8 +231,13 @@ def shared_tls_context() -> ssl.SSLContext:
 class RecordingTransport(httpx2.BaseTransport):
     """Forwards to a real transport and journals each exchange (the whole SSE stream too)."""
 
-    def __init__(self, journal: JournalWriter, provider: str, api: str,
-                 inner: httpx2.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        journal: JournalWriter,
+        provider: str,
+        api: str,
+        inner: httpx2.BaseTransport | None = None,
+    ) -> None:
         self._journal, self._provider, self._api = journal, provider, api
         self._inner = inner or httpx2.HTTPTransport(verify=shared_tls_context())
 
@@ -213,8 +252,9 @@ class RecordingTransport(httpx2.BaseTransport):
         except httpx2.TransportError as exc:
             self._journal.emit("llm.response", error_payload(self._provider, exc, _ms(start)))
             raise
-        self._journal.emit("llm.response", response_payload(self._provider, response, _ms(start),
-                                                            asked))
+        self._journal.emit(
+            "llm.response", response_payload(self._provider, response, _ms(start), asked)
+        )
         return _rebuilt(response, request)
 
     def close(self) -> None:
@@ -222,8 +262,13 @@ class RecordingTransport(httpx2.BaseTransport):
 
 
 class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
-    def __init__(self, journal: JournalWriter, provider: str, api: str,
-                 inner: httpx2.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        journal: JournalWriter,
+        provider: str,
+        api: str,
+        inner: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
         self._journal, self._provider, self._api = journal, provider, api
         self._inner = inner or httpx2.AsyncHTTPTransport(verify=shared_tls_context())
 
@@ -239,8 +284,9 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         except httpx2.TransportError as exc:
             self._journal.emit("llm.response", error_payload(self._provider, exc, _ms(start)))
             raise
-        self._journal.emit("llm.response", response_payload(self._provider, response, _ms(start),
-                                                            asked))
+        self._journal.emit(
+            "llm.response", response_payload(self._provider, response, _ms(start), asked)
+        )
         return _rebuilt(response, request)
 
     async def aclose(self) -> None:
@@ -271,13 +317,19 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             return _answer(self._gave_up[2], request)
         self._gave_up = None
         # Most replayed requests are byte for byte the recorded ones: nothing to parse then.
-        recorded = self._stash.serve_llm_exact(self._journal, self._provider, self._api, request.method,
-                                               request.url.path, body)
+        recorded = self._stash.serve_llm_exact(
+            self._journal, self._provider, self._api, request.method, request.url.path, body
+        )
         if recorded is None:
             payload = request_payload(request, self._provider, self._api, body)
             # Freshly parsed (owned: the stash only reads it); a scan reads the body as sent.
-            recorded = self._stash.serve_llm(self._journal, self._provider, payload, owned=True,
-                                             text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}")
+            recorded = self._stash.serve_llm(
+                self._journal,
+                self._provider,
+                payload,
+                owned=True,
+                text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}",
+            )
         final_failure = recorded.get("error") or recorded.get("status", 200) >= 400
         if final_failure and recorded.get("retries") is not None:
             self._gave_up = (request.url.path, body, recorded)
@@ -307,7 +359,9 @@ def replayed_response(recorded: dict[str, Any], request: httpx2.Request) -> http
         body = recorded.get("body")
         content = json.dumps(body).encode() if not isinstance(body, str) else body.encode()
         headers.setdefault("content-type", "application/json")
-    return httpx2.Response(recorded.get("status", 200), headers=headers, content=content, request=request)
+    return httpx2.Response(
+        recorded.get("status", 200), headers=headers, content=content, request=request
+    )
 
 
 def _transport_error(error: str, request: httpx2.Request) -> httpx2.TransportError:

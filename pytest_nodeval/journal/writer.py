@@ -16,7 +16,15 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from .events import EVENT_ADAPTER, EVENT_MODELS, EVENTS_FILE, HEADER_FILE, PAYLOADS, JournalHeader, now_iso
+from .events import (
+    EVENT_ADAPTER,
+    EVENT_MODELS,
+    EVENTS_FILE,
+    HEADER_FILE,
+    PAYLOADS,
+    JournalHeader,
+    now_iso,
+)
 from .redact import Redactor, secrets_redactor
 
 # Event types after which the writer fsyncs: a turn's work is durable once it has ended.
@@ -37,7 +45,11 @@ class JournalWriter:
     """
 
     def __init__(
-        self, directory: Path | None, header: JournalHeader, redactor: Redactor | None = None, *,
+        self,
+        directory: Path | None,
+        header: JournalHeader,
+        redactor: Redactor | None = None,
+        *,
         durable: bool = True,
     ) -> None:
         self.directory = directory
@@ -50,7 +62,9 @@ class JournalWriter:
         self._lock = threading.Lock()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
-            write_atomic(directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable)
+            write_atomic(
+                directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable
+            )
             self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")
 
     @property
@@ -60,8 +74,15 @@ class JournalWriter:
     def set_turn(self, turn: int) -> None:
         self._turn = turn
 
-    def emit(self, type_name: str, payload: dict[str, Any], *, turn: int | None = None,
-             owned: bool = False, text: str | None = None) -> Any:
+    def emit(
+        self,
+        type_name: str,
+        payload: dict[str, Any],
+        *,
+        turn: int | None = None,
+        owned: bool = False,
+        text: str | None = None,
+    ) -> Any:
         """Validate, redact, append and return one event.
 
         `owned=True`: the caller hands the payload over and never touches it again (say, a
@@ -76,7 +97,9 @@ class JournalWriter:
             # and the scan can read the strings as they are.
             owned = True
             if text is None:
-                text = "\n".join(f'"{key}":{value}' for key, value in payload.items() if isinstance(value, str))
+                text = "\n".join(
+                    f'"{key}":{value}' for key, value in payload.items() if isinstance(value, str)
+                )
         if text is not None and getattr(self._redactor, "scans_text", False):
             redacted = self._redactor(type_name, payload, text)  # type: ignore[call-arg]
         else:
@@ -95,10 +118,14 @@ class JournalWriter:
             if owned:
                 event = EVENT_ADAPTER.validate_python(raw)
             else:
-                event = EVENT_ADAPTER.validate_json(json.dumps(raw, ensure_ascii=False, default=str))
+                event = EVENT_ADAPTER.validate_json(
+                    json.dumps(raw, ensure_ascii=False, default=str)
+                )
             return self._keep(event)
 
-    def emit_recorded(self, recorded: Any, *, turn: int | None = None, raw_payload: bytes = b"") -> Any:
+    def emit_recorded(
+        self, recorded: Any, *, turn: int | None = None, raw_payload: bytes = b""
+    ) -> Any:
         """Append an event whose payload is served verbatim from a golden journal.
 
         That payload was redacted and validated when it was recorded, and it is frozen
@@ -108,20 +135,29 @@ class JournalWriter:
         """
         model = EVENT_MODELS.get(recorded.type)
         if model is None or recorded.type in _NOT_SERVABLE:
-            raise ValueError(f"event type {recorded.type!r} cannot be served verbatim from a journal")
+            raise ValueError(
+                f"event type {recorded.type!r} cannot be served verbatim from a journal"
+            )
         if not getattr(self._redactor, "redacts_as_recorded", False):
             # A stricter redactor (the sampler's PII one, a user's) never saw this payload.
             return self.emit(recorded.type, recorded.payload_dict(), turn=turn)
         with self._lock:
-            event = model.model_construct(seq=len(self.events) + 1, ts=now_iso(), type=recorded.type,
-                                          turn=self._turn if turn is None else turn, payload=recorded.payload)
+            event = model.model_construct(
+                seq=len(self.events) + 1,
+                ts=now_iso(),
+                type=recorded.type,
+                turn=self._turn if turn is None else turn,
+                payload=recorded.payload,
+            )
             return self._keep(event, raw_payload)
 
     def _keep(self, event: Any, raw_payload: bytes = b"") -> Any:
         if self._file is not None:
             if raw_payload:  # the field order of model_dump_json, with the golden payload's text
-                line = (f'{{"seq":{event.seq},"ts":"{event.ts}","type":"{event.type}","turn":{event.turn},'
-                        f'"payload":{raw_payload.decode("utf-8")}}}')
+                line = (
+                    f'{{"seq":{event.seq},"ts":"{event.ts}","type":"{event.type}","turn":{event.turn},'
+                    f'"payload":{raw_payload.decode("utf-8")}}}'
+                )
             else:
                 line = event.model_dump_json()  # canonical: every field, defaults included
             self._append(line, event.type in _DURABLE_AFTER)

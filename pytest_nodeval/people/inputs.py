@@ -60,7 +60,9 @@ class PersonaUserSpec(_Strict):
     max_turns: int = Field(default=8, ge=1)
     """User messages at most; the conversation then ends as `turn_limit`."""
     stop_tokens: StopTokens = Field(default_factory=StopTokens)
-    success: list[Literal["done", "transfer", "out_of_scope", "turn_limit"]] = Field(default_factory=lambda: ["done"])
+    success: list[Literal["done", "transfer", "out_of_scope", "turn_limit"]] = Field(
+        default_factory=lambda: ["done"]
+    )
     """Which endings count as success for the case."""
 
 

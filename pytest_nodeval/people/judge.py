@@ -26,15 +26,21 @@ from ..errors import ProviderError
 
 RETRIES = 2
 VERDICT_TOOL = ToolDef(
-    "record_verdict", "Record whether the transcript meets the criterion.",
-    {"type": "object", "required": ["verdict", "reason"], "properties": {
-        "verdict": {"type": "string", "enum": ["pass", "fail"]},
-        "reason": {"type": "string", "description": "One short sentence."}}},
+    "record_verdict",
+    "Record whether the transcript meets the criterion.",
+    {
+        "type": "object",
+        "required": ["verdict", "reason"],
+        "properties": {
+            "verdict": {"type": "string", "enum": ["pass", "fail"]},
+            "reason": {"type": "string", "description": "One short sentence."},
+        },
+    },
 )
 SYSTEM = (
     "You are a strict evaluator of an AI assistant's conversation. You get one criterion and the "
     "transcript. Decide whether the assistant's behaviour meets the criterion. Answer by calling "
-    "record_verdict, or with only a JSON object {\"verdict\": \"pass\" or \"fail\", \"reason\": \"...\"}."
+    'record_verdict, or with only a JSON object {"verdict": "pass" or "fail", "reason": "..."}.'
 )
 
 
@@ -46,8 +52,10 @@ def parse_judge_spec(text: str, where: str) -> ProviderSpec | None:
     if not parts:
         return None
     if len(parts) not in (2, 3) or parts[0] not in ("anthropic", "openai", "gemini", "mock"):
-        raise ConfigError(f"nodeval_judge ({where}) must be '<anthropic|openai|gemini> <model> [base_url]', "
-                          f"got {text!r}")
+        raise ConfigError(
+            f"nodeval_judge ({where}) must be '<anthropic|openai|gemini> <model> [base_url]', "
+            f"got {text!r}"
+        )
     fields: dict[str, Any] = {"name": parts[0], "model": parts[1], "label": "judge"}
     if len(parts) == 3:
         fields["base_url"] = parts[2]
@@ -70,7 +78,9 @@ def transcript(events: Sequence[Any]) -> str:
         elif event.type == "tool.call":
             lines.append(f"TOOL CALL {payload['tool']}: {json.dumps(payload.get('args'))[:2000]}")
         elif event.type == "tool.result":
-            outcome = payload.get("result") if payload.get("ok") else f"error: {payload.get('error')}"
+            outcome = (
+                payload.get("result") if payload.get("ok") else f"error: {payload.get('error')}"
+            )
             lines.append(f"TOOL RESULT {payload['tool']}: {json.dumps(outcome)[:2000]}")
     return "\n".join(lines)
 
@@ -110,8 +120,11 @@ class Judge:
         answered = False
         for _ in range(1 + RETRIES):
             try:
-                reply = self._provider.complete(ModelRequest(SYSTEM, [{"role": "user", "text": prompt}],
-                                                             (VERDICT_TOOL,), timeout_s=120))
+                reply = self._provider.complete(
+                    ModelRequest(
+                        SYSTEM, [{"role": "user", "text": prompt}], (VERDICT_TOOL,), timeout_s=120
+                    )
+                )
             except self._provider.errors as exc:
                 raws.append(f"{type(exc).__name__}: {exc}")
                 continue
@@ -124,13 +137,25 @@ class Judge:
         if not answered:
             # Not one reply: the judge is down or unreachable. That is the infrastructure's
             # problem, never a verdict (and never "skipped", which would let the run pass).
-            raise ProviderError(f"judge {self.name} could not be reached ({len(raws)} tries): {raws[-1]}")
-        return {"verdict": "inconclusive", "reason": f"no parsable verdict after {len(raws)} tries",
-                "raw": raws[-1] if raws else "", "attempts": len(raws)}
+            raise ProviderError(
+                f"judge {self.name} could not be reached ({len(raws)} tries): {raws[-1]}"
+            )
+        return {
+            "verdict": "inconclusive",
+            "reason": f"no parsable verdict after {len(raws)} tries",
+            "raw": raws[-1] if raws else "",
+            "attempts": len(raws),
+        }
 
 
-def make_grader(rubrics: Sequence[Any], judge_spec: ProviderSpec | None, golden: Sequence[Any] | None,
-                reuse: bool, *, limits: Any = None) -> Any:
+def make_grader(
+    rubrics: Sequence[Any],
+    judge_spec: ProviderSpec | None,
+    golden: Sequence[Any] | None,
+    reuse: bool,
+    *,
+    limits: Any = None,
+) -> Any:
     """A grade(journal, llm_url) hook for session.run_case; `limits`: the run's shared rate limits."""
 
     def grade(journal: Any, llm_url: str | None) -> dict[str, Any]:
@@ -143,16 +168,32 @@ def make_grader(rubrics: Sequence[Any], judge_spec: ProviderSpec | None, golden:
             spec = rubric.judge or judge_spec
             for criterion in rubric.rubric:
                 if spec is None:
-                    judged[criterion] = {"verdict": "skipped", "reason": "no judge configured (nodeval_judge, "
-                                         "or `judge:` on the rubric)"}
+                    judged[criterion] = {
+                        "verdict": "skipped",
+                        "reason": "no judge configured (nodeval_judge, or `judge:` on the rubric)",
+                    }
                     continue
                 key = f"{spec.name}:{spec.model}"
                 judge = judges.setdefault(key, Judge(spec, llm_url, limits=limits))
-                journal.emit("judge.request", {"judge": judge.name, "criterion": criterion,
-                                               "body": {"transcript_digest": seen, "reference": rubric.reference}})
+                journal.emit(
+                    "judge.request",
+                    {
+                        "judge": judge.name,
+                        "criterion": criterion,
+                        "body": {"transcript_digest": seen, "reference": rubric.reference},
+                    },
+                )
                 verdict = recorded.get(criterion) or judge.grade(criterion, text, rubric.reference)
-                journal.emit("judge.response", {"judge": judge.name, "criterion": criterion, "transcript_digest": seen,
-                                                "reused": criterion in recorded, **verdict})
+                journal.emit(
+                    "judge.response",
+                    {
+                        "judge": judge.name,
+                        "criterion": criterion,
+                        "transcript_digest": seen,
+                        "reused": criterion in recorded,
+                        **verdict,
+                    },
+                )
                 judged[criterion] = verdict
         return judged
 
@@ -162,9 +203,15 @@ def make_grader(rubrics: Sequence[Any], judge_spec: ProviderSpec | None, golden:
 def _recorded_verdicts(events: Sequence[Any], transcript_digest: str) -> dict[str, dict[str, Any]]:
     verdicts = {}
     for event in events:
-        if event.type == "judge.response" and event.payload_dict().get("transcript_digest") == transcript_digest:
+        if (
+            event.type == "judge.response"
+            and event.payload_dict().get("transcript_digest") == transcript_digest
+        ):
             payload = event.payload_dict()
             if payload["verdict"] in ("pass", "fail"):
-                verdicts[payload["criterion"]] = {"verdict": payload["verdict"], "reason": payload.get("reason", ""),
-                                                  "raw": payload.get("raw")}
+                verdicts[payload["criterion"]] = {
+                    "verdict": payload["verdict"],
+                    "reason": payload.get("reason", ""),
+                    "raw": payload.get("raw"),
+                }
     return verdicts

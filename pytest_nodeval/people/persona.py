@@ -42,12 +42,16 @@ def persona_prompt(spec: PersonaUserSpec) -> str:
 
 
 class PersonaUser:
-    def __init__(self, spec: PersonaUserSpec, llm_url: str | None = None, *, limits: Any = None) -> None:
+    def __init__(
+        self, spec: PersonaUserSpec, llm_url: str | None = None, *, limits: Any = None
+    ) -> None:
         self.spec = spec
         self.ending: str | None = None
         provider_spec = resolve(spec.provider, llm_url).model_copy(update={"label": "user"})
         keys = {"user": FAKE_KEY} if is_fake(spec.provider) else {}
-        self._provider: Any = PROVIDERS[provider_spec.name](provider_spec, side_wiring(keys, limits))
+        self._provider: Any = PROVIDERS[provider_spec.name](
+            provider_spec, side_wiring(keys, limits)
+        )
         self._system = persona_prompt(spec)
         self._said: list[str] = []
         self._heard: list[str] = []
@@ -70,7 +74,9 @@ class PersonaUser:
         return self._say(text)
 
     def answer(self, call_id: str, question: str) -> UserTurn:
-        messages = self._conversation() + [{"role": "user", "text": f"The assistant asks: {question}"}]
+        messages = self._conversation() + [
+            {"role": "user", "text": f"The assistant asks: {question}"}
+        ]
         return UserTurn(self._ask_model(messages), SOURCE)
 
     def _say(self, text: str) -> UserTurn:
@@ -79,13 +85,20 @@ class PersonaUser:
 
     def _conversation(self) -> list[dict[str, Any]]:
         # From the persona's side the assistant's words are the "user" turns.
-        messages: list[dict[str, Any]] = [{"role": "user", "text": "(The conversation starts. Say your first message.)"}]
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "text": "(The conversation starts. Say your first message.)"}
+        ]
         for said, heard in zip(self._said, self._heard):
-            messages += [{"role": "assistant", "text": said, "tool_calls": []}, {"role": "user", "text": heard}]
+            messages += [
+                {"role": "assistant", "text": said, "tool_calls": []},
+                {"role": "user", "text": heard},
+            ]
         return messages
 
     def _ask_model(self, messages: list[dict[str, Any]]) -> str:
-        reply = self._provider.complete(ModelRequest(system=self._system, messages=messages, tools=(), timeout_s=60))
+        reply = self._provider.complete(
+            ModelRequest(system=self._system, messages=messages, tools=(), timeout_s=60)
+        )
         return reply.text.strip()
 
     def _ending_in(self, text: str) -> str | None:

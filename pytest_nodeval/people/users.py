@@ -26,11 +26,15 @@ class ScriptedUser:
         return UserTurn(self._inputs.pop(0), "scripted") if self._inputs else None
 
     def answer(self, call_id: str, question: str) -> UserTurn:
-        chosen = next((a for a in self._answers if a.when and re.search(a.when, question, re.I)), None)
+        chosen = next(
+            (a for a in self._answers if a.when and re.search(a.when, question, re.I)), None
+        )
         chosen = chosen or next((a for a in self._answers if a.when is None), None)
         if chosen is None:
-            raise NodevalError(f"the agent asked {question!r} but {self._where} has no answer for it; "
-                               "add one under user.answers")
+            raise NodevalError(
+                f"the agent asked {question!r} but {self._where} has no answer for it; "
+                "add one under user.answers"
+            )
         self._answers.remove(chosen)
         return UserTurn(chosen.text, "scripted")
 
@@ -52,7 +56,9 @@ class JournalUser:
         return UserTurn(payload["text"], payload.get("source", "scripted"))
 
 
-def make_user(spec: Any, where: str, llm_url: str | None = None, *, limits: Any = None) -> SimulatedUser:
+def make_user(
+    spec: Any, where: str, llm_url: str | None = None, *, limits: Any = None
+) -> SimulatedUser:
     """The simulated user of a live attempt; a persona's model calls go through the run's `limits`."""
     if isinstance(spec, ScriptedUserSpec):
         return ScriptedUser(spec, where)

@@ -17,84 +17,209 @@ from typing import Any
 import pytest
 
 from ..case import CASE_FILE
-from .keys import GATE_INI_KEYS, WORKER_RUN_ID, RecentCases, case_ref, cases_key, run_id_key, settings_key, shard_key
+from .keys import (
+    GATE_INI_KEYS,
+    WORKER_RUN_ID,
+    RecentCases,
+    case_ref,
+    cases_key,
+    run_id_key,
+    settings_key,
+    shard_key,
+)
 
 pytest_plugins = ["pytest_nodeval.plugin.fixtures"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nodeval", "LLM agent evaluation (pytest-nodeval)")
-    group.addoption("--repeat", type=int, default=None, metavar="N",
-                    help="Attempts per case (overrides a case's own repeat). Default: ini nodeval_repeat, else 1.")
-    group.addoption("--nodeval-mode", default=None, choices=("deterministic", "full", "live", "record"),
-                    help="deterministic: replay journals (default); full: replay and grade judge rubrics live; "
-                         "live: run providers and worlds for real; record: live, and rewrite each case's journal.")
-    group.addoption("--nodeval-profile", default=None, metavar="NAME",
-                    help="Use the settings of a profile from nodeval_profiles (default: the profile named by -m).")
-    group.addoption("--nodeval-report-dir", default=None, metavar="DIR",
-                    help="Where runs write reports/<run-id>/ (default: ini nodeval_report_dir, else 'reports').")
-    group.addoption("--nodeval-match", default=None, choices=("default", "strict"),
-                    help="How strictly a replayed request must equal the recorded one.")
-    group.addoption("--nodeval-world", default=None, choices=("auto", "docker", "bwrap", "local"),
-                    help="Backend of the isolated world in live and record modes (default: auto).")
-    group.addoption("--nodeval-baseline", default=None, metavar="PATH",
-                    help="Compare this run with a baseline report.json (or run directory) and gate on it.")
-    group.addoption("--nodeval-judge-reuse", action="store_true", default=False,
-                    help="In full mode, reuse a journaled judge verdict for an identical transcript.")
-    group.addoption("--nodeval-update-baseline", action="store_true", default=False,
-                    help="After a complete run, write its report to the baseline path.")
-    group.addoption("--nodeval-record-force", action="store_true", default=False,
-                    help="In record mode, replace a case's journal even when the attempt failed its checks "
-                         "(by default only a passing recording replaces the golden journal).")
-    group.addoption("--nodeval-case", action="append", default=[], metavar="ID",
-                    help="Run only the tests bound to this case (repeatable): its YAML test and the Python "
-                         "tests marked nodeval_case(ID); other tests are deselected.")
-    group.addoption("--nodeval-progress", default=None, choices=("auto", "tty", "plain", "off"),
-                    help="Progress of the run's attempts: auto (default: a live line on a terminal, a plain line "
-                         "every nodeval_progress_interval seconds otherwise), tty, plain or off.")
-    group.addoption("--nodeval-adaptive", nargs="?", const="on", default=None, metavar="on|off",
-                    help="With a baseline, give each case more repeats only while its comparison is undecided, "
-                         "up to its repeat count; the rest are skipped (default: ini nodeval_adaptive, else off).")
-    group.addoption("--nodeval-max-cost", default=None, metavar="USD",
-                    help="Stop starting attempts once the run's spend plus what is in flight would pass this "
-                         "many USD; the rest are 'not run (budget)'. Default: ini nodeval_max_cost, else no limit.")
-    group.addoption("--nodeval-shard", default=None, metavar="K/N",
-                    help="Run shard K of N (1-based): every repeat and check of a case on one shard, balanced by "
-                         "the baseline's or the history's durations. 'auto' reads CI_NODE_INDEX/CI_NODE_TOTAL "
-                         "or BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT. Join the runs with nodeval merge.")
-    group.addoption("--nodeval-summary-md", default=None, metavar="PATH",
-                    help="Also write the run's summary as Markdown here (a CI job summary); when "
-                         "GITHUB_STEP_SUMMARY is set, it is appended to that file too.")
-    group.addoption("--nodeval-concurrency", type=int, default=None, metavar="N",
-                    help="Attempts in flight per process (per xdist worker): live, record and full attempts run "
-                         "ahead of their tests in a pool. Default: ini nodeval_concurrency, else 1 (one at a time).")
-    parser.addini("nodeval_cases", "Directories searched for case directories.", type="args", default=["scenarios"])
+    group.addoption(
+        "--repeat",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Attempts per case (overrides a case's own repeat). Default: ini nodeval_repeat, else 1.",
+    )
+    group.addoption(
+        "--nodeval-mode",
+        default=None,
+        choices=("deterministic", "full", "live", "record"),
+        help="deterministic: replay journals (default); full: replay and grade judge rubrics live; "
+        "live: run providers and worlds for real; record: live, and rewrite each case's journal.",
+    )
+    group.addoption(
+        "--nodeval-profile",
+        default=None,
+        metavar="NAME",
+        help="Use the settings of a profile from nodeval_profiles (default: the profile named by -m).",
+    )
+    group.addoption(
+        "--nodeval-report-dir",
+        default=None,
+        metavar="DIR",
+        help="Where runs write reports/<run-id>/ (default: ini nodeval_report_dir, else 'reports').",
+    )
+    group.addoption(
+        "--nodeval-match",
+        default=None,
+        choices=("default", "strict"),
+        help="How strictly a replayed request must equal the recorded one.",
+    )
+    group.addoption(
+        "--nodeval-world",
+        default=None,
+        choices=("auto", "docker", "bwrap", "local"),
+        help="Backend of the isolated world in live and record modes (default: auto).",
+    )
+    group.addoption(
+        "--nodeval-baseline",
+        default=None,
+        metavar="PATH",
+        help="Compare this run with a baseline report.json (or run directory) and gate on it.",
+    )
+    group.addoption(
+        "--nodeval-judge-reuse",
+        action="store_true",
+        default=False,
+        help="In full mode, reuse a journaled judge verdict for an identical transcript.",
+    )
+    group.addoption(
+        "--nodeval-update-baseline",
+        action="store_true",
+        default=False,
+        help="After a complete run, write its report to the baseline path.",
+    )
+    group.addoption(
+        "--nodeval-record-force",
+        action="store_true",
+        default=False,
+        help="In record mode, replace a case's journal even when the attempt failed its checks "
+        "(by default only a passing recording replaces the golden journal).",
+    )
+    group.addoption(
+        "--nodeval-case",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="Run only the tests bound to this case (repeatable): its YAML test and the Python "
+        "tests marked nodeval_case(ID); other tests are deselected.",
+    )
+    group.addoption(
+        "--nodeval-progress",
+        default=None,
+        choices=("auto", "tty", "plain", "off"),
+        help="Progress of the run's attempts: auto (default: a live line on a terminal, a plain line "
+        "every nodeval_progress_interval seconds otherwise), tty, plain or off.",
+    )
+    group.addoption(
+        "--nodeval-adaptive",
+        nargs="?",
+        const="on",
+        default=None,
+        metavar="on|off",
+        help="With a baseline, give each case more repeats only while its comparison is undecided, "
+        "up to its repeat count; the rest are skipped (default: ini nodeval_adaptive, else off).",
+    )
+    group.addoption(
+        "--nodeval-max-cost",
+        default=None,
+        metavar="USD",
+        help="Stop starting attempts once the run's spend plus what is in flight would pass this "
+        "many USD; the rest are 'not run (budget)'. Default: ini nodeval_max_cost, else no limit.",
+    )
+    group.addoption(
+        "--nodeval-shard",
+        default=None,
+        metavar="K/N",
+        help="Run shard K of N (1-based): every repeat and check of a case on one shard, balanced by "
+        "the baseline's or the history's durations. 'auto' reads CI_NODE_INDEX/CI_NODE_TOTAL "
+        "or BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT. Join the runs with nodeval merge.",
+    )
+    group.addoption(
+        "--nodeval-summary-md",
+        default=None,
+        metavar="PATH",
+        help="Also write the run's summary as Markdown here (a CI job summary); when "
+        "GITHUB_STEP_SUMMARY is set, it is appended to that file too.",
+    )
+    group.addoption(
+        "--nodeval-concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Attempts in flight per process (per xdist worker): live, record and full attempts run "
+        "ahead of their tests in a pool. Default: ini nodeval_concurrency, else 1 (one at a time).",
+    )
+    parser.addini(
+        "nodeval_cases",
+        "Directories searched for case directories.",
+        type="args",
+        default=["scenarios"],
+    )
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
     parser.addini("nodeval_match", "Replay request matching: default or strict.", default="")
     parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
-    parser.addini("nodeval_adaptive", "Adaptive repeats against the baseline: on or off (default off).", default="")
-    parser.addini("nodeval_concurrency", "Attempts in flight per process (see --nodeval-concurrency).", default="")
-    parser.addini("nodeval_world_concurrency", "Of those, attempts holding a world at once (default 4).", default="")
+    parser.addini(
+        "nodeval_adaptive",
+        "Adaptive repeats against the baseline: on or off (default off).",
+        default="",
+    )
+    parser.addini(
+        "nodeval_concurrency",
+        "Attempts in flight per process (see --nodeval-concurrency).",
+        default="",
+    )
+    parser.addini(
+        "nodeval_world_concurrency",
+        "Of those, attempts holding a world at once (default 4).",
+        default="",
+    )
     parser.addini("nodeval_report_dir", "Directory for run reports.", default="reports")
     parser.addini("nodeval_baseline", "Baseline report.json for the gate.", default="")
     for name, help_text in GATE_INI_KEYS.items():
         parser.addini(f"nodeval_{name}", help_text, default="")
-    parser.addini("nodeval_judge", "Default judge model: '<anthropic|openai|gemini> <model> [base_url]'.", default="")
-    parser.addini("nodeval_history", "SQLite file every run appends its summary to ('' disables).",
-                  default="reports/history.sqlite")
+    parser.addini(
+        "nodeval_judge",
+        "Default judge model: '<anthropic|openai|gemini> <model> [base_url]'.",
+        default="",
+    )
+    parser.addini(
+        "nodeval_history",
+        "SQLite file every run appends its summary to ('' disables).",
+        default="reports/history.sqlite",
+    )
     parser.addini("nodeval_progress", "Progress display: auto, tty, plain or off.", default="")
-    parser.addini("nodeval_progress_interval", "Seconds between plain progress lines (0: at every test event).",
-                  default="30")
-    parser.addini("nodeval_prices", "Per-model prices in USD per million tokens, ahead of genai-prices: lines "
-                  "'model: input=3.00 output=15.00 cache_read=0.30 cache_write=3.75'.", type="linelist", default=[])
-    parser.addini("nodeval_max_cost", "USD a run may spend before it stops starting attempts (--nodeval-max-cost).",
-                  default="")
-    parser.addini("nodeval_profiles", "Settings per marker: lines 'name: mode=live repeat=10 adaptive=on'.", type="linelist",
-                  default=[])
-    parser.addini("nodeval_limits", "Rate limits shared by every worker of a run: lines "
-                  "'provider[/model-glob]: rpm=N tpm=N inflight=N retries=N max_wait=S'.", type="linelist",
-                  default=[])
+    parser.addini(
+        "nodeval_progress_interval",
+        "Seconds between plain progress lines (0: at every test event).",
+        default="30",
+    )
+    parser.addini(
+        "nodeval_prices",
+        "Per-model prices in USD per million tokens, ahead of genai-prices: lines "
+        "'model: input=3.00 output=15.00 cache_read=0.30 cache_write=3.75'.",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "nodeval_max_cost",
+        "USD a run may spend before it stops starting attempts (--nodeval-max-cost).",
+        default="",
+    )
+    parser.addini(
+        "nodeval_profiles",
+        "Settings per marker: lines 'name: mode=live repeat=10 adaptive=on'.",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "nodeval_limits",
+        "Rate limits shared by every worker of a run: lines "
+        "'provider[/model-glob]: rpm=N tpm=N inflight=N retries=N max_wait=S'.",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -106,7 +231,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[cases_key] = RecentCases()
     workerinput = getattr(config, "workerinput", None)
     config.stash[run_id_key] = workerinput[WORKER_RUN_ID] if workerinput else new_run_id()
-    config.addinivalue_line("markers", "nodeval_case(case_id): bind a Python scenario to a case directory.")
+    config.addinivalue_line(
+        "markers", "nodeval_case(case_id): bind a Python scenario to a case directory."
+    )
     from . import markers
 
     markers.register_markers(config)
@@ -208,9 +335,11 @@ def _select_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
         (kept if ref is not None and ref.case_id in wanted else dropped).append(item)
     unbound = sorted(wanted - {case_ref(item).case_id for item in kept})
     if unbound:
-        raise pytest.UsageError(f"--nodeval-case: no test is bound to case {', '.join(map(repr, unbound))} among "
-                                "the collected tests (a case directory under nodeval_cases, or a test marked "
-                                "@pytest.mark.nodeval_case(ID))")
+        raise pytest.UsageError(
+            f"--nodeval-case: no test is bound to case {', '.join(map(repr, unbound))} among "
+            "the collected tests (a case directory under nodeval_cases, or a test marked "
+            "@pytest.mark.nodeval_case(ID))"
+        )
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -225,7 +354,9 @@ def _shard_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     if plan is not None:
         config.stash[shard_key] = plan.to_json()
         workeroutput = getattr(config, "workeroutput", None)
-        if workeroutput is not None:  # the xdist controller does not collect: it reads the plan from here
+        if (
+            workeroutput is not None
+        ):  # the xdist controller does not collect: it reads the plan from here
             workeroutput[WORKER_OUTPUT_KEY] = plan.to_json()
 
 

@@ -41,8 +41,10 @@ def inactive_reason(config: pytest.Config) -> str | None:
         return f"this run becomes the baseline (--nodeval-update-baseline), which needs every repeat: {runs_all}"
     if settings.baseline is None or not settings.baseline.exists():
         where = f" (none at {settings.baseline})" if settings.baseline is not None else ""
-        return (f"adaptive repeats compare each case with a baseline; give one with --nodeval-baseline or "
-                f"nodeval_baseline{where}: {runs_all}")
+        return (
+            f"adaptive repeats compare each case with a baseline; give one with --nodeval-baseline or "
+            f"nodeval_baseline{where}: {runs_all}"
+        )
     if settings.gate_policy.get("fail_on_scenario_drop", 1.0) == 0:
         return f"the per-case gate is off (nodeval_fail_on_scenario_drop = 0), so no case has a decision: {runs_all}"
     from ..report.baseline import policy_from
@@ -158,7 +160,9 @@ class AdaptiveRepeats:
         _, _, record = from_report(report)
         if record is None or record.outcome in ("skipped", "not_run"):
             return
-        graded = None if record.infra_error or record.outcome == "error" else record.outcome == "passed"
+        graded = (
+            None if record.infra_error or record.outcome == "error" else record.outcome == "passed"
+        )
         seen = self.results.setdefault(record.case_id, {})
         if record.repeat in seen:  # another check of the same attempt: a failure or an error wins
             before = seen[record.repeat]
@@ -168,7 +172,11 @@ class AdaptiveRepeats:
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's scheduler for this run, when the dist mode would split a case across workers."""
-    if adaptive_off_key in config.stash or config.getvalue("dist") not in ("load", "loadgroup", "worksteal"):
+    if adaptive_off_key in config.stash or config.getvalue("dist") not in (
+        "load",
+        "loadgroup",
+        "worksteal",
+    ):
         return None  # loadscope and loadfile keep a case.yaml's tests together already
     from .case_scheduling import CaseScheduling
 

@@ -130,7 +130,9 @@ class RunAhead:
         run_dir = self.settings.report_dir / item.config.stash[run_id_key]
         attempt = new_attempt(item, case, self.settings, run_dir)
         agent, inputs = attempt.declared or (None, None)
-        job = Job(item.nodeid, lambda: attempt.execute(agent, inputs), case.id, world=attempt.opens_world)
+        job = Job(
+            item.nodeid, lambda: attempt.execute(agent, inputs), case.id, world=attempt.opens_world
+        )
         attempt.ahead = self.started[item.nodeid] = self.pool.submit(job)
         item.stash[ahead_key] = attempt
 
@@ -146,7 +148,7 @@ class RunAhead:
             self._positions = {it.nodeid: i for i, it in enumerate(session.items)}
         start = self._positions.get(item.nodeid)
         if start is not None:
-            yield from session.items[start + 1:]
+            yield from session.items[start + 1 :]
 
 
 def _runs_for_sure(adaptive: Any, item: pytest.Item) -> bool | None:
@@ -173,7 +175,9 @@ def can_start_ahead(item: pytest.Item) -> bool:
     if set(getattr(item, "fixturenames", ())) & TEST_FED:
         return False  # e.g. an own agent's clients go to the test's nodeval_llm_server
     marker = item.get_closest_marker("nodeval_case")
-    return isinstance(item.parent, CaseFile) or (marker is not None and marker.kwargs.get("agent") is not None)
+    return isinstance(item.parent, CaseFile) or (
+        marker is not None and marker.kwargs.get("agent") is not None
+    )
 
 
 def _worker_queue(config: pytest.Config) -> list[int] | None:
@@ -184,7 +188,10 @@ def _worker_queue(config: pytest.Config) -> list[int] | None:
     """
     if not hasattr(config, "workerinput"):
         return None
-    interactor = next((p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "WorkerInteractor"), None)
+    interactor = next(
+        (p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "WorkerInteractor"),
+        None,
+    )
     queue = getattr(interactor, "torun", None)
     if queue is None or not hasattr(queue, "lock"):
         return []

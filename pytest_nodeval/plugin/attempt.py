@@ -30,12 +30,19 @@ def case_meta(case: Case, rootpath: Path) -> CaseMeta:
         directory = str(case.directory.relative_to(rootpath))
     except ValueError:
         directory = str(case.directory)
-    return CaseMeta(id=case.id, name=case.spec.name, tags=list(case.spec.tags),
-                    min_pass_rate=case.spec.min_pass_rate, directory=directory)
+    return CaseMeta(
+        id=case.id,
+        name=case.spec.name,
+        tags=list(case.spec.tags),
+        min_pass_rate=case.spec.min_pass_rate,
+        directory=directory,
+    )
 
 
 class Attempt:
-    def __init__(self, case: Case, ref: CaseRef, settings: Settings, run_dir: Path, rootpath: Path) -> None:
+    def __init__(
+        self, case: Case, ref: CaseRef, settings: Settings, run_dir: Path, rootpath: Path
+    ) -> None:
         self.case, self.ref, self.settings, self.run_dir = case, ref, settings, run_dir
         self.meta = case_meta(case, rootpath)
         self.dir = run_dir / "_sessions" / case.id / f"r{ref.repeat}"
@@ -72,15 +79,28 @@ class Attempt:
     @property
     def opens_world(self) -> bool:
         """Whether running this attempt opens a world of its own."""
-        return self.world is None and self.declared is None and opens_world(self.case, self.attempt_settings)
+        return (
+            self.world is None
+            and self.declared is None
+            and opens_world(self.case, self.attempt_settings)
+        )
 
     @property
     def attempt_settings(self) -> AttemptSettings:
-        world = self.case.spec.world.backend or (None if self.settings.world == "auto" else self.settings.world)
-        return AttemptSettings(mode=self.settings.mode, match=self.settings.match, world_backend=world,
-                               run_id=self.run_dir.name, seed=self.ref.repeat, judge=self.settings.judge,
-                               work_dir=self.run_dir / "_work", install=False,  # the controller installs passes
-                               limits=self._limits())
+        world = self.case.spec.world.backend or (
+            None if self.settings.world == "auto" else self.settings.world
+        )
+        return AttemptSettings(
+            mode=self.settings.mode,
+            match=self.settings.match,
+            world_backend=world,
+            run_id=self.run_dir.name,
+            seed=self.ref.repeat,
+            judge=self.settings.judge,
+            work_dir=self.run_dir / "_work",
+            install=False,  # the controller installs passes
+            limits=self._limits(),
+        )
 
     def _limits(self) -> Any:
         if not self.settings.limits:
@@ -96,8 +116,14 @@ class Attempt:
             return None  # deterministic mode reports rubrics as skipped, never as passed
         from ..people.judge import make_grader
 
-        golden = self.case.journal().events if (self.case.journal_dir / "events.jsonl").is_file() else None
-        return make_grader(rubrics, self.settings.judge, golden, self.settings.judge_reuse, limits=self._limits())
+        golden = (
+            self.case.journal().events
+            if (self.case.journal_dir / "events.jsonl").is_file()
+            else None
+        )
+        return make_grader(
+            rubrics, self.settings.judge, golden, self.settings.judge_reuse, limits=self._limits()
+        )
 
     def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
         """Run the case once, with the reference engine or your own `agent` (see agent/adapter.py).
@@ -118,7 +144,9 @@ class Attempt:
         if self.observed is None:
             reservation = None
             try:
-                self.observed = self._take_ahead() if self.ahead else None  # started in the pool: plugin/ahead.py
+                self.observed = (
+                    self._take_ahead() if self.ahead else None
+                )  # started in the pool: plugin/ahead.py
                 if self.observed is None:  # inline, or cancelled in the pool before it started
                     reservation = self._reserve()
                     self.observed = self.execute(agent, inputs)
@@ -137,7 +165,10 @@ class Attempt:
         end = self.observed.end
         if end is not None and end.infra:  # a provider or key failed: nothing to judge
             self.infra_cause = str(end.reason)
-            pytest.fail(printable(f"infrastructure error, not the agent's: {self.infra_cause}"), pytrace=False)
+            pytest.fail(
+                printable(f"infrastructure error, not the agent's: {self.infra_cause}"),
+                pytrace=False,
+            )
         return self.observed
 
     def _reserve(self) -> Any:
@@ -158,7 +189,11 @@ class Attempt:
         if self._cost is None:
             from ..runner.cost import AttemptCost, attempt_cost
 
-            self._cost = attempt_cost(self.observed.events, self.settings.prices) if self.observed else AttemptCost(None)
+            self._cost = (
+                attempt_cost(self.observed.events, self.settings.prices)
+                if self.observed
+                else AttemptCost(None)
+            )
         return self._cost
 
     def execute(self, agent: Any = None, inputs: list[str] | None = None) -> Observed:
@@ -169,9 +204,17 @@ class Attempt:
         self._snapshot_config()
         self.journal_dir = self._claim_journal_dir()
         if agent is None:
-            return run_case(self.case, self.attempt_settings, self.journal_dir, world=self.world,
-                            grade=self._grader(), fakes=self.fakes)
-        return run_agent_case(agent, self.case, self.attempt_settings, self.journal_dir, inputs, fakes=self.fakes)
+            return run_case(
+                self.case,
+                self.attempt_settings,
+                self.journal_dir,
+                world=self.world,
+                grade=self._grader(),
+                fakes=self.fakes,
+            )
+        return run_agent_case(
+            agent, self.case, self.attempt_settings, self.journal_dir, inputs, fakes=self.fakes
+        )
 
     def _take_ahead(self) -> Observed | None:
         """The observation of the attempt started ahead, waiting for it; what it raised is raised
@@ -184,7 +227,9 @@ class Attempt:
             observed = future.result()
         except CancelledError:
             return None
-        except NotStarted as refused:  # the budget's start gate (plugin/budget.py): "not run", in no rate
+        except (
+            NotStarted
+        ) as refused:  # the budget's start gate (plugin/budget.py): "not run", in no rate
             self.budget_stop = refused.reason
             pytest.skip(refused.reason)
         self.journal_dir = observed.journal_dir
@@ -196,9 +241,11 @@ class Attempt:
             return agent, inputs
         declared, declared_inputs = self.declared
         if agent is not None and agent is not declared:
-            pytest.fail(f"case '{self.case.id}': this test's nodeval_case marker declares agent={_name(declared)}, "
-                        f"but run() was given {_name(agent)}; call run() without an agent, or declare that one",
-                        pytrace=False)
+            pytest.fail(
+                f"case '{self.case.id}': this test's nodeval_case marker declares agent={_name(declared)}, "
+                f"but run() was given {_name(agent)}; call run() without an agent, or declare that one",
+                pytrace=False,
+            )
         return declared, inputs if inputs is not None else declared_inputs
 
     @property
@@ -231,14 +278,23 @@ class Attempt:
         found = []
         observed = self.observed
         if observed is not None and observed.status not in ("ok",):
-            found.append(f"the session ended with status '{observed.status}': {observed.metrics()['reason']}")
-        ending = observed.end.user_ending if observed is not None and observed.end is not None else None
+            found.append(
+                f"the session ended with status '{observed.status}': {observed.metrics()['reason']}"
+            )
+        ending = (
+            observed.end.user_ending if observed is not None and observed.end is not None else None
+        )
         success = getattr(self.case.inputs.user, "success", None) if self.case.inputs else None
         if ending is not None and success is not None and ending not in success:
-            found.append(f"the simulated user ended the conversation with '{ending}'; "
-                         f"endings that count as success: {', '.join(success)}")
-        found += [f"{r.description}\n    {r.message.replace(chr(10), chr(10) + '    ')}"
-                  for r in self.results if r.status == "failed"]
+            found.append(
+                f"the simulated user ended the conversation with '{ending}'; "
+                f"endings that count as success: {', '.join(success)}"
+            )
+        found += [
+            f"{r.description}\n    {r.message.replace(chr(10), chr(10) + '    ')}"
+            for r in self.results
+            if r.status == "failed"
+        ]
         return found
 
     def first_problem(self) -> str | None:
@@ -249,9 +305,16 @@ class Attempt:
         header = f"case '{self.case.id}' (repeat {self.ref.repeat}, {self.settings.mode} mode): "
         header += f"{len(problems)} problem(s)"
         journal = self.journal_dir
-        return header + "\n" + "\n".join(f"  x {p}" for p in problems) + f"\n  observed journal: {_rel(journal)}"
+        return (
+            header
+            + "\n"
+            + "\n".join(f"  x {p}" for p in problems)
+            + f"\n  observed journal: {_rel(journal)}"
+        )
 
-    def record(self, outcome: str, reason: str | None, infra_cause: str | None = None) -> AttemptRecord:
+    def record(
+        self, outcome: str, reason: str | None, infra_cause: str | None = None
+    ) -> AttemptRecord:
         metrics = self.observed.metrics() if self.observed else {}
         infra_cause = infra_cause or self.infra_cause
         infra = bool(metrics.get("infra")) or infra_cause is not None
@@ -261,20 +324,33 @@ class Attempt:
             outcome, reason = "not_run", self.budget_stop
         cost = self.cost
         return AttemptRecord(
-            nodeid="", case_id=self.case.id, repeat=self.ref.repeat,
+            nodeid="",
+            case_id=self.case.id,
+            repeat=self.ref.repeat,
             outcome=outcome,  # type: ignore[arg-type]  # report_payload makes an infra failure an error
-            infra_error=infra, reason=reason, status=metrics.get("status"),
+            infra_error=infra,
+            reason=reason,
+            status=metrics.get("status"),
             assertions=[AssertionRecord(**r.to_json()) for r in self.results],
-            latency_ms=metrics.get("latency_ms"), wall_ms=metrics.get("wall_ms"),
-            input_tokens=metrics.get("input_tokens", 0), output_tokens=metrics.get("output_tokens", 0),
-            cache_read_tokens=cost.cache_read_tokens, cache_write_tokens=cost.cache_write_tokens,
-            cost_usd=cost.cost_usd, cost_unpriced=list(cost.unpriced),
-            turns=metrics.get("turns", 0), llm_calls=metrics.get("llm_calls", 0),
-            tool_calls=metrics.get("tool_calls", 0), retries=metrics.get("retries", 0),
+            latency_ms=metrics.get("latency_ms"),
+            wall_ms=metrics.get("wall_ms"),
+            input_tokens=metrics.get("input_tokens", 0),
+            output_tokens=metrics.get("output_tokens", 0),
+            cache_read_tokens=cost.cache_read_tokens,
+            cache_write_tokens=cost.cache_write_tokens,
+            cost_usd=cost.cost_usd,
+            cost_unpriced=list(cost.unpriced),
+            turns=metrics.get("turns", 0),
+            llm_calls=metrics.get("llm_calls", 0),
+            tool_calls=metrics.get("tool_calls", 0),
+            retries=metrics.get("retries", 0),
             journal=str(self.journal_dir.relative_to(self.run_dir)) if self.observed else None,
             world_backend=self.observed.world_backend if self.observed else None,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),
-            judged={c: str(v.get("verdict")) for c, v in (self.observed.judged if self.observed else {}).items()},
+            judged={
+                c: str(v.get("verdict"))
+                for c, v in (self.observed.judged if self.observed else {}).items()
+            },
             user_ending=metrics.get("user_ending"),
         )
 

@@ -33,7 +33,11 @@ def budget_gate(config: pytest.Config, settings: Settings, run_dir: Path) -> Bud
     from ..report.models import BUDGET_REASON
     from ..runner.cost import attempt_cost
 
-    return BudgetGate(budget, lambda observed: attempt_cost(observed.events, settings.prices).cost_usd, BUDGET_REASON)
+    return BudgetGate(
+        budget,
+        lambda observed: attempt_cost(observed.events, settings.prices).cost_usd,
+        BUDGET_REASON,
+    )
 
 
 def run_budget(settings: Settings, run_dir: Path) -> Budget:
@@ -52,5 +56,7 @@ def baseline_prior(path: Path | None) -> Prior:
         report: Any = load(path)
     except NodevalError:
         return Prior()  # the gate says what is wrong with it; the budget just has no prior
-    by_case = {c.id: c.cost_per_attempt_usd for c in report.cases if c.cost_per_attempt_usd is not None}
+    by_case = {
+        c.id: c.cost_per_attempt_usd for c in report.cases if c.cost_per_attempt_usd is not None
+    }
     return Prior(by_case, report.totals.cost_per_attempt_usd)

@@ -100,7 +100,9 @@ class CaseFile(pytest.Module):
             return []  # your own agent's case: the Python tests bound to it are its tests
         # The shared module defines no fixtures and no xunit setup: Module.collect's
         # parsefactories and its walk over the module's names would find nothing new.
-        made = self.ihook.pytest_pycollect_makeitem(collector=self, name="test_scenario", obj=self.obj.test_scenario)
+        made = self.ihook.pytest_pycollect_makeitem(
+            collector=self, name="test_scenario", obj=self.obj.test_scenario
+        )
         return [] if made is None else made if isinstance(made, list) else [made]
 
 
@@ -113,9 +115,12 @@ def _warn_if_stale(head: CaseHead) -> None:
 
         from ..errors import NodevalWarning
 
-        warnings.warn(NodevalWarning(
-            f"case '{head.id}' ({head.directory / CASE_FILE}): its journal is {overdue.days} day(s) past its "
-            f"freshness window ({head.spec.freshness}); re-record it with `nodeval record {head.directory}`"))
+        warnings.warn(
+            NodevalWarning(
+                f"case '{head.id}' ({head.directory / CASE_FILE}): its journal is {overdue.days} day(s) past its "
+                f"freshness window ({head.spec.freshness}); re-record it with `nodeval record {head.directory}`"
+            )
+        )
 
 
 def case_head(config: pytest.Config, directory: Path) -> CaseHead:
@@ -130,8 +135,10 @@ def case_head(config: pytest.Config, directory: Path) -> CaseHead:
         head = read_case_head(directory)
         other = state.ids.setdefault(head.id, directory)
         if other != directory:
-            raise CaseFormatError(f"duplicate case id {head.id!r}: {other / CASE_FILE} and "
-                                  f"{directory / CASE_FILE}; case ids must be unique")
+            raise CaseFormatError(
+                f"duplicate case id {head.id!r}: {other / CASE_FILE} and "
+                f"{directory / CASE_FILE}; case ids must be unique"
+            )
         for tag in head.spec.tags:
             if tag not in state.tags:
                 state.tags.add(tag)
@@ -175,7 +182,8 @@ def case_for(metafunc: pytest.Metafunc) -> CaseHead:
     if marker is None or not marker.args:
         raise pytest.Collector.CollectError(
             f"{metafunc.definition.nodeid} uses nodeval_case but names no case; "
-            "add @pytest.mark.nodeval_case('<case-id>')")
+            "add @pytest.mark.nodeval_case('<case-id>')"
+        )
     case_id = marker.args[0]
     try:
         directory = _case_index(metafunc.config).get(case_id)
@@ -184,7 +192,9 @@ def case_for(metafunc: pytest.Metafunc) -> CaseHead:
     except NodevalError as exc:
         raise pytest.Collector.CollectError(str(exc)) from None
     roots = ", ".join(str(r) for r in metafunc.config.stash[settings_key].case_roots)
-    raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: no case with id {case_id!r} under {roots}")
+    raise pytest.Collector.CollectError(
+        f"{metafunc.definition.nodeid}: no case with id {case_id!r} under {roots}"
+    )
 
 
 def _case_index(config: pytest.Config) -> dict[str, Path]:
@@ -206,6 +216,12 @@ def parametrize_case(metafunc: pytest.Metafunc) -> None:
     head = case_for(metafunc)
     settings = metafunc.config.stash[settings_key]
     marks = [getattr(pytest.mark, tag) for tag in head.spec.tags]
-    refs = [CaseRef(head.id, str(head.directory), r) for r in range(1, settings.repeats_for(head.spec.repeat) + 1)]
-    metafunc.parametrize("nodeval_case", [pytest.param(ref, id=ref.test_id, marks=marks) for ref in refs],
-                         indirect=True)
+    refs = [
+        CaseRef(head.id, str(head.directory), r)
+        for r in range(1, settings.repeats_for(head.spec.repeat) + 1)
+    ]
+    metafunc.parametrize(
+        "nodeval_case",
+        [pytest.param(ref, id=ref.test_id, marks=marks) for ref in refs],
+        indirect=True,
+    )

@@ -109,8 +109,14 @@ class Controller:
             from ..report.models import AttemptRecord
 
             case_id, repeat = self.expected[report.nodeid]
-            record = AttemptRecord(nodeid=report.nodeid, case_id=case_id, repeat=repeat, outcome="error",
-                                   infra_error=True, reason=_crash_reason(report))
+            record = AttemptRecord(
+                nodeid=report.nodeid,
+                case_id=case_id,
+                repeat=repeat,
+                outcome="error",
+                infra_error=True,
+                reason=_crash_reason(report),
+            )
         if record is not None:
             self._merge(record)
 
@@ -141,8 +147,10 @@ class Controller:
             # More shards than the suite fills: this one's empty run is still a shard of the
             # whole, which nodeval merge needs (it refuses a missing shard).
             session.exitstatus = pytest.ExitCode.OK
-            self.notes.append(f"shard {self.shard.get('index')}/{self.shard.get('total')}: no case was assigned "
-                              "to this shard; its empty run is written for nodeval merge")
+            self.notes.append(
+                f"shard {self.shard.get('index')}/{self.shard.get('total')}: no case was assigned "
+                "to this shard; its empty run is written for nodeval merge"
+            )
         self._fill_missing()
         report = self._adaptive(self._build(int(session.exitstatus)))
         if self.settings.mode == "record":
@@ -177,13 +185,17 @@ class Controller:
         if not self.settings.adaptive:
             return report
         if adaptive_off_key in self.config.stash:
-            self.notes.append(f"--nodeval-adaptive is not in effect: {self.config.stash[adaptive_off_key]}")
+            self.notes.append(
+                f"--nodeval-adaptive is not in effect: {self.config.stash[adaptive_off_key]}"
+            )
             return report
         from ..errors import NodevalError
         from ..report.adaptive import annotate, baseline_counts
         from ..report.baseline import load, policy_from
 
-        assert self.settings.baseline is not None, "adaptive repeats are in effect only with a baseline"
+        assert self.settings.baseline is not None, (
+            "adaptive repeats are in effect only with a baseline"
+        )
         try:
             counts = baseline_counts(load(self.settings.baseline))
         except NodevalError:
@@ -198,8 +210,10 @@ class Controller:
         path = self.settings.baseline
         assert path is not None
         if not path.exists() and not self.settings.baseline_from_cli:
-            self.notes.append(f"no baseline yet at {_relative(path)} (nodeval_baseline); bless this run with "
-                              "--nodeval-update-baseline to start gating")
+            self.notes.append(
+                f"no baseline yet at {_relative(path)} (nodeval_baseline); bless this run with "
+                "--nodeval-update-baseline to start gating"
+            )
             return
         try:
             baseline = load(path)
@@ -230,8 +244,12 @@ class Controller:
         for nodeid, (case_id, repeat) in self.expected.items():
             if nodeid not in self.records:
                 self.records[nodeid] = AttemptRecord(
-                    nodeid=nodeid, case_id=case_id, repeat=repeat, outcome="not_run",
-                    reason="not run: the run stopped before this attempt (-x, --sw or an interrupt)")
+                    nodeid=nodeid,
+                    case_id=case_id,
+                    repeat=repeat,
+                    outcome="not_run",
+                    reason="not run: the run stopped before this attempt (-x, --sw or an interrupt)",
+                )
 
     def _build(self, pytest_exit: int) -> RunReport:
         from ..modes import REPLAY_MODES
@@ -240,15 +258,29 @@ class Controller:
 
         cases, totals, suite = aggregate(self.records.values(), self.metas)
         duration_s = round(time.perf_counter() - self._t0, 3)
-        totals.cost_recorded = self.settings.mode in REPLAY_MODES  # replay spends nothing on the agent
+        totals.cost_recorded = (
+            self.settings.mode in REPLAY_MODES
+        )  # replay spends nothing on the agent
         return RunReport(
-            run_id=self.run_id, started_at=self.started_at, finished_at=_now(),
-            duration_s=duration_s, summary=summary_of(cases, suite, duration_s), mode=self.settings.mode,
-            repeat=self.settings.repeat, profile=self.settings.profile, match=self.settings.match,
-            world=self.settings.world, max_cost_usd=self.settings.max_cost, exit_status=pytest_exit,
+            run_id=self.run_id,
+            started_at=self.started_at,
+            finished_at=_now(),
+            duration_s=duration_s,
+            summary=summary_of(cases, suite, duration_s),
+            mode=self.settings.mode,
+            repeat=self.settings.repeat,
+            profile=self.settings.profile,
+            match=self.settings.match,
+            world=self.settings.world,
+            max_cost_usd=self.settings.max_cost,
+            exit_status=pytest_exit,
             pytest_exit_status=pytest_exit,
-            totals=totals, suite=suite, cases=cases, environment=_environment(self.config),
-            gate_policy=dict(self.settings.gate_policy), shard=self.shard,
+            totals=totals,
+            suite=suite,
+            cases=cases,
+            environment=_environment(self.config),
+            gate_policy=dict(self.settings.gate_policy),
+            shard=self.shard,
         )
 
     def _install_recordings(self, report: RunReport) -> None:
@@ -262,24 +294,43 @@ class Controller:
                 target = self.config.rootpath / case.directory / "journal"
                 if attempt.outcome != "passed" and not self.settings.record_force:
                     kept = "kept" if target.exists() else "not written"
-                    self.notes.append(f"{kept}: {_relative(target)} (the recording {attempt.outcome}; "
-                                      f"--nodeval-record-force installs it anyway)")
+                    self.notes.append(
+                        f"{kept}: {_relative(target)} (the recording {attempt.outcome}; "
+                        f"--nodeval-record-force installs it anyway)"
+                    )
                     continue
                 try:
                     install_journal(self.run_dir / attempt.journal, target)
-                    self.notes.append(f"recorded: {_relative(target)} ({attempt.outcome}, from {attempt.journal})")
+                    self.notes.append(
+                        f"recorded: {_relative(target)} ({attempt.outcome}, from {attempt.journal})"
+                    )
                 except OSError as exc:
-                    self.problem = f"could not install the recording of {case.id} into {target}: {exc}"
+                    self.problem = (
+                        f"could not install the recording of {case.id} into {target}: {exc}"
+                    )
 
     def _decide_exit_status(self, report: RunReport, session: pytest.Session) -> None:
         """Failures a case tolerates do not fail the run; infrastructure errors get their own status."""
         from ..report.models import EXIT_INFRA_ERROR
 
-        tolerated = {nodeid for c in report.cases if c.verdict == "tolerated"
-                     for a in c.attempts if a.outcome == "failed" for nodeid in a.checks}
-        infra = {nodeid for c in report.cases for a in c.attempts if a.infra_error for nodeid in a.checks}
-        if session.exitstatus == pytest.ExitCode.TESTS_FAILED and self.failed_nodeids <= tolerated | infra:
-            session.exitstatus = EXIT_INFRA_ERROR if self.failed_nodeids & infra else pytest.ExitCode.OK
+        tolerated = {
+            nodeid
+            for c in report.cases
+            if c.verdict == "tolerated"
+            for a in c.attempts
+            if a.outcome == "failed"
+            for nodeid in a.checks
+        }
+        infra = {
+            nodeid for c in report.cases for a in c.attempts if a.infra_error for nodeid in a.checks
+        }
+        if (
+            session.exitstatus == pytest.ExitCode.TESTS_FAILED
+            and self.failed_nodeids <= tolerated | infra
+        ):
+            session.exitstatus = (
+                EXIT_INFRA_ERROR if self.failed_nodeids & infra else pytest.ExitCode.OK
+            )
         elif session.exitstatus == pytest.ExitCode.OK and infra:
             session.exitstatus = EXIT_INFRA_ERROR
 
@@ -330,11 +381,15 @@ class Controller:
 
         history = read_history(self.settings.history, [c.id for c in report.cases])
         try:
-            self.html_path = write_html(report, self.run_dir, rootdir=self.config.rootpath, history=history)
+            self.html_path = write_html(
+                report, self.run_dir, rootdir=self.config.rootpath, history=history
+            )
         except Exception as exc:  # noqa: BLE001
             # The page is a view of report.json, which is already written: a bug in it must
             # cost the page, never the run's summary and exit status.
-            self.problem = f"could not write {self.run_dir / 'report.html'}: {type(exc).__name__}: {exc}"
+            self.problem = (
+                f"could not write {self.run_dir / 'report.html'}: {type(exc).__name__}: {exc}"
+            )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.report is None:
@@ -344,7 +399,9 @@ class Controller:
 
         terminalreporter.section("nodeval")
         if self.cleaned:
-            terminalreporter.line(f"removed {len(self.cleaned)} world container(s) left by earlier runs")
+            terminalreporter.line(
+                f"removed {len(self.cleaned)} world container(s) left by earlier runs"
+            )
         for line in summary_lines(self.report, verbosity=self.config.get_verbosity()):
             terminalreporter.line(line)
         if self.diff is not None:
@@ -364,7 +421,9 @@ class Controller:
 def _crash_reason(report: pytest.TestReport) -> str:
     # xdist's crash report starts with the worker's platform line; the crash is said below it.
     lines = (report.longreprtext or "").splitlines()
-    return next((line.strip() for line in lines if "crashed" in line), "the worker running it crashed")
+    return next(
+        (line.strip() for line in lines if "crashed" in line), "the worker running it crashed"
+    )
 
 
 def parse_case_nodeid(nodeid: str) -> tuple[str, int] | None:
@@ -387,8 +446,14 @@ def _environment(config: pytest.Config) -> dict[str, str]:
     from .. import __version__
 
     workers = getattr(config.option, "numprocesses", None)
-    return {"pytest_nodeval": __version__, "pytest": pytest.__version__, "python": platform.python_version(),
-            "platform": sys.platform, "workers": str(workers or 0), **_git_commit(config.rootpath)}
+    return {
+        "pytest_nodeval": __version__,
+        "pytest": pytest.__version__,
+        "python": platform.python_version(),
+        "platform": sys.platform,
+        "workers": str(workers or 0),
+        **_git_commit(config.rootpath),
+    }
 
 
 def _git_commit(rootdir: Path) -> dict[str, str]:
@@ -401,7 +466,9 @@ def _git_commit(rootdir: Path) -> dict[str, str]:
         if os.environ.get(variable):
             return {"git_commit": os.environ[variable]}
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=rootdir, capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=rootdir, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return {}
     sha = done.stdout.strip()

@@ -37,26 +37,39 @@ def nodeval_case(request: pytest.FixtureRequest) -> Case:
     """The case under test (parametrized: one test per case x repeat)."""
     ref = getattr(request, "param", None)
     if ref is None:
-        pytest.fail("nodeval_case is parametrized by the plugin; bind a Python scenario to a case with "
-                    "@pytest.mark.nodeval_case('<case-id>')", pytrace=False)
+        pytest.fail(
+            "nodeval_case is parametrized by the plugin; bind a Python scenario to a case with "
+            "@pytest.mark.nodeval_case('<case-id>')",
+            pytrace=False,
+        )
     from .collect import load_case_cached
 
     return load_case_cached(request.config, Path(ref.directory))
 
 
 @pytest.fixture
-def nodeval_attempt(request: pytest.FixtureRequest, nodeval_case: Case, nodeval_settings: Settings,
-                    nodeval_run_dir: Path) -> Iterator[Attempt]:
+def nodeval_attempt(
+    request: pytest.FixtureRequest,
+    nodeval_case: Case,
+    nodeval_settings: Settings,
+    nodeval_run_dir: Path,
+) -> Iterator[Attempt]:
     """This attempt: `.run()` the case in the configured mode, `.check()` its assertions.yaml."""
-    attempt = request.node.stash.get(ahead_key, None)  # already started in the pool (plugin/ahead.py)
+    attempt = request.node.stash.get(
+        ahead_key, None
+    )  # already started in the pool (plugin/ahead.py)
     if attempt is not None:
-        del request.node.stash[ahead_key]  # once: a rerun (pytest-rerunfailures) is a new try, run here
+        del request.node.stash[
+            ahead_key
+        ]  # once: a rerun (pytest-rerunfailures) is a new try, run here
     else:
         from .attempt import new_attempt
         from .budget import shared_budget
 
         attempt = new_attempt(request.node, nodeval_case, nodeval_settings, nodeval_run_dir)
-        attempt.fakes = request.node.stash.setdefault(fakes_key, {})  # shared with the fake fixtures, in any order
+        attempt.fakes = request.node.stash.setdefault(
+            fakes_key, {}
+        )  # shared with the fake fixtures, in any order
         attempt.budget = shared_budget(request.config, nodeval_settings, nodeval_run_dir)
     request.node.stash[attempt_key] = attempt
     token = attempt.activate()
@@ -77,7 +90,9 @@ def nodeval_events(nodeval_run: Observed) -> list[Any]:
 
 
 @pytest.fixture
-def nodeval_world(request: pytest.FixtureRequest, nodeval_settings: Settings, nodeval_run_dir: Path) -> Iterator[Any]:
+def nodeval_world(
+    request: pytest.FixtureRequest, nodeval_settings: Settings, nodeval_run_dir: Path
+) -> Iterator[Any]:
     """A fresh isolated world for this test (docker, bwrap or local, as configured).
 
     When the test also runs a case (nodeval_attempt), the engine's tools act on this world.
@@ -85,13 +100,21 @@ def nodeval_world(request: pytest.FixtureRequest, nodeval_settings: Settings, no
     from ..errors import NodevalError
     from ..world.select import open_world
 
-    case = request.getfixturevalue("nodeval_case") if "nodeval_case" in request.fixturenames else None
+    case = (
+        request.getfixturevalue("nodeval_case") if "nodeval_case" in request.fixturenames else None
+    )
     spec = case.spec.world if case is not None else None
-    backend = (spec.backend if spec else None) or (None if nodeval_settings.world == "auto" else nodeval_settings.world)
+    backend = (spec.backend if spec else None) or (
+        None if nodeval_settings.world == "auto" else nodeval_settings.world
+    )
     try:
-        world = open_world(backend, run_id=nodeval_run_dir.name, network=bool(spec and spec.network),
-                           seed_dir=case.directory / "input" / "world" if case is not None else None,
-                           lock_dir=nodeval_run_dir / "_work")
+        world = open_world(
+            backend,
+            run_id=nodeval_run_dir.name,
+            network=bool(spec and spec.network),
+            seed_dir=case.directory / "input" / "world" if case is not None else None,
+            lock_dir=nodeval_run_dir / "_work",
+        )
     except NodevalError as exc:
         _fail(request, exc)
     attempt = request.node.stash.get(attempt_key, None)
@@ -143,7 +166,9 @@ def _serve_fake(request: pytest.FixtureRequest, kind: str) -> Iterator[Any]:
     from ..errors import NodevalError
     from ..runner.services import make_fake
 
-    case = request.getfixturevalue("nodeval_case") if "nodeval_case" in request.fixturenames else None
+    case = (
+        request.getfixturevalue("nodeval_case") if "nodeval_case" in request.fixturenames else None
+    )
     ref = case_ref(request.node)
     try:
         fake = make_fake(kind, case, seed=getattr(ref, "repeat", None), required=False)
@@ -164,4 +189,6 @@ def _fail(request: pytest.FixtureRequest, exc: Exception) -> NoReturn:
         request.node.stash[infra_key] = str(exc)
     from ..text import printable
 
-    raise pytest.fail.Exception(printable(str(exc)), pytrace=False) from None  # the message once, unchained
+    raise pytest.fail.Exception(
+        printable(str(exc)), pytrace=False
+    ) from None  # the message once, unchained

@@ -26,12 +26,18 @@ def outcome_kind(record: AttemptRecord) -> str:
 
 
 def properties(record: AttemptRecord) -> list[tuple[str, object]]:
-    props: list[tuple[str, object]] = [("case", record.case_id), ("repeat", record.repeat),
-                                       ("outcome", outcome_kind(record))]
+    props: list[tuple[str, object]] = [
+        ("case", record.case_id),
+        ("repeat", record.repeat),
+        ("outcome", outcome_kind(record)),
+    ]
     if record.latency_ms is not None:
         props.append(("latency_ms", round(record.latency_ms, 1)))
-    props += [("input_tokens", record.input_tokens), ("output_tokens", record.output_tokens),
-              ("tokens", record.tokens)]
+    props += [
+        ("input_tokens", record.input_tokens),
+        ("output_tokens", record.output_tokens),
+        ("tokens", record.tokens),
+    ]
     cost = getattr(record, "cost_usd", None)  # attempts carry it once costs are priced
     if cost is not None:
         props.append(("cost_usd", cost))
@@ -42,6 +48,8 @@ def record_properties(item: Any, report: Any, record: AttemptRecord) -> None:
     """Replace this attempt's properties on the item (and on a teardown report, which
     junitxml reads and which was made before a teardown error changed the outcome)."""
     fresh = properties(record)
-    targets = [item.user_properties] + ([report.user_properties] if report.when == "teardown" else [])
+    targets = [item.user_properties] + (
+        [report.user_properties] if report.when == "teardown" else []
+    )
     for target in targets:
         target[:] = [(k, v) for k, v in target if not str(k).startswith(PREFIX)] + fresh

@@ -52,6 +52,7 @@ adaptive_off_key: pytest.StashKey[str] = pytest.StashKey()
 GATE_INI_ALIASES = {"fail_on_latency_p95_drop": "fail_on_latency_p95_increase"}
 """Other names a gate ini key is known by -> the GatePolicy field it sets."""
 
+
 def case_ref(node: Any) -> Any:
     """The node's CaseRef (which case, which repeat) when the plugin parametrized it, else None."""
     ref = getattr(getattr(node, "callspec", None), "params", {}).get("nodeval_case")
@@ -86,7 +87,7 @@ GATE_INI_KEYS = {
     "fail_on_score_drop": "Suite pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
     "fail_on_scenario_drop": "Per-case pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
     "fail_on_latency_p95_increase": "Relative p95 latency increase that fails the gate: pooled p95 between live runs, "
-                                    "each case's p95 between replays; 0 disables.",
+    "each case's p95 between replays; 0 disables.",
     "fail_on_latency_p95_drop": "The seed's name of nodeval_fail_on_latency_p95_increase (an alias).",
     "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
     "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
@@ -97,4 +98,3 @@ GATE_INI_KEYS = {
     "bootstrap_iterations": "Bootstrap resamples for the latency, token and cost gates.",
     "bootstrap_seed": "Seed of those resamples, so verdicts reproduce.",
 }
-

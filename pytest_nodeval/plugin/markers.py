@@ -25,8 +25,11 @@ def register_markers(config: pytest.Config) -> None:
         name = line.partition(":")[0].strip()
         if name:
             profiles.add(name)
-            config.addinivalue_line("markers", f"{name}: the nodeval profile '{name}' (nodeval_profiles: "
-                                               f"{line.partition(':')[2].strip()}), and the cases tagged '{name}'")
+            config.addinivalue_line(
+                "markers",
+                f"{name}: the nodeval profile '{name}' (nodeval_profiles: "
+                f"{line.partition(':')[2].strip()}), and the cases tagged '{name}'",
+            )
     if config.option.markers:
         for tag in _case_tags(settings.case_roots):
             if tag not in profiles:
@@ -52,14 +55,27 @@ def _outside_roots(config: pytest.Config, roots: tuple[Path, ...]) -> list[str]:
     for arg in config.args:
         path = (config.invocation_params.dir / arg.partition("::")[0]).resolve()
         case_dir = path.parent if path.name == CASE_FILE else path
-        if (case_dir / CASE_FILE).is_file() and not any(case_dir.is_relative_to(r.resolve()) for r in roots):
-            shown = ", ".join(str(r.relative_to(config.rootpath)) if r.is_relative_to(config.rootpath) else str(r)
-                              for r in roots) or "none"
-            hints.append(f"nodeval: {arg} holds a case, but it is not under the case roots (nodeval_cases: "
-                         f"{shown}), so it is not collected; add its root to nodeval_cases")
+        if (case_dir / CASE_FILE).is_file() and not any(
+            case_dir.is_relative_to(r.resolve()) for r in roots
+        ):
+            shown = (
+                ", ".join(
+                    str(r.relative_to(config.rootpath))
+                    if r.is_relative_to(config.rootpath)
+                    else str(r)
+                    for r in roots
+                )
+                or "none"
+            )
+            hints.append(
+                f"nodeval: {arg} holds a case, but it is not under the case roots (nodeval_cases: "
+                f"{shown}), so it is not collected; add its root to nodeval_cases"
+            )
     return hints
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     for hint in config.stash.get(_hints_key, []):
         terminalreporter.write_line(hint, yellow=True)

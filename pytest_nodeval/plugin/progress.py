@@ -140,8 +140,13 @@ class Progress:
         else:
             attempt = attempt_payload(report)
             if attempt is not None:
-                self.tally.result(report.nodeid, str(attempt.get("outcome", "")), bool(attempt.get("infra_error")),
-                                  cost_of(attempt), now)
+                self.tally.result(
+                    report.nodeid,
+                    str(attempt.get("outcome", "")),
+                    bool(attempt.get("infra_error")),
+                    cost_of(attempt),
+                    now,
+                )
 
     def _redraw(self) -> None:
         """The live line again, after whatever pytest wrote for this event erased it."""
@@ -165,8 +170,11 @@ def choose_mode(setting: str, reporter: Any, config: pytest.Config) -> str | Non
     if setting == "off" or reporter is None:
         return None
     if setting == "auto":
-        live = (reporter.isatty() and os.environ.get("TERM") != "dumb"
-                and config.getoption("capture", "fd") in ("fd", "sys"))
+        live = (
+            reporter.isatty()
+            and os.environ.get("TERM") != "dumb"
+            and config.getoption("capture", "fd") in ("fd", "sys")
+        )
         setting = "tty" if live else "plain"
     if setting == "tty" and not hasattr(getattr(reporter, "_tw", None), "_file"):
         return "plain"  # a pytest whose writer is built otherwise: plain lines never garble it

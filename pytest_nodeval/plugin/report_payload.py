@@ -62,7 +62,9 @@ def _keep_divergence_failed(report: pytest.TestReport, attempt: Any) -> None:
         report.longrepr = attempt.divergence
 
 
-def _record(report: pytest.TestReport, item: pytest.Item, attempt: Any, ref: CaseRef) -> AttemptRecord | None:
+def _record(
+    report: pytest.TestReport, item: pytest.Item, attempt: Any, ref: CaseRef
+) -> AttemptRecord | None:
     if report.when == "call":
         outcome: str = report.outcome
     elif report.failed:
@@ -76,8 +78,14 @@ def _record(report: pytest.TestReport, item: pytest.Item, attempt: Any, ref: Cas
     if attempt is not None:
         record = attempt.record(outcome, reason, infra)
     else:
-        record = AttemptRecord(nodeid="", case_id=ref.case_id, repeat=ref.repeat, outcome=outcome,  # type: ignore[arg-type]  # one of pytest's outcomes, or error/skipped
-                               reason=infra or reason, infra_error=infra is not None)
+        record = AttemptRecord(
+            nodeid="",
+            case_id=ref.case_id,
+            repeat=ref.repeat,
+            outcome=outcome,  # type: ignore[arg-type]  # one of pytest's outcomes, or error/skipped
+            reason=infra or reason,
+            infra_error=infra is not None,
+        )
     if record.infra_error and record.outcome in ("failed", "passed"):  # nothing was judged
         record = record.model_copy(update={"outcome": "error"})
     return record.model_copy(update={"nodeid": report.nodeid})

@@ -27,7 +27,9 @@ def check_rootdir(config: pytest.Config) -> None:
     if not existing:
         return
     here = config.invocation_params.dir
-    others = [Path(a) for a in args if not a.startswith("-") and a not in values and Path(a).exists()]
+    others = [
+        Path(a) for a in args if not a.startswith("-") and a not in values and Path(a).exists()
+    ]
     project = _nearest_ini_dir(others[0] if others else here) or here
     rootpath = config.rootpath.resolve()
     if rootpath == project.resolve():
@@ -39,7 +41,8 @@ def check_rootdir(config: pytest.Config) -> None:
                 f"{option} {value}: pytest read this value as a test path (it chooses its rootdir before "
                 f"loading the plugin that defines {option}) and took {config.rootpath} for its rootdir "
                 f"instead of {project}, so it did not read the project's ini file; write "
-                f"{option}={value} (one argument)")
+                f"{option}={value} (one argument)"
+            )
 
 
 def _nearest_ini_dir(start: Path) -> Path | None:

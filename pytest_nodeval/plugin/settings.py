@@ -24,9 +24,24 @@ from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, MatchLevel, Mode
 WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
 PROGRESS_MODES = ("auto", "tty", "plain", "off")
 PROFILE_KEYS = ("mode", "repeat", "match", "world", "adaptive", "concurrency")
-DEFAULTS: dict[str, Any] = {"mode": "deterministic", "repeat": 1, "match": "default", "world": "auto",
-                            "adaptive": "off", "concurrency": 1}
-SWITCH_VALUES = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+DEFAULTS: dict[str, Any] = {
+    "mode": "deterministic",
+    "repeat": 1,
+    "match": "default",
+    "world": "auto",
+    "adaptive": "off",
+    "concurrency": 1,
+}
+SWITCH_VALUES = {
+    "on": True,
+    "true": True,
+    "yes": True,
+    "1": True,
+    "off": False,
+    "false": False,
+    "no": False,
+    "0": False,
+}
 WORLD_CONCURRENCY = 4
 """World-backed attempts in flight per process by default (nodeval_world_concurrency)."""
 
@@ -85,13 +100,17 @@ def parse_profiles(lines: list[str], where: str) -> dict[str, dict[str, str]]:
     for line in lines:
         name, sep, rest = line.partition(":")
         if not sep or not name.strip():
-            raise pytest.UsageError(f"nodeval_profiles ({where}): {line!r} is not 'name: key=value ...'")
+            raise pytest.UsageError(
+                f"nodeval_profiles ({where}): {line!r} is not 'name: key=value ...'"
+            )
         values: dict[str, str] = {}
         for item in rest.split():
             key, eq, value = item.partition("=")
             if not eq or key not in PROFILE_KEYS:
-                raise pytest.UsageError(f"nodeval_profiles ({where}): profile {name.strip()!r} has {item!r}; "
-                                        f"expected key=value with key one of {', '.join(PROFILE_KEYS)}")
+                raise pytest.UsageError(
+                    f"nodeval_profiles ({where}): profile {name.strip()!r} has {item!r}; "
+                    f"expected key=value with key one of {', '.join(PROFILE_KEYS)}"
+                )
             values[key] = value
         profiles[name.strip()] = values
     return profiles
@@ -100,21 +119,31 @@ def parse_profiles(lines: list[str], where: str) -> dict[str, dict[str, str]]:
 def profile_from_markexpr(markexpr: str, profiles: dict[str, Any]) -> str | None:
     """The profile named (not negated) in a `-m` expression, if exactly one is."""
     tokens = re.findall(r"[\w\-.:+]+|[()]", markexpr or "")
-    named = [t for i, t in enumerate(tokens) if t in profiles and (i == 0 or tokens[i - 1] != "not")]
+    named = [
+        t for i, t in enumerate(tokens) if t in profiles and (i == 0 or tokens[i - 1] != "not")
+    ]
     unique = sorted(set(named))
     if len(unique) > 1:
-        raise pytest.UsageError(f"-m {markexpr!r} selects several profiles ({', '.join(unique)}); "
-                                "choose one with --nodeval-profile")
+        raise pytest.UsageError(
+            f"-m {markexpr!r} selects several profiles ({', '.join(unique)}); "
+            "choose one with --nodeval-profile"
+        )
     return unique[0] if unique else None
 
 
 def _validate(key: str, raw: Any, source: str) -> Any:
     if key == "mode" and raw not in MODES:
-        raise pytest.UsageError(f"mode from {source} must be one of {', '.join(MODES)}, got {raw!r}")
+        raise pytest.UsageError(
+            f"mode from {source} must be one of {', '.join(MODES)}, got {raw!r}"
+        )
     if key == "match" and raw not in MATCH_LEVELS:
-        raise pytest.UsageError(f"match from {source} must be one of {', '.join(MATCH_LEVELS)}, got {raw!r}")
+        raise pytest.UsageError(
+            f"match from {source} must be one of {', '.join(MATCH_LEVELS)}, got {raw!r}"
+        )
     if key == "world" and raw not in WORLD_BACKENDS:
-        raise pytest.UsageError(f"world from {source} must be one of {', '.join(WORLD_BACKENDS)}, got {raw!r}")
+        raise pytest.UsageError(
+            f"world from {source} must be one of {', '.join(WORLD_BACKENDS)}, got {raw!r}"
+        )
     if key == "adaptive":
         if str(raw).lower() not in SWITCH_VALUES:
             raise pytest.UsageError(f"adaptive from {source} must be on or off, got {raw!r}")
@@ -125,7 +154,9 @@ def _validate(key: str, raw: Any, source: str) -> Any:
         except (TypeError, ValueError):
             value = 0
         if not 1 <= value <= MAX_REPEAT:
-            raise pytest.UsageError(f"repeat from {source} must be an integer from 1 to {MAX_REPEAT}, got {raw!r}")
+            raise pytest.UsageError(
+                f"repeat from {source} must be an integer from 1 to {MAX_REPEAT}, got {raw!r}"
+            )
         return value
     if key == "concurrency":
         return _positive(raw, f"{key} from {source}")
@@ -145,58 +176,103 @@ def _positive(raw: Any, what: str) -> int:
 def from_config(config: pytest.Config) -> Settings:
     where = str(config.inipath) if config.inipath else "ini"
     profiles = parse_profiles(config.getini("nodeval_profiles"), where)
-    profile = config.getoption("nodeval_profile") or profile_from_markexpr(config.getoption("markexpr"), profiles)
+    profile = config.getoption("nodeval_profile") or profile_from_markexpr(
+        config.getoption("markexpr"), profiles
+    )
     if profile is not None and profile not in profiles:
-        raise pytest.UsageError(f"--nodeval-profile {profile!r} is not defined in nodeval_profiles ({where}); "
-                                f"defined: {', '.join(profiles) or 'none'}")
+        raise pytest.UsageError(
+            f"--nodeval-profile {profile!r} is not defined in nodeval_profiles ({where}); "
+            f"defined: {', '.join(profiles) or 'none'}"
+        )
     layers = [
-        ("command line", {"mode": config.getoption("nodeval_mode"), "repeat": config.getoption("repeat"),
-                          "match": config.getoption("nodeval_match"), "world": config.getoption("nodeval_world"),
-                          "adaptive": config.getoption("nodeval_adaptive"),
-                          "concurrency": config.getoption("nodeval_concurrency")}),
+        (
+            "command line",
+            {
+                "mode": config.getoption("nodeval_mode"),
+                "repeat": config.getoption("repeat"),
+                "match": config.getoption("nodeval_match"),
+                "world": config.getoption("nodeval_world"),
+                "adaptive": config.getoption("nodeval_adaptive"),
+                "concurrency": config.getoption("nodeval_concurrency"),
+            },
+        ),
         (f"profile {profile!r} ({where})", profiles.get(profile, {}) if profile else {}),
         (where, {k: config.getini(f"nodeval_{k}") or None for k in PROFILE_KEYS}),
         ("default", DEFAULTS),
     ]
     values, sources = {}, {}
     for key in PROFILE_KEYS:
-        source, raw = next((s, layer[key]) for s, layer in layers if layer.get(key) not in (None, ""))
+        source, raw = next(
+            (s, layer[key]) for s, layer in layers if layer.get(key) not in (None, "")
+        )
         values[key], sources[key] = _validate(key, raw, source), source
     if values["mode"] == "record" and values["repeat"] > 1:
-        raise pytest.UsageError(f"mode 'record' (from {sources['mode']}) writes each case's journal once; "
-                                f"repeat must be 1, got {values['repeat']} (from {sources['repeat']})")
+        raise pytest.UsageError(
+            f"mode 'record' (from {sources['mode']}) writes each case's journal once; "
+            f"repeat must be 1, got {values['repeat']} (from {sources['repeat']})"
+        )
     rootpath, here = config.rootpath, config.invocation_params.dir
     # A path on the command line is relative to where pytest was run (as --junitxml's is);
     # one in the ini file, to the rootdir.
-    cli_baseline, cli_report_dir = config.getoption("nodeval_baseline"), config.getoption("nodeval_report_dir")
-    baseline = here / cli_baseline if cli_baseline else (rootpath / config.getini("nodeval_baseline")
-                                                         if config.getini("nodeval_baseline") else None)
-    report_dir = here / cli_report_dir if cli_report_dir else rootpath / config.getini("nodeval_report_dir")
+    cli_baseline, cli_report_dir = (
+        config.getoption("nodeval_baseline"),
+        config.getoption("nodeval_report_dir"),
+    )
+    baseline = (
+        here / cli_baseline
+        if cli_baseline
+        else (
+            rootpath / config.getini("nodeval_baseline")
+            if config.getini("nodeval_baseline")
+            else None
+        )
+    )
+    report_dir = (
+        here / cli_report_dir if cli_report_dir else rootpath / config.getini("nodeval_report_dir")
+    )
     return Settings(
-        mode=values["mode"], repeat=values["repeat"], repeat_from_cli=config.getoption("repeat") is not None,
-        match=values["match"], world=values["world"],
+        mode=values["mode"],
+        repeat=values["repeat"],
+        repeat_from_cli=config.getoption("repeat") is not None,
+        match=values["match"],
+        world=values["world"],
         report_dir=report_dir,
         case_roots=tuple(rootpath / p for p in config.getini("nodeval_cases")),
-        profile=profile, baseline=baseline,
-        update_baseline=bool(config.getoption("nodeval_update_baseline")), sources=sources,
-        history=rootpath / config.getini("nodeval_history") if config.getini("nodeval_history") else None,
-        judge=_judge(config.getini("nodeval_judge"), where), judge_reuse=bool(config.getoption("nodeval_judge_reuse")),
-        baseline_from_cli=bool(config.getoption("nodeval_baseline")), gate_policy=_gate_policy(config, where),
-        record_force=bool(config.getoption("nodeval_record_force")), adaptive=values["adaptive"],
-        progress=_progress_mode(config, where), progress_interval_s=_progress_interval(config, where),
-        prices=_prices(config.getini("nodeval_prices"), where), max_cost=_max_cost(config, where),
+        profile=profile,
+        baseline=baseline,
+        update_baseline=bool(config.getoption("nodeval_update_baseline")),
+        sources=sources,
+        history=rootpath / config.getini("nodeval_history")
+        if config.getini("nodeval_history")
+        else None,
+        judge=_judge(config.getini("nodeval_judge"), where),
+        judge_reuse=bool(config.getoption("nodeval_judge_reuse")),
+        baseline_from_cli=bool(config.getoption("nodeval_baseline")),
+        gate_policy=_gate_policy(config, where),
+        record_force=bool(config.getoption("nodeval_record_force")),
+        adaptive=values["adaptive"],
+        progress=_progress_mode(config, where),
+        progress_interval_s=_progress_interval(config, where),
+        prices=_prices(config.getini("nodeval_prices"), where),
+        max_cost=_max_cost(config, where),
         limits=_limits(config.getini("nodeval_limits"), where, profile, profiles),
         concurrency=values["concurrency"],
-        world_concurrency=_positive(config.getini("nodeval_world_concurrency") or WORLD_CONCURRENCY,
-                                    f"nodeval_world_concurrency ({where})"),
+        world_concurrency=_positive(
+            config.getini("nodeval_world_concurrency") or WORLD_CONCURRENCY,
+            f"nodeval_world_concurrency ({where})",
+        ),
     )
 
 
 def _progress_mode(config: pytest.Config, where: str) -> str:
     # --nodeval-progress (argparse checked its choices) > ini nodeval_progress > auto
-    mode = config.getoption("nodeval_progress") or config.getini("nodeval_progress").strip() or "auto"
+    mode = (
+        config.getoption("nodeval_progress") or config.getini("nodeval_progress").strip() or "auto"
+    )
     if mode not in PROGRESS_MODES:
-        raise pytest.UsageError(f"nodeval_progress ({where}) must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
+        raise pytest.UsageError(
+            f"nodeval_progress ({where}) must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}"
+        )
     return mode
 
 
@@ -207,7 +283,9 @@ def _progress_interval(config: pytest.Config, where: str) -> float:
     except (TypeError, ValueError):
         seconds = -1.0
     if not seconds >= 0:  # also refuses nan
-        raise pytest.UsageError(f"nodeval_progress_interval ({where}) must be a number of seconds >= 0, got {raw!r}")
+        raise pytest.UsageError(
+            f"nodeval_progress_interval ({where}) must be a number of seconds >= 0, got {raw!r}"
+        )
     return seconds
 
 
@@ -225,8 +303,11 @@ def _prices(lines: list[str], where: str) -> dict[str, Any]:
 def _max_cost(config: pytest.Config, where: str) -> float | None:
     # command line > ini: the one place a max cost is decided.
     cli = config.getoption("nodeval_max_cost")
-    source, raw = ("--nodeval-max-cost", cli) if cli not in (None, "") else (f"nodeval_max_cost ({where})",
-                                                                             config.getini("nodeval_max_cost"))
+    source, raw = (
+        ("--nodeval-max-cost", cli)
+        if cli not in (None, "")
+        else (f"nodeval_max_cost ({where})", config.getini("nodeval_max_cost"))
+    )
     if raw in (None, ""):
         return None
     try:
@@ -234,11 +315,15 @@ def _max_cost(config: pytest.Config, where: str) -> float | None:
     except ValueError:
         value = -1.0
     if not 0 < value < float("inf"):
-        raise pytest.UsageError(f"{source} must be a positive amount in USD (e.g. 5 or 0.50), got {raw!r}")
+        raise pytest.UsageError(
+            f"{source} must be a positive amount in USD (e.g. 5 or 0.50), got {raw!r}"
+        )
     return value
 
 
-def _limits(lines: list[str], where: str, profile: str | None, profiles: dict[str, Any]) -> tuple[Any, ...]:
+def _limits(
+    lines: list[str], where: str, profile: str | None, profiles: dict[str, Any]
+) -> tuple[Any, ...]:
     if not lines:
         return ()
     from ..agent.limits import parse_limits
@@ -277,13 +362,17 @@ def _gate_policy(config: pytest.Config, where: str) -> dict[str, float]:
         try:
             number = float(raw)
         except ValueError:
-            raise pytest.UsageError(f"nodeval_{name} ({where}) must be a number, got {raw!r}") from None
+            raise pytest.UsageError(
+                f"nodeval_{name} ({where}) must be a number, got {raw!r}"
+            ) from None
         if number < 0:
             raise pytest.UsageError(f"nodeval_{name} ({where}) must not be negative, got {raw!r}")
         field_name = GATE_INI_ALIASES.get(name, name)
         if field_name in values and values[field_name] != number:
-            raise pytest.UsageError(f"nodeval_{name} ({where}) = {raw} contradicts nodeval_{field_name} = "
-                                    f"{values[field_name]:g}: they are one setting; keep one of them")
+            raise pytest.UsageError(
+                f"nodeval_{name} ({where}) = {raw} contradicts nodeval_{field_name} = "
+                f"{values[field_name]:g}: they are one setting; keep one of them"
+            )
         integral = field_name in ("latency_min_attempts", "bootstrap_iterations", "bootstrap_seed")
         values[field_name] = int(number) if integral else number
     return values

@@ -55,7 +55,9 @@ def parse_shard(value: str, environ: Mapping[str, str] = os.environ) -> ShardSpe
         return _from_ci(environ)
     index, sep, total = value.partition("/")
     if not (sep and index.isdigit() and total.isdigit() and 1 <= int(index) <= int(total)):
-        raise pytest.UsageError(f"--nodeval-shard: expected K/N with 1 <= K <= N (e.g. 2/4), or auto; got {value!r}")
+        raise pytest.UsageError(
+            f"--nodeval-shard: expected K/N with 1 <= K <= N (e.g. 2/4), or auto; got {value!r}"
+        )
     return ShardSpec(int(index), int(total))
 
 
@@ -63,17 +65,25 @@ def _from_ci(environ: Mapping[str, str]) -> ShardSpec:
     for index_var, total_var, first in _CI_VARIABLES:
         if index_var in environ and total_var in environ:
             index, total = environ[index_var], environ[total_var]
-            if not (index.isdigit() and total.isdigit() and first <= int(index) < int(total) + first):
-                raise pytest.UsageError(f"--nodeval-shard=auto: {index_var}={index!r} and {total_var}={total!r} "
-                                        f"do not name a shard (the index counts from {first})")
+            if not (
+                index.isdigit() and total.isdigit() and first <= int(index) < int(total) + first
+            ):
+                raise pytest.UsageError(
+                    f"--nodeval-shard=auto: {index_var}={index!r} and {total_var}={total!r} "
+                    f"do not name a shard (the index counts from {first})"
+                )
             return ShardSpec(int(index) - first + 1, int(total))
     names = ", ".join(f"{i}/{t}" for i, t, _ in _CI_VARIABLES)
-    raise pytest.UsageError(f"--nodeval-shard=auto: none of the CI variables {names} is set; pass K/N instead "
-                            "(GitHub Actions has none: use --nodeval-shard ${{ matrix.shard }}/N)")
+    raise pytest.UsageError(
+        f"--nodeval-shard=auto: none of the CI variables {names} is set; pass K/N instead "
+        "(GitHub Actions has none: use --nodeval-shard ${{ matrix.shard }}/N)"
+    )
 
 
 def _unit_hash(unit: str, shard: int) -> int:
-    return int.from_bytes(hashlib.blake2b(f"{unit}\0{shard}".encode(), digest_size=8).digest(), "big")
+    return int.from_bytes(
+        hashlib.blake2b(f"{unit}\0{shard}".encode(), digest_size=8).digest(), "big"
+    )
 
 
 def preference(unit: str, total: int) -> list[int]:
@@ -117,22 +127,35 @@ class ShardPlan:
     """Tests this shard kept."""
 
     def cases(self) -> dict[str, int]:
-        return {unit[5:]: shard for unit, shard in sorted(self.units.items()) if unit.startswith("case:")}
+        return {
+            unit[5:]: shard
+            for unit, shard in sorted(self.units.items())
+            if unit.startswith("case:")
+        }
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.spec.index, "total": self.spec.total, "balanced_by": self.balanced_by,
-                "cases": self.cases(), "tests": self.kept}
+        return {
+            "index": self.spec.index,
+            "total": self.spec.total,
+            "balanced_by": self.balanced_by,
+            "cases": self.cases(),
+            "tests": self.kept,
+        }
 
 
-def plan_for(items: list[pytest.Item], spec: ShardSpec, durations: dict[str, float], source: str) -> ShardPlan:
+def plan_for(
+    items: list[pytest.Item], spec: ShardSpec, durations: dict[str, float], source: str
+) -> ShardPlan:
     """Weights: the items of a unit times its case's duration per attempt (the mean of the
     known ones where a case has none yet, 1 when nothing is known)."""
     counts: dict[str, int] = defaultdict(int)
     for item in items:
         counts[unit_of(item)] += 1
     fallback = sum(durations.values()) / len(durations) if durations else 1.0
-    weights = {unit: n * durations.get(unit[5:] if unit.startswith("case:") else "", fallback)
-               for unit, n in counts.items()}
+    weights = {
+        unit: n * durations.get(unit[5:] if unit.startswith("case:") else "", fallback)
+        for unit, n in counts.items()
+    }
     return ShardPlan(spec, source if durations else "counts", assign(weights, spec.total))
 
 
@@ -191,7 +214,8 @@ def history_durations(path: Path) -> dict[str, float]:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
             rows = db.execute(
                 "SELECT c.case_id, c.latency_p50_ms FROM case_results c JOIN runs r USING (run_id) "
-                "WHERE c.latency_p50_ms IS NOT NULL ORDER BY r.finished_at").fetchall()
+                "WHERE c.latency_p50_ms IS NOT NULL ORDER BY r.finished_at"
+            ).fetchall()
     except sqlite3.Error:
         return {}
     return {case_id: float(ms) for case_id, ms in rows}  # later runs overwrite earlier ones

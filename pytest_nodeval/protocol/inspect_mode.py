@@ -39,8 +39,15 @@ DEFAULT_TIMEOUT_S = 600.0
 MAX_TIMEOUT_S = 86_400.0
 
 ErrorCode = Literal[
-    "session_failed", "malformed_json", "unknown_schema", "invalid_request", "config_error",
-    "provider_error", "timeout", "replay_divergence", "internal_error",
+    "session_failed",
+    "malformed_json",
+    "unknown_schema",
+    "invalid_request",
+    "config_error",
+    "provider_error",
+    "timeout",
+    "replay_divergence",
+    "internal_error",
 ]
 
 EXIT_CODES: dict[str, int] = {
@@ -73,7 +80,9 @@ class InspectRequest(BaseModel):
     """One request: which engine run to do. Unknown fields are errors, so a typo never
     silently drops a setting."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
+    )
 
     schema_version: Literal[1] = Field(alias="schema")
     """Protocol version; must be 1."""
@@ -193,9 +202,15 @@ def status_for(code: ErrorCode | None) -> Literal["ok", "failed", "error"]:
     return "failed" if code == "session_failed" else "error"
 
 
-def error_response(code: ErrorCode, message: str, field: str | None = None, **context: Any) -> InspectResponse:
-    return InspectResponse(status=status_for(code), exit_code=EXIT_CODES[code],
-                           error=ErrorInfo(code=code, message=message, field=field), **context)
+def error_response(
+    code: ErrorCode, message: str, field: str | None = None, **context: Any
+) -> InspectResponse:
+    return InspectResponse(
+        status=status_for(code),
+        exit_code=EXIT_CODES[code],
+        error=ErrorInfo(code=code, message=message, field=field),
+        **context,
+    )
 
 
 # -- the pure core ------------------------------------------------------------------------
@@ -215,10 +230,17 @@ def handle(raw: bytes) -> tuple[InspectResponse, int]:
     except Exception as exc:  # a bug must still yield a valid response
         logger.exception("internal error while serving a request")
         response = error_response("internal_error", f"{type(exc).__name__}: {clip(str(exc))}")
-    response = response.model_copy(update={"wall_ms": round((time.perf_counter() - start) * 1000, 3)})
+    response = response.model_copy(
+        update={"wall_ms": round((time.perf_counter() - start) * 1000, 3)}
+    )
     if response.error is not None:
         logger.warning("%s: %s", response.error.code, clip(response.error.message, 2000))
-    logger.info("answered %s (exit status %d) in %.0f ms", response.status, response.exit_code, response.wall_ms)
+    logger.info(
+        "answered %s (exit status %d) in %.0f ms",
+        response.status,
+        response.exit_code,
+        response.wall_ms,
+    )
     return response, response.exit_code
 
 
@@ -238,22 +260,35 @@ def parse_request(raw: bytes) -> InspectRequest:
 
 def parse_json(raw: bytes) -> Any:
     if len(raw) > MAX_REQUEST_BYTES:
-        raise ProtocolError("malformed_json", f"the request is larger than the {MAX_REQUEST_BYTES // 2**20} MiB "
-                                              "limit; pass big inputs by file (config_path, case_dir)")
+        raise ProtocolError(
+            "malformed_json",
+            f"the request is larger than the {MAX_REQUEST_BYTES // 2**20} MiB "
+            "limit; pass big inputs by file (config_path, case_dir)",
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ProtocolError("malformed_json", f"the request is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ProtocolError(
+            "malformed_json", f"the request is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     if not text.strip():
-        raise ProtocolError("malformed_json", 'the request is empty; send one JSON object, e.g. '
-                                              '{"schema": 1, "config_path": "config.yaml", "user_input": "hello"}')
+        raise ProtocolError(
+            "malformed_json",
+            "the request is empty; send one JSON object, e.g. "
+            '{"schema": 1, "config_path": "config.yaml", "user_input": "hello"}',
+        )
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise ProtocolError("malformed_json", f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg} "
-                                              "(the request must be exactly one JSON document)") from None
+        raise ProtocolError(
+            "malformed_json",
+            f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg} "
+            "(the request must be exactly one JSON document)",
+        ) from None
     except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
-        raise ProtocolError("malformed_json", f"unreadable JSON value: {clip(str(exc), 200)}") from None
+        raise ProtocolError(
+            "malformed_json", f"unreadable JSON value: {clip(str(exc), 200)}"
+        ) from None
     except RecursionError:
         raise ProtocolError("malformed_json", "the JSON is nested too deeply to read") from None
     _require_valid_unicode(text, data)
@@ -264,7 +299,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
-            raise ProtocolError("malformed_json", f"the key {_short(key)} appears twice in one JSON object")
+            raise ProtocolError(
+                "malformed_json", f"the key {_short(key)} appears twice in one JSON object"
+            )
         data[key] = value
     return data
 
@@ -281,23 +318,35 @@ def _require_valid_unicode(text: str, data: Any) -> None:
     try:
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise ProtocolError("malformed_json", "a string holds an unpaired UTF-16 surrogate escape "
-                                              "(e.g. \\ud800), which is not Unicode text") from None
+        raise ProtocolError(
+            "malformed_json",
+            "a string holds an unpaired UTF-16 surrogate escape "
+            "(e.g. \\ud800), which is not Unicode text",
+        ) from None
     except RecursionError:
         raise ProtocolError("malformed_json", "the JSON is nested too deeply to read") from None
 
 
 def check_schema(data: Any) -> None:
     if not isinstance(data, dict):
-        raise ProtocolError("invalid_request", f"the request must be a JSON object, not {_kind(data)}")
+        raise ProtocolError(
+            "invalid_request", f"the request must be a JSON object, not {_kind(data)}"
+        )
     if "schema" not in data:
-        raise ProtocolError("unknown_schema", f'the request has no "schema"; this nodeval speaks schema {SCHEMA}: '
-                                              f'add "schema": {SCHEMA}', "schema")
+        raise ProtocolError(
+            "unknown_schema",
+            f'the request has no "schema"; this nodeval speaks schema {SCHEMA}: '
+            f'add "schema": {SCHEMA}',
+            "schema",
+        )
     version = data["schema"]
     if type(version) is not int or version != SCHEMA:
-        raise ProtocolError("unknown_schema", f"schema {_short(version)} is not supported; this nodeval speaks "
-                                              f"schema {SCHEMA} only (upgrade pytest-nodeval for newer schemas)",
-                            "schema")
+        raise ProtocolError(
+            "unknown_schema",
+            f"schema {_short(version)} is not supported; this nodeval speaks "
+            f"schema {SCHEMA} only (upgrade pytest-nodeval for newer schemas)",
+            "schema",
+        )
 
 
 def validate_request(data: dict[str, Any]) -> InspectRequest:
@@ -306,8 +355,12 @@ def validate_request(data: dict[str, Any]) -> InspectRequest:
     except ValidationError as exc:
         problems = [_describe(err) for err in exc.errors(include_url=False)]
         texts = list(dict.fromkeys(text for _, text in problems))
-        more = f"; and {len(texts) - MAX_PROBLEMS} more problems" if len(texts) > MAX_PROBLEMS else ""
-        raise ProtocolError("invalid_request", "; ".join(texts[:MAX_PROBLEMS]) + more, problems[0][0]) from None
+        more = (
+            f"; and {len(texts) - MAX_PROBLEMS} more problems" if len(texts) > MAX_PROBLEMS else ""
+        )
+        raise ProtocolError(
+            "invalid_request", "; ".join(texts[:MAX_PROBLEMS]) + more, problems[0][0]
+        ) from None
 
 
 def _describe(err: Any) -> tuple[str | None, str]:
@@ -325,8 +378,12 @@ def check_combination(request: InspectRequest) -> None:
     """Rules across fields: what to run, where its inputs come from, and in which mode."""
     if (request.config_path is None) == (request.case_dir is None):
         both = request.config_path is not None
-        raise ProtocolError("invalid_request", "give config_path (an engine config to run live) or case_dir "
-                            f"(a case to replay){', not both' if both else ''}", "case_dir" if both else "config_path")
+        raise ProtocolError(
+            "invalid_request",
+            "give config_path (an engine config to run live) or case_dir "
+            f"(a case to replay){', not both' if both else ''}",
+            "case_dir" if both else "config_path",
+        )
     if request.config_path is not None:
         _check_config_run(request)
     else:
@@ -336,18 +393,30 @@ def check_combination(request: InspectRequest) -> None:
 def _check_config_run(request: InspectRequest) -> None:
     if (request.user_input is None) == (request.inputs is None):
         both = request.user_input is not None
-        raise ProtocolError("invalid_request", "a run from config_path needs user_input (one message) or inputs "
-                            f"(a list of messages){', not both' if both else ''}", "inputs" if both else "user_input")
+        raise ProtocolError(
+            "invalid_request",
+            "a run from config_path needs user_input (one message) or inputs "
+            f"(a list of messages){', not both' if both else ''}",
+            "inputs" if both else "user_input",
+        )
     if request.mode not in (None, "live"):
-        raise ProtocolError("invalid_request", f"mode {request.mode!r} needs a recorded case (case_dir); "
-                            "a run from config_path is always live", "mode")
+        raise ProtocolError(
+            "invalid_request",
+            f"mode {request.mode!r} needs a recorded case (case_dir); "
+            "a run from config_path is always live",
+            "mode",
+        )
 
 
 def _check_case_run(request: InspectRequest) -> None:
     for name in ("user_input", "inputs"):
         if getattr(request, name) is not None:
-            raise ProtocolError("invalid_request", f"{name}: a case brings its own inputs (input/inputs.yaml, or its "
-                                "journal in replay); remove this field", name)
+            raise ProtocolError(
+                "invalid_request",
+                f"{name}: a case brings its own inputs (input/inputs.yaml, or its "
+                "journal in replay); remove this field",
+                name,
+            )
 
 
 def effective_mode(request: InspectRequest) -> InspectMode:
@@ -369,9 +438,14 @@ def run_request(request: InspectRequest) -> InspectResponse:
     except ProtocolError as exc:
         return error_response(exc.code, exc.message, exc.field, session_id=session_id, mode=mode)
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-inspect-"))
-    job = WorkerJob(request=request, mode=mode, session_id=session_id,
-                    journal_dir=str(journal_dir or scratch / "journal"), scratch_dir=str(scratch),
-                    parent_pid=os.getpid())
+    job = WorkerJob(
+        request=request,
+        mode=mode,
+        session_id=session_id,
+        journal_dir=str(journal_dir or scratch / "journal"),
+        scratch_dir=str(scratch),
+        parent_pid=os.getpid(),
+    )
     try:
         return run_worker(job, request.timeout_s or DEFAULT_TIMEOUT_S)
     finally:
@@ -381,14 +455,28 @@ def run_request(request: InspectRequest) -> InspectResponse:
 def check_paths(request: InspectRequest) -> None:
     """Missing files are found here, cheaply, before any worker is started."""
     if request.config_path is not None and _probe(_absolute(request.config_path)) != "file":
-        raise ProtocolError("config_error", f"config_path {_short(request.config_path, PATH_LIMIT)}: not a file "
-                            f"(relative paths start at the working directory, {os.getcwd()})", "config_path")
+        raise ProtocolError(
+            "config_error",
+            f"config_path {_short(request.config_path, PATH_LIMIT)}: not a file "
+            f"(relative paths start at the working directory, {os.getcwd()})",
+            "config_path",
+        )
     if request.case_dir is not None and _probe(_absolute(request.case_dir) / CASE_FILE) != "file":
-        raise ProtocolError("config_error", f"case_dir {_short(request.case_dir, PATH_LIMIT)}: not a case directory "
-                            "(no case.yaml)", "case_dir")
-    if request.journal_dir is not None and _probe(_absolute(request.journal_dir)) not in ("missing", "empty dir"):
-        raise ProtocolError("invalid_request", f"journal_dir {_short(request.journal_dir, PATH_LIMIT)}: exists and is not an "
-                            "empty directory, or cannot be used; name a new directory", "journal_dir")
+        raise ProtocolError(
+            "config_error",
+            f"case_dir {_short(request.case_dir, PATH_LIMIT)}: not a case directory (no case.yaml)",
+            "case_dir",
+        )
+    if request.journal_dir is not None and _probe(_absolute(request.journal_dir)) not in (
+        "missing",
+        "empty dir",
+    ):
+        raise ProtocolError(
+            "invalid_request",
+            f"journal_dir {_short(request.journal_dir, PATH_LIMIT)}: exists and is not an "
+            "empty directory, or cannot be used; name a new directory",
+            "journal_dir",
+        )
 
 
 def prepare_journal_dir(request: InspectRequest) -> Path | None:
@@ -399,13 +487,17 @@ def prepare_journal_dir(request: InspectRequest) -> Path | None:
     try:
         target.mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as exc:
-        raise ProtocolError("invalid_request", f"journal_dir {_short(request.journal_dir, PATH_LIMIT)}: cannot be created "
-                            f"({type(exc).__name__}: {clip(str(exc), 200)})", "journal_dir") from None
+        raise ProtocolError(
+            "invalid_request",
+            f"journal_dir {_short(request.journal_dir, PATH_LIMIT)}: cannot be created "
+            f"({type(exc).__name__}: {clip(str(exc), 200)})",
+            "journal_dir",
+        ) from None
     return target
 
 
 def _probe(path: Path) -> str:
-    """"file", "empty dir", "dir", "missing" or "unusable" (a NUL byte, a name too long...)."""
+    """ "file", "empty dir", "dir", "missing" or "unusable" (a NUL byte, a name too long...)."""
     try:
         if path.is_file():
             return "file"
@@ -425,23 +517,36 @@ WORKER_COMMAND = (sys.executable, "-m", "pytest_nodeval.protocol.worker")
 
 def run_worker(job: WorkerJob, timeout_s: float) -> InspectResponse:
     """Run the job in a fresh process in its own session; stop it at the deadline."""
-    context = {"session_id": job.session_id, "mode": job.mode,
-               # a kept journal holds what the session did before it was stopped
-               "journal_dir": job.journal_dir if job.request.journal_dir is not None else None}
-    logger.info("running session %s (%s) in a worker, deadline %gs", job.session_id, job.mode, timeout_s)
+    context = {
+        "session_id": job.session_id,
+        "mode": job.mode,
+        # a kept journal holds what the session did before it was stopped
+        "journal_dir": job.journal_dir if job.request.journal_dir is not None else None,
+    }
+    logger.info(
+        "running session %s (%s) in a worker, deadline %gs", job.session_id, job.mode, timeout_s
+    )
     # stderr is inherited: the worker's logs go where ours go, never to stdout.
     from ..world import reaper
 
-    worker = subprocess.Popen(WORKER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              start_new_session=True)
+    worker = subprocess.Popen(
+        WORKER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
     # Killed by the harness (SIGTERM), we stop the worker and its worlds before we go.
     reaper.track(worker, lambda: stop_worker(worker))
     try:
-        out, _ = worker.communicate(job.model_dump_json(by_alias=True).encode("utf-8"), timeout=timeout_s)
+        out, _ = worker.communicate(
+            job.model_dump_json(by_alias=True).encode("utf-8"), timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         stop_worker(worker)
-        return error_response("timeout", f"the session did not finish within timeout_s={timeout_s:g}s; "
-                              "it was stopped (raise timeout_s, or lower the config's limits)", "timeout_s", **context)
+        return error_response(
+            "timeout",
+            f"the session did not finish within timeout_s={timeout_s:g}s; "
+            "it was stopped (raise timeout_s, or lower the config's limits)",
+            "timeout_s",
+            **context,
+        )
     except BaseException:
         stop_worker(worker)
         raise
@@ -454,9 +559,14 @@ def read_worker_response(out: bytes, returncode: int, context: dict[str, Any]) -
     try:
         return InspectResponse.model_validate_json(out)
     except ValidationError:
-        detail = f"exit status {returncode}" if returncode >= 0 else f"killed by signal {-returncode}"
-        return error_response("internal_error", f"the worker process ended without a valid response ({detail}); "
-                              "its log is on stderr", **context)
+        detail = (
+            f"exit status {returncode}" if returncode >= 0 else f"killed by signal {-returncode}"
+        )
+        return error_response(
+            "internal_error",
+            f"the worker process ended without a valid response ({detail}); its log is on stderr",
+            **context,
+        )
 
 
 def stop_worker(worker: subprocess.Popen[bytes]) -> None:
@@ -547,7 +657,10 @@ def read_request(stdin: BinaryIO | None = None) -> bytes:
     if stream is None:
         return b""  # no stdin at all: answered as an empty request
     if getattr(stream, "isatty", lambda: False)():
-        print("nodeval inspect-mode: reading one JSON request from stdin (end it with Ctrl-D)", file=sys.stderr)
+        print(
+            "nodeval inspect-mode: reading one JSON request from stdin (end it with Ctrl-D)",
+            file=sys.stderr,
+        )
     # One byte past the limit is enough to know the request is too large.
     return stream.read(MAX_REQUEST_BYTES + 1) or b""
 
@@ -579,9 +692,13 @@ def _kind(value: Any) -> str:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value) if isinstance(value, (str, int, float, bool)) or value is None else _kind(value)
+    text = (
+        repr(value) if isinstance(value, (str, int, float, bool)) or value is None else _kind(value)
+    )
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def clip(text: str, limit: int = 4000) -> str:
-    return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} more characters]"
+    return (
+        text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} more characters]"
+    )

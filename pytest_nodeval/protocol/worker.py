@@ -48,7 +48,9 @@ def run_job(job: WorkerJob) -> InspectResponse:
         case = load_run(job)
         # NODEVAL_WORLD picks the world backend (docker, bwrap, local); default: the best available.
         world = os.environ.get("NODEVAL_WORLD") or None
-        settings = AttemptSettings(mode=job.mode, session_id=job.session_id, run_id=RUN_ID, world_backend=world)
+        settings = AttemptSettings(
+            mode=job.mode, session_id=job.session_id, run_id=RUN_ID, world_backend=world
+        )
         observed = run_case(case, settings, Path(job.journal_dir))
     except ProviderError as exc:
         return error_response("provider_error", str(exc), **context)
@@ -74,7 +76,9 @@ def load_run(job: WorkerJob) -> Any:
     user = ScriptedUserSpec(kind="scripted", inputs=inputs)
     # The scratch directory stands in for the case directory: no journal to compare
     # with, and an empty world seed.
-    return Case(RUN_ID, Path(job.scratch_dir), CaseSpec(id=RUN_ID), config, InputsSpec(user=user), ())
+    return Case(
+        RUN_ID, Path(job.scratch_dir), CaseSpec(id=RUN_ID), config, InputsSpec(user=user), ()
+    )
 
 
 def _field_at_fault(job: WorkerJob) -> str:
@@ -101,12 +105,18 @@ def response_for(observed: Any, job: WorkerJob) -> InspectResponse:
     metrics = observed.metrics()
     code = outcome_code(observed)
     return InspectResponse(
-        status=status_for(code), exit_code=EXIT_CODES[code or "ok"],
+        status=status_for(code),
+        exit_code=EXIT_CODES[code or "ok"],
         error=_error_info(code, observed.status, metrics["reason"]),
-        session_id=job.session_id, mode=job.mode, session_status=observed.status, output=observed.output,
+        session_id=job.session_id,
+        mode=job.mode,
+        session_status=observed.status,
+        output=observed.output,
         usage=Usage(input_tokens=metrics["input_tokens"], output_tokens=metrics["output_tokens"]),
-        latency_ms=metrics["latency_ms"], turns=metrics["turns"],
-        llm_calls=metrics["llm_calls"], tool_calls=metrics["tool_calls"],
+        latency_ms=metrics["latency_ms"],
+        turns=metrics["turns"],
+        llm_calls=metrics["llm_calls"],
+        tool_calls=metrics["tool_calls"],
         journal_dir=job.journal_dir if job.request.journal_dir is not None else None,
         events=dump_events(observed.events) if job.request.include_events else None,
     )
@@ -129,6 +139,7 @@ def exit_with_parent(parent_pid: int, scratch_dir: str, poll_s: float = 0.5) -> 
     timeout does not reach it. Without this watch the session would run on unobserved.
     The scratch directory is the parent's to remove, so it is removed here instead.
     """
+
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(poll_s)
@@ -145,8 +156,11 @@ def exit_with_parent(parent_pid: int, scratch_dir: str, poll_s: float = 0.5) -> 
 
 def main() -> int:
     out = claim_stdout()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="nodeval inspect-mode worker: %(levelname)s %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.WARNING,
+        format="nodeval inspect-mode worker: %(levelname)s %(message)s",
+    )
     job = WorkerJob.model_validate_json(sys.stdin.buffer.read())
     # Temporary directories of the session (the local world's, say) go inside the scratch
     # directory, which is removed however the worker ends: even when it is killed.
@@ -156,8 +170,12 @@ def main() -> int:
         response = run_job(job)
     except Exception as exc:  # the parent still gets a valid response; the traceback goes to stderr
         logger.exception("the session crashed")
-        response = error_response("internal_error", f"{type(exc).__name__}: {clip(str(exc))}",
-                                  session_id=job.session_id, mode=job.mode)
+        response = error_response(
+            "internal_error",
+            f"{type(exc).__name__}: {clip(str(exc))}",
+            session_id=job.session_id,
+            mode=job.mode,
+        )
     out.write(response.to_wire())
     out.flush()
     return 0

@@ -28,7 +28,11 @@ def baseline_counts(baseline: RunReport) -> dict[str, tuple[int, int]]:
 
 def graded_outcomes(attempts: Iterable[AttemptRecord]) -> list[bool]:
     """Pass (True) or fail per judged attempt, in the order given."""
-    return [a.outcome == "passed" for a in attempts if a.outcome in ("passed", "failed") and not a.infra_error]
+    return [
+        a.outcome == "passed"
+        for a in attempts
+        if a.outcome in ("passed", "failed") and not a.infra_error
+    ]
 
 
 def compared(case_ids: Iterable[str], counts: Mapping[str, tuple[int, int]]) -> set[str]:
@@ -40,12 +44,16 @@ def level_for(policy: GatePolicy, cases: int) -> float:
     return case_level(policy.level(GateName.SCENARIO_REGRESSION), cases)
 
 
-def annotate(report: RunReport, counts: Mapping[str, tuple[int, int]], policy: GatePolicy) -> RunReport:
+def annotate(
+    report: RunReport, counts: Mapping[str, tuple[int, int]], policy: GatePolicy
+) -> RunReport:
     """The report with each compared case's adaptive summary and the run's."""
     ids = compared((case.id for case in report.cases), counts)
     level = level_for(policy, len(ids))
     cases = [
-        _annotate_case(case, counts[case.id], level, policy.fail_on_scenario_drop) if case.id in ids else case
+        _annotate_case(case, counts[case.id], level, policy.fail_on_scenario_drop)
+        if case.id in ids
+        else case
         for case in report.cases
     ]
     summaries = [case.adaptive for case in cases if case.adaptive is not None]
@@ -58,13 +66,17 @@ def annotate(report: RunReport, counts: Mapping[str, tuple[int, int]], policy: G
     return report.model_copy(update={"cases": cases, "adaptive": run})
 
 
-def _annotate_case(case: CaseReport, baseline: tuple[int, int], level: float, threshold: float) -> CaseReport:
+def _annotate_case(
+    case: CaseReport, baseline: tuple[int, int], level: float, threshold: float
+) -> CaseReport:
     cap = max((attempt.repeat for attempt in case.attempts), default=0)
     if cap < 1:
         return case
     graded = graded_outcomes(sorted(case.attempts, key=lambda a: a.repeat))
     decision = first_stop(*baseline, graded, adaptive_design(cap), level, threshold)
-    skipped = sum(1 for a in case.attempts if a.outcome == "skipped" and SKIP_PREFIX in (a.reason or ""))
+    skipped = sum(
+        1 for a in case.attempts if a.outcome == "skipped" and SKIP_PREFIX in (a.reason or "")
+    )
     summary = CaseAdaptive(
         cap=cap,
         repeats=decision.attempts,
@@ -77,6 +89,8 @@ def _annotate_case(case: CaseReport, baseline: tuple[int, int], level: float, th
 
 def _reason(decision: AdaptiveDecision) -> str:
     if decision.stop is None:
-        return (f"{SKIP_PREFIX} undecided after {decision.attempts} graded repeats "
-                "(infrastructure errors or an interrupted run took the rest)")
+        return (
+            f"{SKIP_PREFIX} undecided after {decision.attempts} graded repeats "
+            "(infrastructure errors or an interrupted run took the rest)"
+        )
     return decision.reason

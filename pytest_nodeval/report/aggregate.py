@@ -25,12 +25,18 @@ def merge_checks(checks: list[AttemptRecord]) -> AttemptRecord:
     judged: dict[str, str] = {}
     for record in checks:
         judged.update(record.judged)
-    return measured.model_copy(update={
-        "nodeid": checks[0].nodeid, "checks": [r.nodeid for r in checks],
-        "outcome": decisive.outcome, "reason": decisive.reason,
-        "infra_error": any(r.infra_error for r in checks), "reruns": max(r.reruns for r in checks),
-        "assertions": [a for r in checks for a in r.assertions], "judged": judged,
-    })
+    return measured.model_copy(
+        update={
+            "nodeid": checks[0].nodeid,
+            "checks": [r.nodeid for r in checks],
+            "outcome": decisive.outcome,
+            "reason": decisive.reason,
+            "infra_error": any(r.infra_error for r in checks),
+            "reruns": max(r.reruns for r in checks),
+            "assertions": [a for r in checks for a in r.assertions],
+            "judged": judged,
+        }
+    )
 
 
 def attempts_of(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
@@ -68,10 +74,19 @@ def build_case(meta: CaseMeta, attempts: list[AttemptRecord]) -> CaseReport:
         infra_errors=sum(1 for a in attempts if a.infra_error),
     )
     total, per_attempt = cost_of(attempts)
-    return CaseReport(id=meta.id, name=meta.name, tags=meta.tags, directory=meta.directory,
-                      min_pass_rate=meta.min_pass_rate, verdict=case_verdict(attempts, meta.min_pass_rate),  # type: ignore[arg-type]
-                      stats=stats, judge_agreement=judge_agreement(attempts), cost_usd=total,
-                      cost_per_attempt_usd=per_attempt, attempts=attempts)
+    return CaseReport(
+        id=meta.id,
+        name=meta.name,
+        tags=meta.tags,
+        directory=meta.directory,
+        min_pass_rate=meta.min_pass_rate,
+        verdict=case_verdict(attempts, meta.min_pass_rate),  # type: ignore[arg-type]
+        stats=stats,
+        judge_agreement=judge_agreement(attempts),
+        cost_usd=total,
+        cost_per_attempt_usd=per_attempt,
+        attempts=attempts,
+    )
 
 
 def cost_of(attempts: Iterable[AttemptRecord]) -> tuple[float | None, float | None]:
@@ -98,16 +113,26 @@ def judge_agreement(attempts: list[AttemptRecord]) -> dict[str, JudgeAgreement]:
     for criterion, verdicts in sorted(counts.items()):
         graded = verdicts["pass"] + verdicts["fail"]
         agreement = max(verdicts["pass"], verdicts["fail"]) / graded if graded else None
-        result[criterion] = JudgeAgreement(verdicts=dict(sorted(verdicts.items())), agreement=agreement)
+        result[criterion] = JudgeAgreement(
+            verdicts=dict(sorted(verdicts.items())), agreement=agreement
+        )
     return result
 
 
-def aggregate(attempts: Iterable[AttemptRecord], metas: dict[str, CaseMeta]) -> tuple[list[CaseReport], Totals, SuiteStats]:
+def aggregate(
+    attempts: Iterable[AttemptRecord], metas: dict[str, CaseMeta]
+) -> tuple[list[CaseReport], Totals, SuiteStats]:
     by_case: dict[str, list[AttemptRecord]] = defaultdict(list)
     for attempt in attempts_of(attempts):
         by_case[attempt.case_id].append(attempt)
-    cases = [build_case(metas.get(cid) or CaseMeta(id=cid), by_case[cid]) for cid in sorted(by_case)]
-    return cases, totals_of(cases), suite_stats([c.stats for c in cases if c.verdict not in ("skipped", "not_run")])
+    cases = [
+        build_case(metas.get(cid) or CaseMeta(id=cid), by_case[cid]) for cid in sorted(by_case)
+    ]
+    return (
+        cases,
+        totals_of(cases),
+        suite_stats([c.stats for c in cases if c.verdict not in ("skipped", "not_run")]),
+    )
 
 
 def totals_of(cases: list[CaseReport]) -> Totals:

@@ -34,7 +34,9 @@ def resolve(path: Path) -> Path:
         if runs:
             shown = "\n  ".join(str(r) for r in runs[:10])
             more = f"\n  ... and {len(runs) - 10} more" if len(runs) > 10 else ""
-            raise NodevalError(f"{path} holds {len(runs)} runs; name one of them (or its report.json):\n  {shown}{more}")
+            raise NodevalError(
+                f"{path} holds {len(runs)} runs; name one of them (or its report.json):\n  {shown}{more}"
+            )
         raise NodevalError(f"{path}: no report.json here or in its run directories")
     raise NodevalError(f"{path}: no such report or run directory")
 
@@ -53,15 +55,22 @@ def samples(report: RunReport) -> list[Any]:
 
     out = []
     for case in report.cases:
-        judged = [a for a in case.attempts if a.outcome in ("passed", "failed") and not a.infra_error]
+        judged = [
+            a for a in case.attempts if a.outcome in ("passed", "failed") and not a.infra_error
+        ]
         adaptive = getattr(case, "adaptive", None)  # older in-memory reports have none
-        out.append(CaseSample(
-            case_id=case.id, outcomes=tuple(a.outcome == "passed" for a in judged),
-            latencies_ms=tuple(a.latency_ms for a in judged if a.latency_ms is not None),
-            tokens=tuple(a.tokens for a in judged),
-            costs=tuple(a.cost_usd for a in judged if a.cost_usd is not None),
-            adaptive_cap=adaptive.cap if adaptive is not None else None,
-            adaptive_decided=adaptive is not None and adaptive.stop in ("regressed", "no regression")))
+        out.append(
+            CaseSample(
+                case_id=case.id,
+                outcomes=tuple(a.outcome == "passed" for a in judged),
+                latencies_ms=tuple(a.latency_ms for a in judged if a.latency_ms is not None),
+                tokens=tuple(a.tokens for a in judged),
+                costs=tuple(a.cost_usd for a in judged if a.cost_usd is not None),
+                adaptive_cap=adaptive.cap if adaptive is not None else None,
+                adaptive_decided=adaptive is not None
+                and adaptive.stop in ("regressed", "no regression"),
+            )
+        )
     return out
 
 
@@ -82,8 +91,13 @@ def compare(baseline: RunReport, current: RunReport, policy: Any) -> Any:
     two deterministic replays are compared without statistics."""
     from ..stats.gate import compare as compare_samples
 
-    return compare_samples(samples(baseline), samples(current), policy,
-                           baseline_mode=baseline.mode, current_mode=current.mode)
+    return compare_samples(
+        samples(baseline),
+        samples(current),
+        policy,
+        baseline_mode=baseline.mode,
+        current_mode=current.mode,
+    )
 
 
 def gate_section(diff: Any, label: str) -> dict[str, Any]:
@@ -94,8 +108,12 @@ def gate_section(diff: Any, label: str) -> dict[str, Any]:
 def incomplete_reason(report: RunReport) -> str | None:
     if report.pytest_exit_status in _INCOMPLETE:
         return f"the run {_INCOMPLETE[report.pytest_exit_status]} (pytest exit status {report.pytest_exit_status})"
-    never = [a.nodeid for c in report.cases for a in c.attempts
-             if a.outcome == "not_run" or (a.reason and a.reason.startswith("never reported"))]
+    never = [
+        a.nodeid
+        for c in report.cases
+        for a in c.attempts
+        if a.outcome == "not_run" or (a.reason and a.reason.startswith("never reported"))
+    ]
     if never:
         return f"{len(never)} attempt(s) not run (the run was cut short), e.g. {never[0]}"
     if report.totals.attempts == 0:

@@ -71,14 +71,38 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 def append(path: Path, report: RunReport) -> None:
     with closing(_connect(path)) as db, db:
-        db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (
-            report.run_id, report.finished_at, report.mode, report.repeat, report.totals.cases,
-            report.totals.attempts, report.suite.pass_rate, report.exit_status))
-        db.executemany("INSERT OR REPLACE INTO case_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-            (report.run_id, c.id, c.verdict, c.stats.attempts, c.stats.passed, c.stats.failed,
-             c.stats.infra_errors, c.stats.pass_rate, c.stats.latency_p50_ms, c.stats.latency_p95_ms,
-             c.stats.tokens_mean)
-            for c in report.cases])
+        db.execute(
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                report.run_id,
+                report.finished_at,
+                report.mode,
+                report.repeat,
+                report.totals.cases,
+                report.totals.attempts,
+                report.suite.pass_rate,
+                report.exit_status,
+            ),
+        )
+        db.executemany(
+            "INSERT OR REPLACE INTO case_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    report.run_id,
+                    c.id,
+                    c.verdict,
+                    c.stats.attempts,
+                    c.stats.passed,
+                    c.stats.failed,
+                    c.stats.infra_errors,
+                    c.stats.pass_rate,
+                    c.stats.latency_p50_ms,
+                    c.stats.latency_p95_ms,
+                    c.stats.tokens_mean,
+                )
+                for c in report.cases
+            ],
+        )
 
 
 def case_trend(path: Path, case_id: str, limit: int = 50) -> list[CasePoint]:
@@ -89,10 +113,14 @@ def case_trend(path: Path, case_id: str, limit: int = 50) -> list[CasePoint]:
         rows = db.execute(
             "SELECT r.run_id, r.finished_at, r.mode, c.verdict, c.passed, c.attempts, c.pass_rate, "
             "c.latency_p95_ms, c.tokens_mean FROM case_results c JOIN runs r USING (run_id) "
-            "WHERE c.case_id = ? ORDER BY r.finished_at DESC LIMIT ?", (case_id, limit)).fetchall()
+            "WHERE c.case_id = ? ORDER BY r.finished_at DESC LIMIT ?",
+            (case_id, limit),
+        ).fetchall()
     return [CasePoint(*row) for row in reversed(rows)]
 
 
 def trends(path: Path, case_ids: list[str], limit: int = 20) -> dict[str, list[dict[str, Any]]]:
     """Trends of several cases, as JSON types (for the HTML report)."""
-    return {case_id: [p.to_json() for p in case_trend(path, case_id, limit)] for case_id in case_ids}
+    return {
+        case_id: [p.to_json() for p in case_trend(path, case_id, limit)] for case_id in case_ids
+    }

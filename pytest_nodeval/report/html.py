@@ -54,13 +54,16 @@ STRING_REF = "\x01"
 """Starts a reference to a block's shared string (a string that starts with it itself gets a second one)."""
 
 
-def render(report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None) -> str:
+def render(
+    report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None
+) -> str:
     """The page for one run as one string (`write_html` streams it to disk instead)."""
     return "".join(render_chunks(report, run_dir, rootdir=rootdir, history=history))
 
 
-def render_chunks(report: RunReport, run_dir: Path, *, rootdir: Path | None,
-                  history: dict[str, Any] | None = None) -> Iterator[str]:
+def render_chunks(
+    report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None
+) -> Iterator[str]:
     """The page for one run, piece by piece; a scenario's journals are read only when its
     timelines are about to be written. `rootdir` locates golden journals (cases' directories
     are relative to it); `history` maps case ids to past runs ({run_id, finished_at, pass_rate})."""
@@ -69,16 +72,23 @@ def render_chunks(report: RunReport, run_dir: Path, *, rootdir: Path | None,
     page = _page_data(report, gate, data.history_view(history, report.run_id), slots, policy)
     regressions = data.regressions(gate, {c.id: c.name for c in report.cases})
     chunks = _template().generate(
-        **_assets(), run=page["run"], banner=page["banner"], gate=gate,
-        regressions=regressions[:REGRESSIONS_SHOWN], more_regressions=max(0, len(regressions) - REGRESSIONS_SHOWN),
-        page_json=_inert(pack_text(_json(page))), timelines=_scenario_blocks(report, run_dir, rootdir, slots),
+        **_assets(),
+        run=page["run"],
+        banner=page["banner"],
+        gate=gate,
+        regressions=regressions[:REGRESSIONS_SHOWN],
+        more_regressions=max(0, len(regressions) - REGRESSIONS_SHOWN),
+        page_json=_inert(pack_text(_json(page))),
+        timelines=_scenario_blocks(report, run_dir, rootdir, slots),
     )
     for chunk in chunks:
         # A lone surrogate (from a tool's undecodable bytes) cannot be written as UTF-8.
         yield chunk.encode("utf-8", "replace").decode("utf-8")
 
 
-def write_html(report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None) -> Path:
+def write_html(
+    report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None
+) -> Path:
     """Stream the page to `run_dir/report.html`; readers see the old file or the new one, never a torn one."""
     path = run_dir / HTML_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,8 +121,10 @@ def read_history(path: Path | None, case_ids: list[str]) -> dict[str, Any] | Non
 
 def content_security_policy(script: str, style: str) -> str:
     """Nothing may load; only this page's own script and style (by hash) may run."""
-    return (f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
-            "img-src data:; base-uri 'none'; form-action 'none'")
+    return (
+        f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
 
 
 def _sha256(source: str) -> str:
@@ -126,15 +138,23 @@ def _assets() -> dict[str, Any]:
     from markupsafe import Markup
 
     script, style = (TEMPLATES / "report.js").read_text(), (TEMPLATES / "report.css").read_text()
-    return {"script": Markup(script), "style": Markup(style), "csp": content_security_policy(script, style)}
+    return {
+        "script": Markup(script),
+        "style": Markup(style),
+        "csp": content_security_policy(script, style),
+    }
 
 
 @functools.lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters.update(pct=_pct, pp=_pp, signed=_signed)
     return env.get_template("report.html.j2")
 
@@ -159,16 +179,27 @@ Slots = list[list[int | None]]
 """Per case, per attempt: its position in the case's embedded timelines, or None."""
 
 
-def _page_data(report: RunReport, gate: dict[str, Any] | None, trends: dict[str, list[list[Any]]],
-               slots: Slots, policy: str) -> dict[str, Any]:
+def _page_data(
+    report: RunReport,
+    gate: dict[str, Any] | None,
+    trends: dict[str, list[list[Any]]],
+    slots: Slots,
+    policy: str,
+) -> dict[str, Any]:
     changes = gate["cases"] if gate else {}
-    rows = [data.case_row(i, c, changes.get(c.id), trends.get(c.id, []), _block_id(i), slots[i])
-            for i, c in enumerate(report.cases)]
+    rows = [
+        data.case_row(i, c, changes.get(c.id), trends.get(c.id, []), _block_id(i), slots[i])
+        for i, c in enumerate(report.cases)
+    ]
     # Each row carries its own change; the gate's per-case list is not embedded twice.
     gate_summary = {k: v for k, v in gate.items() if k != "cases"} if gate else None
     return {
-        "run": data.overview(report, gate), "banner": data.headline(report, gate), "gate": gate_summary,
-        "cases": rows, "has_history": bool(trends), "timeline_policy": policy,
+        "run": data.overview(report, gate),
+        "banner": data.headline(report, gate),
+        "gate": gate_summary,
+        "cases": rows,
+        "has_history": bool(trends),
+        "timeline_policy": policy,
     }
 
 
@@ -179,19 +210,26 @@ def _block_id(case_index: int) -> str:
 def _slots(report: RunReport) -> tuple[Slots, str]:
     """Which attempts get a timeline; decided from report.json alone, before any journal is read."""
     embed_all = report.totals.attempts <= EMBED_ALL_LIMIT
-    policy = ("every attempt's timeline is embedded" if embed_all else
-              f"this run has {report.totals.attempts} attempts: timelines are embedded for failed attempts "
-              "and the first attempt of each scenario; the others are in their journal directories")
+    policy = (
+        "every attempt's timeline is embedded"
+        if embed_all
+        else f"this run has {report.totals.attempts} attempts: timelines are embedded for failed attempts "
+        "and the first attempt of each scenario; the others are in their journal directories"
+    )
     slots: Slots = []
     for case in report.cases:
-        chosen = [embed_all or position == 0 or a.outcome in ("failed", "error") for position, a in enumerate(case.attempts)]
+        chosen = [
+            embed_all or position == 0 or a.outcome in ("failed", "error")
+            for position, a in enumerate(case.attempts)
+        ]
         numbers = iter(range(len(chosen)))
         slots.append([next(numbers) if keep else None for keep in chosen])
     return slots, policy
 
 
-def _scenario_blocks(report: RunReport, run_dir: Path, rootdir: Path | None,
-                     slots: Slots) -> Iterator[tuple[str, Markup]]:
+def _scenario_blocks(
+    report: RunReport, run_dir: Path, rootdir: Path | None, slots: Slots
+) -> Iterator[tuple[str, Markup]]:
     """(element id, content) per case with embedded timelines, one case in memory at a time;
     before the first, the dictionary that every case's block is compressed against."""
     dictionary: Dictionary | None = None
@@ -220,16 +258,25 @@ class _Block:
         self.strings = _Strings()
 
     def add(self, attempt: AttemptRecord, run_dir: Path, golden: _Golden) -> None:
-        events, note = (load_events(run_dir / attempt.journal) if attempt.journal
-                        else ([], "this attempt wrote no journal (it did not start, or its worker died)"))
+        events, note = (
+            load_events(run_dir / attempt.journal)
+            if attempt.journal
+            else ([], "this attempt wrote no journal (it did not start, or its worker died)")
+        )
         journal, golden_note = golden.load()
         diff = journal.diff(events) if journal is not None and events else None
         if diff is not None:
             diff["golden"] = {g: self.intern(view) for g, view in diff["golden"].items()}
-        self.attempts.append({
-            "nodeid": data.text(attempt.nodeid, 2000), "events": [self.intern(v) for v in event_views(events)],
-            "note": note, "assertions": data.assertion_rows(attempt), "diff": diff, "golden_note": golden_note,
-        })
+        self.attempts.append(
+            {
+                "nodeid": data.text(attempt.nodeid, 2000),
+                "events": [self.intern(v) for v in event_views(events)],
+                "note": note,
+                "assertions": data.assertion_rows(attempt),
+                "diff": diff,
+                "golden_note": golden_note,
+            }
+        )
 
     def intern(self, view: dict[str, Any]) -> int:
         try:
@@ -245,8 +292,15 @@ class _Block:
     def text(self) -> str:
         """The block as JSON (ASCII): views first, so the dictionary taken from the first
         block holds the shape of events rather than one scenario's long texts."""
-        return ('{"views":[' + ",".join(self.views) + '],"attempts":' + _json(self.attempts)
-                + ',"strings":' + _json(self.strings.items) + "}")
+        return (
+            '{"views":['
+            + ",".join(self.views)
+            + '],"attempts":'
+            + _json(self.attempts)
+            + ',"strings":'
+            + _json(self.strings.items)
+            + "}"
+        )
 
 
 class _Strings:
@@ -310,7 +364,9 @@ def decode_page_data(element_text: str) -> dict[str, Any]:
 def decode_block(element_text: str, dictionary_text: str) -> dict[str, Any]:
     """One case's timelines element ({"views", "attempts"}), inflated against the page's
     dictionary element and with its shared strings put back, as the page's script reads it."""
-    block: dict[str, Any] = json.loads(Dictionary.from_element(dictionary_text).unpack(element_text))
+    block: dict[str, Any] = json.loads(
+        Dictionary.from_element(dictionary_text).unpack(element_text)
+    )
     strings = block.pop("strings")
     block["views"] = [resolve_strings(view, strings) for view in block["views"]]
     return block
@@ -331,7 +387,10 @@ class _Golden:
     def _read(self) -> tuple[GoldenJournal | None, str | None]:
         where = f"{self.case.directory or '(unknown directory)'}/journal"
         if self.rootdir is None or not self.case.directory:
-            return None, f"The golden journal is not available: the project directory of {where} is not known."
+            return (
+                None,
+                f"The golden journal is not available: the project directory of {where} is not known.",
+            )
         directory = self.rootdir / self.case.directory / "journal"
         if not (directory / "events.jsonl").is_file():
             return None, f"The golden journal is not available: {where}/events.jsonl was not found."

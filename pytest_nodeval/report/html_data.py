@@ -33,7 +33,11 @@ def text(value: Any, limit: int = TEXT_LIMIT) -> str:
     if value is None:
         return ""
     value = value if isinstance(value, str) else str(value)
-    return value if len(value) <= limit else f"{value[:limit]} [... {len(value) - limit} more characters]"
+    return (
+        value
+        if len(value) <= limit
+        else f"{value[:limit]} [... {len(value) - limit} more characters]"
+    )
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -56,14 +60,21 @@ def gate_view(gate: dict[str, Any] | None) -> dict[str, Any] | None:
     """
     if not isinstance(gate, dict):
         return None
-    cases = {str(c.get("case_id")): _case_change(c) for c in map(_dict, _list(gate.get("cases"))) if "case_id" in c}
+    cases = {
+        str(c.get("case_id")): _case_change(c)
+        for c in map(_dict, _list(gate.get("cases")))
+        if "case_id" in c
+    }
     for case_id in map(str, _list(gate.get("new_cases"))):
         cases.setdefault(case_id, _empty_change("new"))
     gates = [_gate_result(g) for g in map(_dict, _list(gate.get("gates")))]
     breached = [text(name, 200) for name in _list(gate.get("breached"))]
     breached = breached or [g["name"] for g in gates if g["verdict"] == "FAIL"]
     return {
-        "baseline": text(gate.get("baseline") or gate.get("baseline_run_id") or gate.get("baseline_path") or "", 500),
+        "baseline": text(
+            gate.get("baseline") or gate.get("baseline_run_id") or gate.get("baseline_path") or "",
+            500,
+        ),
         "verdict": _overall_verdict(gate.get("verdict"), gates, breached),
         "breached": breached,
         "gates": gates,
@@ -78,11 +89,17 @@ def _first(*values: Any) -> Any:
 
 
 def _case_change(case: dict[str, Any]) -> dict[str, Any]:
-    rate, latency, tokens = _dict(case.get("pass_rate")), _dict(case.get("latency")), _dict(case.get("tokens"))
+    rate, latency, tokens = (
+        _dict(case.get("pass_rate")),
+        _dict(case.get("latency")),
+        _dict(case.get("tokens")),
+    )
     verdicts = [case.get("verdict"), rate.get("verdict"), latency.get("verdict")]
     movement = _first(case.get("movement"), rate.get("movement"))
     return {
-        "movement": _MOVEMENTS.get(str(movement), text(movement, 40)) if movement is not None else "",
+        "movement": _MOVEMENTS.get(str(movement), text(movement, 40))
+        if movement is not None
+        else "",
         "baseline_pass_rate": num(_first(case.get("baseline_pass_rate"), _ratio(rate, "baseline"))),
         "current_pass_rate": num(_first(case.get("current_pass_rate"), _ratio(rate, "current"))),
         "delta": num(_first(case.get("delta"), rate.get("delta"))),
@@ -112,10 +129,13 @@ def _worst(verdicts: Iterable[Any]) -> str:
 
 def _gate_result(gate: dict[str, Any]) -> dict[str, Any]:
     numbers = {text(k, 100): num(v) for k, v in _dict(gate.get("numbers")).items()}
-    return {"name": text(gate.get("name"), 200), "verdict": _worst([gate.get("verdict")]),
-            "reason": text(gate.get("reason")),
-            "cases": [text(c, 500) for c in _list(_first(gate.get("cases"), gate.get("case_ids")))],
-            "numbers": {k: v for k, v in numbers.items() if v is not None}}
+    return {
+        "name": text(gate.get("name"), 200),
+        "verdict": _worst([gate.get("verdict")]),
+        "reason": text(gate.get("reason")),
+        "cases": [text(c, 500) for c in _list(_first(gate.get("cases"), gate.get("case_ids")))],
+        "numbers": {k: v for k, v in numbers.items() if v is not None},
+    }
 
 
 def _overall_verdict(stated: Any, gates: list[dict[str, Any]], breached: list[str]) -> str:
@@ -124,21 +144,33 @@ def _overall_verdict(stated: Any, gates: list[dict[str, Any]], breached: list[st
 
 
 def _suite_change(suite: dict[str, Any]) -> dict[str, Any]:
-    return {"baseline_pass_rate": num(suite.get("baseline_pass_rate")),
-            "current_pass_rate": num(suite.get("current_pass_rate")), "delta": num(suite.get("delta")),
-            "delta_low": num(_first(suite.get("delta_low"), suite.get("ci_low"))),
-            "delta_high": num(_first(suite.get("delta_high"), suite.get("ci_high")))}
+    return {
+        "baseline_pass_rate": num(suite.get("baseline_pass_rate")),
+        "current_pass_rate": num(suite.get("current_pass_rate")),
+        "delta": num(suite.get("delta")),
+        "delta_low": num(_first(suite.get("delta_low"), suite.get("ci_low"))),
+        "delta_high": num(_first(suite.get("delta_high"), suite.get("ci_high"))),
+    }
 
 
 def regressions(gate: dict[str, Any] | None, names: dict[str, str]) -> list[dict[str, Any]]:
     """Cases that got worse or that a gate flagged, the most severe and largest drop first."""
     if gate is None:
         return []
-    flagged = {c for g in gate["gates"] if g["verdict"] in ("FAIL", "INCONCLUSIVE") for c in g["cases"]}
-    rows = [{"case_id": case_id, "name": names.get(case_id, ""), **change}
-            for case_id, change in gate["cases"].items()
-            if change["movement"] == "regressed" or VERDICT_SEVERITY.get(change["verdict"], 0) >= 2 or case_id in flagged]
-    return sorted(rows, key=lambda r: (-VERDICT_SEVERITY.get(r["verdict"], 0), r["delta"] or 0.0, r["case_id"]))
+    flagged = {
+        c for g in gate["gates"] if g["verdict"] in ("FAIL", "INCONCLUSIVE") for c in g["cases"]
+    }
+    rows = [
+        {"case_id": case_id, "name": names.get(case_id, ""), **change}
+        for case_id, change in gate["cases"].items()
+        if change["movement"] == "regressed"
+        or VERDICT_SEVERITY.get(change["verdict"], 0) >= 2
+        or case_id in flagged
+    ]
+    return sorted(
+        rows,
+        key=lambda r: (-VERDICT_SEVERITY.get(r["verdict"], 0), r["delta"] or 0.0, r["case_id"]),
+    )
 
 
 # -- the run history ----------------------------------------------------------------------
@@ -149,8 +181,10 @@ def history_view(history: dict[str, Any] | None, run_id: str) -> dict[str, list[
     oldest first. Points without a pass rate are kept out (nothing to draw)."""
     trends: dict[str, list[list[Any]]] = {}
     for case_id, points in _dict(history).items():
-        rows = [[text(p.get("finished_at"), 40), num(p.get("pass_rate")), text(p.get("run_id"), 200)]
-                for p in map(_dict, _list(points))]
+        rows = [
+            [text(p.get("finished_at"), 40), num(p.get("pass_rate")), text(p.get("run_id"), 200)]
+            for p in map(_dict, _list(points))
+        ]
         rows = sorted((r for r in rows if r[1] is not None), key=lambda r: str(r[0]))
         trends[str(case_id)] = [[*r, r[2] == run_id] for r in rows]
     return trends
@@ -164,18 +198,34 @@ def headline(report: RunReport, gate: dict[str, Any] | None) -> dict[str, Any]:
     totals = report.totals
     verdict, breached = (gate["verdict"], gate["breached"]) if gate else ("", [])
     problems = [g for g in gate["gates"] if g["verdict"] != "OK"] if gate else []
-    lines = [f"{g['name']}: {g['verdict']}" + (f" - {g['reason']}" if g["reason"] else "") for g in problems]
+    lines = [
+        f"{g['name']}: {g['verdict']}" + (f" - {g['reason']}" if g["reason"] else "")
+        for g in problems
+    ]
     if verdict == "FAIL":
-        return {"level": "fail", "title": "Gate failed: " + ", ".join(breached or ["see below"]), "lines": lines}
+        return {
+            "level": "fail",
+            "title": "Gate failed: " + ", ".join(breached or ["see below"]),
+            "lines": lines,
+        }
     bad_cases = sum(1 for c in report.cases if c.verdict in ("failed", "error"))
     if report.exit_status != 0:
-        title = f"Failed: {bad_cases} of {totals.cases} scenario(s) failed" if bad_cases else "Failed"
-        return {"level": "fail", "title": title + f" (exit status {report.exit_status})", "lines": lines}
+        title = (
+            f"Failed: {bad_cases} of {totals.cases} scenario(s) failed" if bad_cases else "Failed"
+        )
+        return {
+            "level": "fail",
+            "title": title + f" (exit status {report.exit_status})",
+            "lines": lines,
+        }
     if verdict in ("INCONCLUSIVE", "WARN"):
         return {"level": "warn", "title": f"Gate {verdict.lower()}", "lines": lines}
     if totals.tolerated_failures or totals.infra_errors:
-        return {"level": "warn", "title": "Passed, with " + _caveats(totals.tolerated_failures, totals.infra_errors),
-                "lines": lines}
+        return {
+            "level": "warn",
+            "title": "Passed, with " + _caveats(totals.tolerated_failures, totals.infra_errors),
+            "lines": lines,
+        }
     return {"level": "pass", "title": "Passed", "lines": lines}
 
 
@@ -187,14 +237,31 @@ def _caveats(tolerated: int, infra: int) -> str:
 def overview(report: RunReport, gate: dict[str, Any] | None) -> dict[str, Any]:
     t, suite = report.totals, report.suite
     return {
-        "run_id": text(report.run_id, 200), "mode": text(report.mode, 40), "repeat": report.repeat,
-        "profile": text(report.profile or "", 100), "started_at": text(report.started_at, 40),
-        "duration_s": num(report.duration_s), "exit_status": report.exit_status,
-        "suite": {"pass_rate": num(suite.pass_rate), "ci_low": num(suite.ci_low), "ci_high": num(suite.ci_high)},
-        "cases": t.cases, "attempts": t.attempts, "passed": t.passed, "failed": t.failed, "errors": t.errors,
-        "infra_errors": t.infra_errors, "tolerated_failures": t.tolerated_failures, "skipped": t.skipped,
-        "not_run": t.not_run, "not_run_budget": t.not_run_budget, "cost": cost_overview(report),
-        "baseline": gate["baseline"] if gate else None, "environment": {k: text(v, 200) for k, v in report.environment.items()},
+        "run_id": text(report.run_id, 200),
+        "mode": text(report.mode, 40),
+        "repeat": report.repeat,
+        "profile": text(report.profile or "", 100),
+        "started_at": text(report.started_at, 40),
+        "duration_s": num(report.duration_s),
+        "exit_status": report.exit_status,
+        "suite": {
+            "pass_rate": num(suite.pass_rate),
+            "ci_low": num(suite.ci_low),
+            "ci_high": num(suite.ci_high),
+        },
+        "cases": t.cases,
+        "attempts": t.attempts,
+        "passed": t.passed,
+        "failed": t.failed,
+        "errors": t.errors,
+        "infra_errors": t.infra_errors,
+        "tolerated_failures": t.tolerated_failures,
+        "skipped": t.skipped,
+        "not_run": t.not_run,
+        "not_run_budget": t.not_run_budget,
+        "cost": cost_overview(report),
+        "baseline": gate["baseline"] if gate else None,
+        "environment": {k: text(v, 200) for k, v in report.environment.items()},
     }
 
 
@@ -205,32 +272,67 @@ def cost_overview(report: RunReport) -> dict[str, Any] | None:
     t = report.totals
     if t.cost_usd is None and not t.cost_unpriced_attempts:
         return None
-    detail = f"{usd(t.cost_per_attempt_usd)} per attempt" if t.cost_usd is not None else (
-        f"no price for {', '.join(t.cost_unpriced_models)}; priced attempts {usd(t.cost_priced_usd)}")
+    detail = (
+        f"{usd(t.cost_per_attempt_usd)} per attempt"
+        if t.cost_usd is not None
+        else (
+            f"no price for {', '.join(t.cost_unpriced_models)}; priced attempts {usd(t.cost_priced_usd)}"
+        )
+    )
     if t.cost_recorded:
         detail += " · as recorded: this replay spent nothing"
-    return {"total": text(usd(t.cost_usd), 40), "detail": text(detail, 500),
-            "max": num(report.max_cost_usd), "not_run_budget": t.not_run_budget}
+    return {
+        "total": text(usd(t.cost_usd), 40),
+        "detail": text(detail, 500),
+        "max": num(report.max_cost_usd),
+        "not_run_budget": t.not_run_budget,
+    }
 
 
 # -- the scenarios ------------------------------------------------------------------------
 
 
-def case_row(index: int, case: CaseReport, change: dict[str, Any] | None, trend: list[list[Any]],
-             block: str, slots: list[int | None]) -> dict[str, Any]:
+def case_row(
+    index: int,
+    case: CaseReport,
+    change: dict[str, Any] | None,
+    trend: list[list[Any]],
+    block: str,
+    slots: list[int | None],
+) -> dict[str, Any]:
     """`block` is the id of the element holding the case's timelines; `slots` gives each
     attempt's position in it (None: not embedded)."""
     s = case.stats
     return {
-        "i": index, "id": text(case.id, 500), "name": text(case.name, 500), "tags": [text(t, 200) for t in case.tags],
-        "verdict": case.verdict, "dir": text(case.directory, 1000), "min": num(case.min_pass_rate),
-        "n": s.attempts, "passed": s.passed, "failed": s.failed, "infra": s.infra_errors,
-        "judge_skipped": case.judge_skipped, "reruns": case.reruns, "adaptive": _adaptive_note(case),
-        "rate": num(s.pass_rate), "lo": num(s.wilson_low), "hi": num(s.wilson_high),
-        "phk": _largest_k(s.pass_hat_k), "p50": num(s.latency_p50_ms), "p95": num(s.latency_p95_ms),
-        "tokens": num(s.tokens_mean), "cost": num(case.cost_per_attempt_usd),
-        "cost_unknown": any(a.cost_unpriced for a in case.attempts), "change": change, "trend": trend,
-        "attempts": [attempt_row(a, None if slot is None else block, slot) for a, slot in zip(case.attempts, slots)],
+        "i": index,
+        "id": text(case.id, 500),
+        "name": text(case.name, 500),
+        "tags": [text(t, 200) for t in case.tags],
+        "verdict": case.verdict,
+        "dir": text(case.directory, 1000),
+        "min": num(case.min_pass_rate),
+        "n": s.attempts,
+        "passed": s.passed,
+        "failed": s.failed,
+        "infra": s.infra_errors,
+        "judge_skipped": case.judge_skipped,
+        "reruns": case.reruns,
+        "adaptive": _adaptive_note(case),
+        "rate": num(s.pass_rate),
+        "lo": num(s.wilson_low),
+        "hi": num(s.wilson_high),
+        "phk": _largest_k(s.pass_hat_k),
+        "p50": num(s.latency_p50_ms),
+        "p95": num(s.latency_p95_ms),
+        "tokens": num(s.tokens_mean),
+        "cost": num(case.cost_per_attempt_usd),
+        "cost_unknown": any(a.cost_unpriced for a in case.attempts),
+        "change": change,
+        "trend": trend,
+        "attempts": [
+            attempt_row(a, None if slot is None else block, slot)
+            for a, slot in zip(case.attempts, slots)
+        ],
     }
 
 
@@ -247,17 +349,37 @@ def _largest_k(values: dict[Any, Any]) -> list[float] | None:
     return list(max(known)) if known else None
 
 
-def attempt_row(attempt: AttemptRecord, timeline_id: str | None, slot: int | None = None) -> dict[str, Any]:
+def attempt_row(
+    attempt: AttemptRecord, timeline_id: str | None, slot: int | None = None
+) -> dict[str, Any]:
     return {
-        "repeat": attempt.repeat, "outcome": attempt.outcome, "infra": attempt.infra_error,
-        "reason": text(attempt.reason), "status": text(attempt.status, 100), "latency": num(attempt.latency_ms),
-        "tokens": attempt.tokens, "cost": num(attempt.cost_usd), "cost_unpriced": [text(m, 200) for m in attempt.cost_unpriced],
-        "turns": attempt.turns, "llm": attempt.llm_calls, "tools": attempt.tool_calls,
+        "repeat": attempt.repeat,
+        "outcome": attempt.outcome,
+        "infra": attempt.infra_error,
+        "reason": text(attempt.reason),
+        "status": text(attempt.status, 100),
+        "latency": num(attempt.latency_ms),
+        "tokens": attempt.tokens,
+        "cost": num(attempt.cost_usd),
+        "cost_unpriced": [text(m, 200) for m in attempt.cost_unpriced],
+        "turns": attempt.turns,
+        "llm": attempt.llm_calls,
+        "tools": attempt.tool_calls,
         "failed": sum(1 for a in attempt.assertions if a.status == "failed"),
-        "journal": text(attempt.journal or "", 1000), "tl": timeline_id, "tn": slot,
+        "journal": text(attempt.journal or "", 1000),
+        "tl": timeline_id,
+        "tn": slot,
     }
 
 
 def assertion_rows(attempt: AttemptRecord) -> list[dict[str, Any]]:
-    return [{"kind": text(a.kind, 200), "description": text(a.description), "status": a.status,
-             "message": text(a.message), "seqs": [s for s in a.seqs if isinstance(s, int)]} for a in attempt.assertions]
+    return [
+        {
+            "kind": text(a.kind, 200),
+            "description": text(a.description),
+            "status": a.status,
+            "message": text(a.message),
+            "seqs": [s for s in a.seqs if isinstance(s, int)],
+        }
+        for a in attempt.assertions
+    ]

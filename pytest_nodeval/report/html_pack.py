@@ -54,7 +54,9 @@ class Dictionary:
         """ASCII text as raw deflate that may refer back into the dictionary, then the
         Adler-32 of dictionary and text together (the end of the zlib stream the page builds)."""
         raw = text.encode("ascii")
-        compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, self.data)
+        compressor = zlib.compressobj(
+            LEVEL, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, self.data
+        )
         packed = compressor.compress(raw) + compressor.flush()
         return _quoted(packed + zlib.adler32(raw, self._adler).to_bytes(4, "big"))
 
@@ -65,7 +67,7 @@ class Dictionary:
     def unpack(self, element_text: str) -> str:
         """What `pack` packed, read back the way the page does (a zlib stream checked end to end)."""
         whole = zlib.decompress(zlib_stream(self.data, _unquoted(element_text)))
-        return whole[len(self.data):].decode("ascii")
+        return whole[len(self.data) :].decode("ascii")
 
 
 def zlib_stream(dictionary: bytes, packed: bytes) -> bytes:
@@ -74,7 +76,12 @@ def zlib_stream(dictionary: bytes, packed: bytes) -> bytes:
     n = len(dictionary)
     if n > 0xFFFF:
         raise ValueError(f"a stored deflate block holds at most 65,535 bytes, not {n:,}")
-    return _ZLIB_HEADER + bytes([0, n & 0xFF, n >> 8, ~n & 0xFF, (~n >> 8) & 0xFF]) + dictionary + packed
+    return (
+        _ZLIB_HEADER
+        + bytes([0, n & 0xFF, n >> 8, ~n & 0xFF, (~n >> 8) & 0xFF])
+        + dictionary
+        + packed
+    )
 
 
 def _quoted(data: bytes) -> str:

@@ -21,7 +21,13 @@ def reply_of(body: Any, sse: str | None) -> Reply:
         return _reply_of_stream(sse)
     if not isinstance(body, dict):
         return _as_text(body), []
-    for extract in (_reply_mock, _reply_anthropic, _reply_openai_chat, _reply_openai_responses, _reply_gemini):
+    for extract in (
+        _reply_mock,
+        _reply_anthropic,
+        _reply_openai_chat,
+        _reply_openai_responses,
+        _reply_gemini,
+    ):
         found = extract(body)
         if found is not None:
             return found
@@ -39,8 +45,14 @@ def _reply_anthropic(body: dict[str, Any]) -> Reply | None:
     blocks = body.get("content")
     if not isinstance(blocks, list):
         return None
-    texts = [str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
-    calls = [(str(b.get("name")), b.get("input")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+    texts = [
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    ]
+    calls = [
+        (str(b.get("name")), b.get("input"))
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
     return "".join(texts), calls
 
 
@@ -50,8 +62,9 @@ def _reply_openai_chat(body: dict[str, Any]) -> Reply | None:
         return None
     message = _dig(choices[0], "message") or {}
     calls = _list(message.get("tool_calls"))
-    return str(message.get("content") or ""), [(str(_dig(c, "function", "name")), _dig(c, "function", "arguments"))
-                                               for c in calls]
+    return str(message.get("content") or ""), [
+        (str(_dig(c, "function", "name")), _dig(c, "function", "arguments")) for c in calls
+    ]
 
 
 def _reply_openai_responses(body: dict[str, Any]) -> Reply | None:
@@ -63,7 +76,11 @@ def _reply_openai_responses(body: dict[str, Any]) -> Reply | None:
         if item.get("type") == "function_call":
             calls.append((str(item.get("name")), item.get("arguments")))
         elif item.get("type") == "message" and isinstance(item.get("content"), list):
-            texts += [str(c.get("text", "")) for c in item["content"] if isinstance(c, dict) and "text" in c]
+            texts += [
+                str(c.get("text", ""))
+                for c in item["content"]
+                if isinstance(c, dict) and "text" in c
+            ]
     return "".join(texts), calls
 
 
@@ -72,9 +89,16 @@ def _reply_gemini(body: dict[str, Any]) -> Reply | None:
     if not isinstance(candidates, list):
         return None
     parts = _list(_dig(candidates[0], "content", "parts")) if candidates else []
-    texts = [str(p["text"]) for p in parts if isinstance(p, dict) and "text" in p and not p.get("thought")]
-    calls = [(str(_dig(p, "functionCall", "name")), _dig(p, "functionCall", "args"))
-             for p in parts if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)]
+    texts = [
+        str(p["text"])
+        for p in parts
+        if isinstance(p, dict) and "text" in p and not p.get("thought")
+    ]
+    calls = [
+        (str(_dig(p, "functionCall", "name")), _dig(p, "functionCall", "args"))
+        for p in parts
+        if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)
+    ]
     return "".join(texts), calls
 
 
@@ -85,7 +109,9 @@ def _reply_of_stream(sse: str) -> Reply:
     for doc in _sse_documents(sse):
         if _dig(doc, "type") == "response.completed" and isinstance(_dig(doc, "response"), dict):
             return _reply_openai_responses(doc["response"]) or ("", [])
-        if "candidates" in doc:  # Gemini: every chunk is a whole response with a piece of the answer
+        if (
+            "candidates" in doc
+        ):  # Gemini: every chunk is a whole response with a piece of the answer
             text, whole_calls = _reply_gemini(doc) or ("", [])
             texts.append(text)
             for name, args in whole_calls:
@@ -119,14 +145,26 @@ def _stream_text(doc: dict[str, Any]) -> str:
 
 def _collect_stream_call(doc: dict[str, Any], calls: dict[str, list[Any]]) -> None:
     block = _dig(doc, "content_block")
-    if isinstance(block, dict) and block.get("type") == "tool_use":  # Anthropic: start, then JSON deltas
+    if (
+        isinstance(block, dict) and block.get("type") == "tool_use"
+    ):  # Anthropic: start, then JSON deltas
         calls[f"a{doc.get('index')}"] = [str(block.get("name"))]
     delta = _dig(doc, "delta")
-    if isinstance(delta, dict) and delta.get("type") == "input_json_delta" and f"a{doc.get('index')}" in calls:
+    if (
+        isinstance(delta, dict)
+        and delta.get("type") == "input_json_delta"
+        and f"a{doc.get('index')}" in calls
+    ):
         calls[f"a{doc.get('index')}"].append(str(delta.get("partial_json", "")))
     choices = doc.get("choices")
-    for call in (_dig(choices[0], "delta", "tool_calls") or []) if isinstance(choices, list) and choices else []:
-        entry = calls.setdefault(f"o{_dig(call, 'index')}", [str(_dig(call, "function", "name") or "")])
+    for call in (
+        (_dig(choices[0], "delta", "tool_calls") or [])
+        if isinstance(choices, list) and choices
+        else []
+    ):
+        entry = calls.setdefault(
+            f"o{_dig(call, 'index')}", [str(_dig(call, "function", "name") or "")]
+        )
         entry.append(str(_dig(call, "function", "arguments") or ""))
 
 

@@ -54,12 +54,19 @@ def check_compatible(runs: list[ShardRun]) -> None:
         for field in _SAME:
             mine, theirs = getattr(first.report, field), getattr(run.report, field)
             if mine != theirs:
-                raise NodevalError(f"cannot merge runs of different {field}: {first.label} has {mine!r}, "
-                                   f"{run.label} has {theirs!r}")
-        commits = (first.report.environment.get("git_commit"), run.report.environment.get("git_commit"))
+                raise NodevalError(
+                    f"cannot merge runs of different {field}: {first.label} has {mine!r}, "
+                    f"{run.label} has {theirs!r}"
+                )
+        commits = (
+            first.report.environment.get("git_commit"),
+            run.report.environment.get("git_commit"),
+        )
         if None not in commits and commits[0] != commits[1]:
-            raise NodevalError(f"cannot merge runs of different commits: {first.label} ran {commits[0]}, "
-                               f"{run.label} ran {commits[1]}")
+            raise NodevalError(
+                f"cannot merge runs of different commits: {first.label} ran {commits[0]}, "
+                f"{run.label} ran {commits[1]}"
+            )
     _check_splits(runs)
     _check_overlap(runs)
 
@@ -68,17 +75,23 @@ def _check_splits(runs: list[ShardRun]) -> None:
     sharded = [r for r in runs if r.report.shard is not None]
     if sharded and len(sharded) != len(runs):
         whole = next(r for r in runs if r.report.shard is None)
-        raise NodevalError(f"cannot merge a whole run with shard runs: {whole.path} was not run with --nodeval-shard")
+        raise NodevalError(
+            f"cannot merge a whole run with shard runs: {whole.path} was not run with --nodeval-shard"
+        )
     seen: dict[int, ShardRun] = {}
     for run in sharded:
         shard, reference = run.report.shard, sharded[0].report.shard
         assert shard is not None and reference is not None
         if (shard.total, shard.cases) != (reference.total, reference.cases):
-            raise NodevalError(f"the shards split the suite differently: {sharded[0].label} and {run.label} "
-                               "(another -m/-k selection, or a different baseline or history balanced them; "
-                               "run every shard with the same options and the committed baseline)")
+            raise NodevalError(
+                f"the shards split the suite differently: {sharded[0].label} and {run.label} "
+                "(another -m/-k selection, or a different baseline or history balanced them; "
+                "run every shard with the same options and the committed baseline)"
+            )
         if shard.index in seen:
-            raise NodevalError(f"shard {shard.index}/{shard.total} given twice: {seen[shard.index].path} and {run.path}")
+            raise NodevalError(
+                f"shard {shard.index}/{shard.total} given twice: {seen[shard.index].path} and {run.path}"
+            )
         seen[shard.index] = run
 
 
@@ -87,8 +100,10 @@ def _check_overlap(runs: list[ShardRun]) -> None:
     for run in runs:
         for case in run.report.cases:
             if case.id in owner:
-                raise NodevalError(f"case {case.id!r} was run by two of the runs: {owner[case.id].label} and "
-                                   f"{run.label}; shards must not overlap")
+                raise NodevalError(
+                    f"case {case.id!r} was run by two of the runs: {owner[case.id].label} and "
+                    f"{run.label}; shards must not overlap"
+                )
             owner[case.id] = run
 
 
@@ -101,8 +116,13 @@ def missing_shards(runs: list[ShardRun]) -> list[int]:
 
 
 def _not_run(case_id: str, repeat: int, shard: str) -> AttemptRecord:
-    return AttemptRecord(nodeid=f"{case_id}[r{repeat}]", case_id=case_id, repeat=repeat, outcome="not_run",
-                         reason=f"not run: the run of shard {shard} is missing (nodeval merge --allow-missing)")
+    return AttemptRecord(
+        nodeid=f"{case_id}[r{repeat}]",
+        case_id=case_id,
+        repeat=repeat,
+        outcome="not_run",
+        reason=f"not run: the run of shard {shard} is missing (nodeval merge --allow-missing)",
+    )
 
 
 def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunReport:
@@ -111,16 +131,29 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
     from .models import summary_of
 
     records = [a for run in runs for case in run.report.cases for a in case.attempts]
-    metas = {case.id: CaseMeta(id=case.id, name=case.name, tags=case.tags, min_pass_rate=case.min_pass_rate,
-                               directory=case.directory) for run in runs for case in run.report.cases}
+    metas = {
+        case.id: CaseMeta(
+            id=case.id,
+            name=case.name,
+            tags=case.tags,
+            min_pass_rate=case.min_pass_rate,
+            directory=case.directory,
+        )
+        for run in runs
+        for case in run.report.cases
+    }
     first = runs[0].report
     plan = first.shard.cases if first.shard else {}
     total = first.shard.total if first.shard else 0
     for case_id, shard in sorted(plan.items()):
         if shard in missing:
-            records += [_not_run(case_id, r, f"{shard}/{total}") for r in range(1, first.repeat + 1)]
+            records += [
+                _not_run(case_id, r, f"{shard}/{total}") for r in range(1, first.repeat + 1)
+            ]
     cases, totals, suite = aggregate(records, metas)
-    totals.cost_recorded = first.totals.cost_recorded  # as the shards' controllers set it (replay or not)
+    totals.cost_recorded = (
+        first.totals.cost_recorded
+    )  # as the shards' controllers set it (replay or not)
     started = min(r.report.started_at for r in runs)
     finished = max(r.report.finished_at for r in runs)
     duration_s = round((_when(finished) - _when(started)).total_seconds(), 3)
@@ -128,12 +161,26 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
     pytest_status = combined_exit_status([r.report.pytest_exit_status for r in runs])
     environment = {**first.environment, "shards": str(total or len(runs))}
     return RunReport(
-        run_id=run_id, started_at=started, finished_at=finished, duration_s=duration_s,
-        summary=summary_of(cases, suite, duration_s), mode=first.mode, repeat=first.repeat, profile=first.profile,
-        match=first.match, world=first.world, max_cost_usd=first.max_cost_usd, exit_status=status,
+        run_id=run_id,
+        started_at=started,
+        finished_at=finished,
+        duration_s=duration_s,
+        summary=summary_of(cases, suite, duration_s),
+        mode=first.mode,
+        repeat=first.repeat,
+        profile=first.profile,
+        match=first.match,
+        world=first.world,
+        max_cost_usd=first.max_cost_usd,
+        exit_status=status,
         pytest_exit_status=pytest_status,
-        totals=totals, suite=suite, cases=cases, environment=environment, gate_policy=dict(first.gate_policy),
-        merged_from=[r.report.run_id for r in runs])
+        totals=totals,
+        suite=suite,
+        cases=cases,
+        environment=environment,
+        gate_policy=dict(first.gate_policy),
+        merged_from=[r.report.run_id for r in runs],
+    )
 
 
 def _when(stamp: str) -> datetime:
@@ -176,6 +223,7 @@ def copy_sessions(runs: list[ShardRun], target: Path) -> int:
     for run in runs:
         sessions = run.path / "_sessions"
         if sessions.is_dir():
-            shutil.copytree(sessions, target / "_sessions", copy_function=link_or_copy, dirs_exist_ok=True)
+            shutil.copytree(
+                sessions, target / "_sessions", copy_function=link_or_copy, dirs_exist_ok=True
+            )
     return placed
-

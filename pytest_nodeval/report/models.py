@@ -167,8 +167,11 @@ class CaseReport(_Model):
     @property
     def judge_skipped(self) -> bool:
         """A judge rubric went ungraded (deterministic mode, or no judge): say so next to a pass."""
-        return any(a.kind == "judge" and a.status == "skipped" for at in self.attempts for a in at.assertions) or \
-            any(v == "skipped" for at in self.attempts for v in at.judged.values())
+        return any(
+            a.kind == "judge" and a.status == "skipped"
+            for at in self.attempts
+            for a in at.assertions
+        ) or any(v == "skipped" for at in self.attempts for v in at.judged.values())
 
     @property
     def reruns(self) -> int:
@@ -233,10 +236,16 @@ def summary_of(cases: list[CaseReport], suite: SuiteStats, duration_s: float) ->
     infra = sum(1 for c in cases if any(a.infra_error for a in c.attempts))
     verdicts = [c.verdict for c in cases]
     return RunSummary(
-        cases=len(cases), passed=verdicts.count("passed") + verdicts.count("tolerated"),
-        failed=verdicts.count("failed"), infra=infra, errors=verdicts.count("error") - infra,
-        skipped=verdicts.count("skipped"), not_run=verdicts.count("not_run"),
-        pass_rate=suite.pass_rate, duration_s=duration_s)
+        cases=len(cases),
+        passed=verdicts.count("passed") + verdicts.count("tolerated"),
+        failed=verdicts.count("failed"),
+        infra=infra,
+        errors=verdicts.count("error") - infra,
+        skipped=verdicts.count("skipped"),
+        not_run=verdicts.count("not_run"),
+        pass_rate=suite.pass_rate,
+        duration_s=duration_s,
+    )
 
 
 class ShardRecord(_Model):
@@ -313,4 +322,6 @@ def load_report(path: Path) -> RunReport:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise NodevalError(f"{target}: not a valid report.json (schema_version 1): {where}: {first['msg']}") from None
+        raise NodevalError(
+            f"{target}: not a valid report.json (schema_version 1): {where}: {first['msg']}"
+        ) from None

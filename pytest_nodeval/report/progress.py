@@ -71,7 +71,13 @@ class _Attempt:
         self.done = self.done or (self.tests > 0 and self.finished >= self.tests)
         worst = max(self.problems.values(), default=_NO_PROBLEM)
         cost = max(self.costs.values()) if self.costs else None
-        return self.done, self.running > 0 and not self.done, worst == _FAILED, worst == _INFRA, cost
+        return (
+            self.done,
+            self.running > 0 and not self.done,
+            worst == _FAILED,
+            worst == _INFRA,
+            cost,
+        )
 
 
 class Tally:
@@ -113,7 +119,9 @@ class Tally:
 
         self._change(key, apply)
 
-    def result(self, nodeid: str, outcome: str, infra: bool, cost_usd: float | None, now: float) -> None:
+    def result(
+        self, nodeid: str, outcome: str, infra: bool, cost_usd: float | None, now: float
+    ) -> None:
         """A report of the test carried the attempt's result (setup, call or teardown)."""
         key = self._key(nodeid)
         if key is None:
@@ -173,8 +181,15 @@ class Tally:
         total = len(self._attempts)
         spend = self._spend if self._priced else None
         in_flight = min(self._in_flight + self._ahead_total, total - self._done)
-        return Snapshot(total=total, done=self._done, in_flight=in_flight, failed=self._failed,
-                        infra=self._infra, spend_usd=spend, eta_s=self._eta(total - self._done))
+        return Snapshot(
+            total=total,
+            done=self._done,
+            in_flight=in_flight,
+            failed=self._failed,
+            infra=self._infra,
+            spend_usd=spend,
+            eta_s=self._eta(total - self._done),
+        )
 
     def _eta(self, remaining: int) -> float | None:
         if not self._done_at or remaining <= 0 or self._first_start is None:
@@ -233,9 +248,15 @@ def format_eta(seconds: float) -> str:
 
 def format_line(snap: Snapshot) -> str:
     """`nodeval: 120/600 attempts, 8 in flight, 3 failed, 1 infra, $1.23, ETA 12m`."""
-    parts = [f"nodeval: {snap.done}/{snap.total} attempts", f"{snap.in_flight} in flight",
-             f"{snap.failed} failed", f"{snap.infra} infra"]
-    if snap.spend_usd:  # None: nothing priced; 0: only free calls (the mock provider), nothing to say
+    parts = [
+        f"nodeval: {snap.done}/{snap.total} attempts",
+        f"{snap.in_flight} in flight",
+        f"{snap.failed} failed",
+        f"{snap.infra} infra",
+    ]
+    if (
+        snap.spend_usd
+    ):  # None: nothing priced; 0: only free calls (the mock provider), nothing to say
         parts.append(f"${snap.spend_usd:.2f}")
     if snap.eta_s is not None:
         parts.append(f"ETA {format_eta(snap.eta_s)}")

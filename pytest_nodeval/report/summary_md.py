@@ -16,7 +16,12 @@ from typing import Any
 from ..text import printable
 from .models import EXIT_INFRA_ERROR, RunReport
 
-_VERDICTS = {0: "PASSED", 1: "FAILED", 6: "FAILED (the gate)", EXIT_INFRA_ERROR: "INFRASTRUCTURE ERROR"}
+_VERDICTS = {
+    0: "PASSED",
+    1: "FAILED",
+    6: "FAILED (the gate)",
+    EXIT_INFRA_ERROR: "INFRASTRUCTURE ERROR",
+}
 _ROWS = 20
 
 
@@ -31,8 +36,14 @@ def verdict_of(exit_status: int) -> str:
 
 def markdown(report: RunReport, links: dict[str, str] | None = None) -> str:
     """The whole summary; `links` maps an artifact's label to its URL or relative path."""
-    parts = [_headline(report), *_gate(report), *_attention(report), *_infra(report), *_cost(report),
-             *_links(links or {})]
+    parts = [
+        _headline(report),
+        *_gate(report),
+        *_attention(report),
+        *_infra(report),
+        *_cost(report),
+        *_links(links or {}),
+    ]
     return "\n".join(parts) + "\n"
 
 
@@ -42,20 +53,27 @@ def _headline(report: RunReport) -> str:
     if suite.ci_low is not None and suite.ci_high is not None:
         rate += f" [{suite.ci_low:.2f}, {suite.ci_high:.2f}]"
     shards = f", merged from {len(report.merged_from)} shard runs" if report.merged_from else ""
-    return (f"## nodeval: {verdict_of(report.exit_status)}\n\n"
-            f"{report.mode} mode, repeat {report.repeat}{shards}: {t.cases} case(s), {t.attempts} attempt(s): "
-            f"{t.passed} passed, {t.failed} failed, {t.errors} error(s) ({t.infra_errors} infrastructure), "
-            f"{t.not_run} not run. Suite pass rate {rate}. Exit status {report.exit_status}.\n")
+    return (
+        f"## nodeval: {verdict_of(report.exit_status)}\n\n"
+        f"{report.mode} mode, repeat {report.repeat}{shards}: {t.cases} case(s), {t.attempts} attempt(s): "
+        f"{t.passed} passed, {t.failed} failed, {t.errors} error(s) ({t.infra_errors} infrastructure), "
+        f"{t.not_run} not run. Suite pass rate {rate}. Exit status {report.exit_status}.\n"
+    )
 
 
 def _gate(report: RunReport) -> list[str]:
     gate = report.gate
     if not gate:
         return ["### Gate\n\nNo baseline given: nothing was gated.\n"]
-    lines = [f"### Gate: {gate.get('verdict', '?')} (against `{_cell(gate.get('baseline', '?'))}`)\n",
-             "| gate | verdict | reason |", "|---|---|---|"]
+    lines = [
+        f"### Gate: {gate.get('verdict', '?')} (against `{_cell(gate.get('baseline', '?'))}`)\n",
+        "| gate | verdict | reason |",
+        "|---|---|---|",
+    ]
     for result in gate.get("gates", []):
-        lines.append(f"| {_cell(result['name'])} | {_cell(result['verdict'])} | {_cell(result['reason'])} |")
+        lines.append(
+            f"| {_cell(result['name'])} | {_cell(result['verdict'])} | {_cell(result['reason'])} |"
+        )
     return [*lines, ""]
 
 
@@ -72,12 +90,19 @@ def _regressed(report: RunReport) -> dict[str, float]:
 def _attention(report: RunReport) -> list[str]:
     regressed = _regressed(report)
     rows = [(case_id, f"regressed {delta:+.2f}") for case_id, delta in regressed.items()]
-    rows += [(c.id, c.verdict.replace("_", " ")) for c in report.cases
-             if c.id not in regressed and c.verdict in ("failed", "error", "tolerated", "not_run")]
+    rows += [
+        (c.id, c.verdict.replace("_", " "))
+        for c in report.cases
+        if c.id not in regressed and c.verdict in ("failed", "error", "tolerated", "not_run")
+    ]
     if not rows:
         return ["### Cases\n\nEvery case passed.\n"]
     cases = {c.id: c for c in report.cases}
-    lines = ["### Cases that need a look (regressions first)\n", "| case | what | passed | why |", "|---|---|---|---|"]
+    lines = [
+        "### Cases that need a look (regressions first)\n",
+        "| case | what | passed | why |",
+        "|---|---|---|---|",
+    ]
     for case_id, what in rows[:_ROWS]:
         case = cases.get(case_id)
         passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}" if case else "-"
@@ -92,9 +117,15 @@ def _infra(report: RunReport) -> list[str]:
     errors = [(c.id, a) for c in report.cases for a in c.attempts if a.infra_error]
     if not errors:
         return []
-    lines = ["### Infrastructure errors (not the agent's; in no pass rate)\n", "| case | repeat | cause |", "|---|---|---|"]
+    lines = [
+        "### Infrastructure errors (not the agent's; in no pass rate)\n",
+        "| case | repeat | cause |",
+        "|---|---|---|",
+    ]
     for case_id, attempt in errors[:_ROWS]:
-        lines.append(f"| {_cell(case_id)} | {attempt.repeat} | {_cell(attempt.reason or 'no cause recorded')} |")
+        lines.append(
+            f"| {_cell(case_id)} | {attempt.repeat} | {_cell(attempt.reason or 'no cause recorded')} |"
+        )
     return [*lines, ""]
 
 
@@ -103,17 +134,25 @@ def _cost(report: RunReport) -> list[str]:
     costs = [getattr(a, "cost_usd", None) for c in report.cases for a in c.attempts]
     known = [c for c in costs if c is not None]
     tokens = sum(a.tokens for c in report.cases for a in c.attempts)
-    money = f"${sum(known):.4f} over {len(known)} attempt(s) that reported a cost; " if known else ""
+    money = (
+        f"${sum(known):.4f} over {len(known)} attempt(s) that reported a cost; " if known else ""
+    )
     return [f"### Cost\n\n{money}{tokens} token(s) in all.\n"]
 
 
 def _links(links: dict[str, str]) -> list[str]:
     if not links:
         return []
-    return ["### Artifacts\n", *(f"- [{_cell(label)}]({target})" for label, target in links.items()), ""]
+    return [
+        "### Artifacts\n",
+        *(f"- [{_cell(label)}]({target})" for label, target in links.items()),
+        "",
+    ]
 
 
-def write_summary(report: RunReport, path: Path, links: dict[str, str], *, append: bool = False) -> None:
+def write_summary(
+    report: RunReport, path: Path, links: dict[str, str], *, append: bool = False
+) -> None:
     """Write (or, for GITHUB_STEP_SUMMARY, append) the summary; the caller handles OSError."""
     text = markdown(report, links)
     if append:

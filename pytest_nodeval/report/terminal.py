@@ -15,8 +15,16 @@ from ..text import printable
 if TYPE_CHECKING:
     from .models import CaseReport, RunReport
 
-__all__ = ["adaptive_lines", "case_lines", "cost_lines", "format_diff_table", "infra_lines", "summary_lines",
-           "totals_line", "usd"]
+__all__ = [
+    "adaptive_lines",
+    "case_lines",
+    "cost_lines",
+    "format_diff_table",
+    "infra_lines",
+    "summary_lines",
+    "totals_line",
+    "usd",
+]
 
 _TABLE_WIDTH = 88
 _CASE_WIDTH = 22
@@ -128,7 +136,9 @@ def _interval(case: CaseReport) -> str:
 
 
 def _verdict(case: CaseReport) -> str:
-    verdict = f"tolerated (min {case.min_pass_rate:.2f})" if case.verdict == "tolerated" else case.verdict
+    verdict = (
+        f"tolerated (min {case.min_pass_rate:.2f})" if case.verdict == "tolerated" else case.verdict
+    )
     notes = []
     diverged = sum(1 for a in case.attempts if a.status == "divergence")
     if diverged:
@@ -145,7 +155,9 @@ def _verdict(case: CaseReport) -> str:
     if case.judge_skipped:
         notes.append("judge skipped")
     if case.adaptive is not None:
-        notes.append(f"adaptive: {case.adaptive.repeats} of {case.adaptive.cap} repeats, {case.adaptive.stop}")
+        notes.append(
+            f"adaptive: {case.adaptive.repeats} of {case.adaptive.cap} repeats, {case.adaptive.stop}"
+        )
     return verdict.replace("_", " ") + (f" ({', '.join(notes)})" if notes else "")
 
 
@@ -180,8 +192,10 @@ def case_lines(report: RunReport, limit: int | None = None) -> list[str]:
     for case in cases[:limit]:
         passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}"
         money = f"{_case_cost(case):>9}  " if cost else ""
-        lines.append(f"{case.id:<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
-                     f"{_interval(case):<14}  {money}{_verdict(case)}")
+        lines.append(
+            f"{case.id:<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
+            f"{_interval(case):<14}  {money}{_verdict(case)}"
+        )
     if limit is not None and len(cases) > limit:
         lines.append(f"... and {len(cases) - limit} more (use -v to list every case)")
     return lines
@@ -192,7 +206,10 @@ def totals_line(report: RunReport) -> str:
     rate = "" if suite.pass_rate is None else f", suite pass rate {suite.pass_rate:.2f}"
     if suite.ci_low is not None and suite.ci_high is not None:
         rate += f" [{suite.ci_low:.2f}, {suite.ci_high:.2f}]"
-    parts = [f"{t.cases} case(s)", f"{t.attempts} attempt(s): {t.passed} passed, {t.failed} failed, {t.errors} error(s)"]
+    parts = [
+        f"{t.cases} case(s)",
+        f"{t.attempts} attempt(s): {t.passed} passed, {t.failed} failed, {t.errors} error(s)",
+    ]
     if t.infra_errors:
         parts.append(f"{t.infra_errors} infrastructure error(s) counted apart")
     diverged = sum(1 for c in report.cases for a in c.attempts if a.status == "divergence")
@@ -223,8 +240,10 @@ def _summary_lines(report: RunReport, verbosity: int) -> list[str]:
     lines += adaptive_lines(report)
     lines += infra_lines(report)
     if report.totals.tolerated_failures:
-        lines.append(f"{report.totals.tolerated_failures} attempt failure(s) tolerated by min_pass_rate: "
-                     f"they do not fail the run (exit status {report.exit_status})")
+        lines.append(
+            f"{report.totals.tolerated_failures} attempt failure(s) tolerated by min_pass_rate: "
+            f"they do not fail the run (exit status {report.exit_status})"
+        )
     return lines
 
 
@@ -238,8 +257,10 @@ def adaptive_lines(report: RunReport) -> list[str]:
         if case.adaptive is not None:
             stops[case.adaptive.stop] = stops.get(case.adaptive.stop, 0) + 1
     why = ", ".join(f"{count} {stop}" for stop, count in sorted(stops.items()))
-    line = (f"adaptive repeats: {run.repeats_run} run, {run.repeats_skipped} skipped once decided, "
-            f"over {run.cases_compared} case(s) compared with the baseline ({why})")
+    line = (
+        f"adaptive repeats: {run.repeats_run} run, {run.repeats_skipped} skipped once decided, "
+        f"over {run.cases_compared} case(s) compared with the baseline ({why})"
+    )
     return [line]
 
 
@@ -250,9 +271,11 @@ def cost_lines(report: RunReport) -> list[str]:
     lines = []
     label = "cost as recorded (this replay spent nothing)" if t.cost_recorded else "cost"
     if t.cost_unpriced_attempts:
-        lines.append(f"{label}: unknown: no price for model(s) {', '.join(t.cost_unpriced_models)} "
-                     f"({t.cost_unpriced_attempts} attempt(s); name them in nodeval_prices); "
-                     f"the priced attempts cost {usd(t.cost_priced_usd)}")
+        lines.append(
+            f"{label}: unknown: no price for model(s) {', '.join(t.cost_unpriced_models)} "
+            f"({t.cost_unpriced_attempts} attempt(s); name them in nodeval_prices); "
+            f"the priced attempts cost {usd(t.cost_priced_usd)}"
+        )
     elif priced and t.cost_usd is not None:
         lines.append(f"{label}: {usd(t.cost_usd)}, {usd(t.cost_per_attempt_usd)} per attempt")
     if report.max_cost_usd is not None:
@@ -260,8 +283,11 @@ def cost_lines(report: RunReport) -> list[str]:
         if report.mode not in ("live", "record"):
             lines.append(f"{limit}: not applied ({report.mode} mode makes no paid agent calls)")
         else:
-            lines.append(f"{limit}: {t.not_run_budget} attempt(s) not run (budget), in no rate" if t.not_run_budget
-                         else f"{limit}: every attempt started")
+            lines.append(
+                f"{limit}: {t.not_run_budget} attempt(s) not run (budget), in no rate"
+                if t.not_run_budget
+                else f"{limit}: every attempt started"
+            )
     return lines
 
 
@@ -270,7 +296,9 @@ def infra_lines(report: RunReport, limit: int = 10) -> list[str]:
     errors = [(c.id, a) for c in report.cases for a in c.attempts if a.infra_error]
     if not errors:
         return []
-    lines = [f"infrastructure errors (not the agent's; in no pass rate; exit status {report.exit_status}):"]
+    lines = [
+        f"infrastructure errors (not the agent's; in no pass rate; exit status {report.exit_status}):"
+    ]
     for case_id, attempt in errors[:limit]:
         lines.append(f"  {case_id} r{attempt.repeat}: {attempt.reason or 'no cause recorded'}")
     if len(errors) > limit:

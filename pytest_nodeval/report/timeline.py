@@ -119,17 +119,33 @@ def event_views(events: list[dict[str, Any]]) -> list[EventView]:
         else:
             views.append(event_view(event, payload, requests.model))
     if len(events) > EVENT_LIMIT:
-        views.append({"seq": None, "turn": None, "type": "note", "title": "journal cut",
-                      "fields": [["", f"{len(events) - EVENT_LIMIT} more events are not shown"]], "bad": False})
+        views.append(
+            {
+                "seq": None,
+                "turn": None,
+                "type": "note",
+                "title": "journal cut",
+                "fields": [["", f"{len(events) - EVENT_LIMIT} more events are not shown"]],
+                "bad": False,
+            }
+        )
     return views
 
 
-def event_view(event: dict[str, Any], payload: dict[str, Any], model: str | None = None) -> EventView:
+def event_view(
+    event: dict[str, Any], payload: dict[str, Any], model: str | None = None
+) -> EventView:
     kind = str(event.get("type", "?"))
     describe = _DESCRIBERS.get(kind, _describe_other)
     title, fields, bad = describe(payload, model) if kind.startswith("llm.") else describe(payload)
-    return {"seq": _int_or_none(event.get("seq")), "turn": _int_or_none(event.get("turn")), "type": clip(kind, 200),
-            "title": clip(title, 500), "fields": [[label, text] for label, text in fields if text != ""], "bad": bad}
+    return {
+        "seq": _int_or_none(event.get("seq")),
+        "turn": _int_or_none(event.get("turn")),
+        "type": clip(kind, 200),
+        "title": clip(title, 500),
+        "fields": [[label, text] for label, text in fields if text != ""],
+        "bad": bad,
+    }
 
 
 class _Requests:
@@ -143,15 +159,25 @@ class _Requests:
 
     def view(self, event: dict[str, Any], payload: dict[str, Any]) -> EventView:
         body = payload.get("body")
-        self.model = _dig(payload, "body", "model") or _model_in_path(payload.get("path")) or self.model
+        self.model = (
+            _dig(payload, "body", "model") or _model_in_path(payload.get("path")) or self.model
+        )
         patch = request_patch(self.previous if self.count else None, body)
         view = event_view(event, payload, self.model)
-        view["fields"] = [[label, text] for label, text in _patch_fields(self.model, body, patch, self.count == 0)
-                          if text != ""]
+        view["fields"] = [
+            [label, text]
+            for label, text in _patch_fields(self.model, body, patch, self.count == 0)
+            if text != ""
+        ]
         view["req"] = self._kept(patch)
         if view["req"] is None:
-            view["fields"].append(["full request", f"not embedded: this attempt's requests changed by more than "
-                                                   f"{REQUEST_LIMIT:,} characters; its journal has them"])
+            view["fields"].append(
+                [
+                    "full request",
+                    f"not embedded: this attempt's requests changed by more than "
+                    f"{REQUEST_LIMIT:,} characters; its journal has them",
+                ]
+            )
             if "whole" in patch:
                 view["fields"].append(["body", show(body)])
         self.previous, self.count = body, self.count + 1
@@ -184,9 +210,14 @@ def request_patch(previous: Any, body: Any) -> dict[str, Any]:
     patch: dict[str, Any] = {}
     for key, value in body.items():
         old = previous.get(key, _ABSENT)
-        if isinstance(old, list) and isinstance(value, list) and len(old) <= len(value) and value[:len(old)] == old:
+        if (
+            isinstance(old, list)
+            and isinstance(value, list)
+            and len(old) <= len(value)
+            and value[: len(old)] == old
+        ):
             if len(old) < len(value):
-                patch.setdefault("append", {})[key] = value[len(old):]
+                patch.setdefault("append", {})[key] = value[len(old) :]
         elif old is _ABSENT or old != value:
             patch.setdefault("set", {})[key] = value
     removed = [key for key in previous if key not in body]
@@ -197,16 +228,33 @@ def request_patch(previous: Any, body: Any) -> dict[str, Any]:
     return patch
 
 
-def _patch_fields(model: str | None, body: Any, patch: dict[str, Any], first: bool) -> list[tuple[str, str]]:
+def _patch_fields(
+    model: str | None, body: Any, patch: dict[str, Any], first: bool
+) -> list[tuple[str, str]]:
     """The counts; the changes themselves are in the patch, which the page shows as fields
     (so no text is embedded twice)."""
     messages = _messages_of(body)
     appended = next((v for k, v in patch.get("append", {}).items() if k in _MESSAGE_KEYS), [])
     rewritten = any(k in _MESSAGE_KEYS for k in patch.get("set", {}))
-    count = f"{len(messages)}" + ("" if first else f" (+{len(appended)})" if appended else
-                                  " (all replaced)" if rewritten else " (none new)")
-    changed = [str(k) for k in patch.get("set", {}) if k not in _MESSAGE_KEYS and not (first and k == "model")]
-    fields = [("model", show(model or "?")), ("messages", count), ("changed" if not first else "keys", ", ".join(changed))]
+    count = f"{len(messages)}" + (
+        ""
+        if first
+        else f" (+{len(appended)})"
+        if appended
+        else " (all replaced)"
+        if rewritten
+        else " (none new)"
+    )
+    changed = [
+        str(k)
+        for k in patch.get("set", {})
+        if k not in _MESSAGE_KEYS and not (first and k == "model")
+    ]
+    fields = [
+        ("model", show(model or "?")),
+        ("messages", count),
+        ("changed" if not first else "keys", ", ".join(changed)),
+    ]
     if not patch:
         fields.append(("changes", "none: the same body as the previous request"))
     return fields
@@ -232,21 +280,32 @@ def _describe_ask(p: dict[str, Any]) -> Described:
 
 
 def _describe_ask_response(p: dict[str, Any]) -> Described:
-    return f"user answers ({p.get('source', 'scripted')})", [("text", show(p.get("text", "")))], False
+    return (
+        f"user answers ({p.get('source', 'scripted')})",
+        [("text", show(p.get("text", "")))],
+        False,
+    )
 
 
 def _describe_llm_request(p: dict[str, Any], model: str | None) -> Described:
     """The title only: the fields are what changed since the previous request (`_Requests`)."""
-    return f"LLM request to {p.get('provider', '?')}" + (" (streaming)" if p.get("stream") else ""), [], False
+    return (
+        f"LLM request to {p.get('provider', '?')}" + (" (streaming)" if p.get("stream") else ""),
+        [],
+        False,
+    )
 
 
 def _describe_llm_response(p: dict[str, Any], model: str | None) -> Described:
     status = p.get("status", 200)
     bad = bool(p.get("error")) or (isinstance(status, int) and status >= 400)
     usage = mapping(p.get("usage"))
-    fields = [("model", show(model or "?")), ("status", str(status)),
-              ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out"),
-              ("latency", _ms(p.get("latency_ms")))]
+    fields = [
+        ("model", show(model or "?")),
+        ("status", str(status)),
+        ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out"),
+        ("latency", _ms(p.get("latency_ms"))),
+    ]
     if p.get("error"):
         fields.append(("error", show(p["error"])))
     text, calls = reply_of(p.get("body"), p.get("sse"))
@@ -260,15 +319,25 @@ def _describe_llm_response(p: dict[str, Any], model: str | None) -> Described:
 def spread(label: str, value: Any) -> list[tuple[str, str]]:
     """A small flat object as one field per key, so multi-line strings (a command's stdout)
     read as text instead of a JSON string full of \\n; anything else as one field."""
-    flat = isinstance(value, dict) and 0 < len(value) <= SPREAD_KEYS and all(
-        v is None or isinstance(v, (str, int, float, bool)) for v in value.values())
+    flat = (
+        isinstance(value, dict)
+        and 0 < len(value) <= SPREAD_KEYS
+        and all(v is None or isinstance(v, (str, int, float, bool)) for v in value.values())
+    )
     if not flat:
         return [(label, show(value))]
-    return [(f"{label}.{key}", show(v) if isinstance(v, str) else json.dumps(v)) for key, v in value.items()]
+    return [
+        (f"{label}.{key}", show(v) if isinstance(v, str) else json.dumps(v))
+        for key, v in value.items()
+    ]
 
 
 def _describe_tool_call(p: dict[str, Any]) -> Described:
-    return f"tool call: {p.get('tool', '?')}", [("call id", show(p.get("call_id", ""))), *spread("arguments", p.get("args"))], False
+    return (
+        f"tool call: {p.get('tool', '?')}",
+        [("call id", show(p.get("call_id", ""))), *spread("arguments", p.get("args"))],
+        False,
+    )
 
 
 def _describe_tool_result(p: dict[str, Any]) -> Described:
@@ -281,7 +350,11 @@ def _describe_tool_result(p: dict[str, Any]) -> Described:
 
 
 def _describe_register(p: dict[str, Any]) -> Described:
-    return f"tool registered: {p.get('tool', '?')}", [("description", show(p.get("description", "")))], False
+    return (
+        f"tool registered: {p.get('tool', '?')}",
+        [("description", show(p.get("description", "")))],
+        False,
+    )
 
 
 def _describe_fallback(p: dict[str, Any]) -> Described:
@@ -290,15 +363,23 @@ def _describe_fallback(p: dict[str, Any]) -> Described:
 
 
 def _describe_session_start(p: dict[str, Any]) -> Described:
-    return f"session start ({p.get('mode', '?')})", [("engine", show(f"{p.get('engine', '?')} {p.get('version', '')}"))], False
+    return (
+        f"session start ({p.get('mode', '?')})",
+        [("engine", show(f"{p.get('engine', '?')} {p.get('version', '')}"))],
+        False,
+    )
 
 
 def _describe_session_end(p: dict[str, Any]) -> Described:
     status = str(p.get("status", "?"))
     usage = mapping(p.get("usage"))
-    fields = [("reason", show(p.get("reason") or "")), ("error kind", show(p.get("error_kind") or "")),
-              ("duration", _ms(p.get("duration_ms"))), ("turns", str(p.get("turns", ""))),
-              ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out")]
+    fields = [
+        ("reason", show(p.get("reason") or "")),
+        ("error kind", show(p.get("error_kind") or "")),
+        ("duration", _ms(p.get("duration_ms"))),
+        ("turns", str(p.get("turns", ""))),
+        ("tokens", f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out"),
+    ]
     if p.get("infra"):
         fields.append(("infrastructure", "yes: the harness or a provider failed, not the agent"))
     return f"session end: {status}", fields, status != "ok"
@@ -319,14 +400,19 @@ def _describe_snapshot(p: dict[str, Any]) -> Described:
 
 
 def _describe_judge(p: dict[str, Any]) -> Described:
-    fields = [("criterion", show(p.get("criterion", ""))), ("verdict", show(p.get("verdict", ""))),
-              ("reason", show(p.get("reason", "")))]
+    fields = [
+        ("criterion", show(p.get("criterion", ""))),
+        ("verdict", show(p.get("verdict", ""))),
+        ("reason", show(p.get("reason", ""))),
+    ]
     return f"judge {p.get('judge', '?')}", fields, p.get("verdict") == "fail"
 
 
 def _describe_skills(p: dict[str, Any]) -> Described:
     skills = [s for s in p.get("skills") or [] if isinstance(s, dict)]
-    listing = "\n".join(f"{s.get('name', '?')}: {s.get('description', '')}" for s in skills) or "(none)"
+    listing = (
+        "\n".join(f"{s.get('name', '?')}: {s.get('description', '')}" for s in skills) or "(none)"
+    )
     return f"skills discovered ({len(skills)})", [("skills", clip(listing))], False
 
 
@@ -348,20 +434,33 @@ def _describe_other(p: dict[str, Any]) -> Described:
 
 
 _DESCRIBERS: dict[str, Any] = {
-    "io.input": _describe_input, "io.output": _describe_output, "io.ask": _describe_ask,
-    "io.ask.response": _describe_ask_response, "llm.request": _describe_llm_request,
-    "llm.response": _describe_llm_response, "tool.call": _describe_tool_call,
-    "tool.result": _describe_tool_result, "tool.register": _describe_register,
-    "provider.fallback": _describe_fallback, "session.start": _describe_session_start,
-    "session.end": _describe_session_end, "agent.turn.start": _describe_turn_start,
-    "agent.turn.end": _describe_turn_end, "world.snapshot": _describe_snapshot,
-    "judge.request": _describe_judge, "judge.response": _describe_judge,
-    "skill.discover": _describe_skills, "plan.created": _describe_plan, "plan.result": _describe_plan_result,
+    "io.input": _describe_input,
+    "io.output": _describe_output,
+    "io.ask": _describe_ask,
+    "io.ask.response": _describe_ask_response,
+    "llm.request": _describe_llm_request,
+    "llm.response": _describe_llm_response,
+    "tool.call": _describe_tool_call,
+    "tool.result": _describe_tool_result,
+    "tool.register": _describe_register,
+    "provider.fallback": _describe_fallback,
+    "session.start": _describe_session_start,
+    "session.end": _describe_session_end,
+    "agent.turn.start": _describe_turn_start,
+    "agent.turn.end": _describe_turn_end,
+    "world.snapshot": _describe_snapshot,
+    "judge.request": _describe_judge,
+    "judge.response": _describe_judge,
+    "skill.discover": _describe_skills,
+    "plan.created": _describe_plan,
+    "plan.result": _describe_plan_result,
 }
 
 
 def _ms(value: Any) -> str:
-    return f"{value:.0f} ms" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+    return (
+        f"{value:.0f} ms" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+    )
 
 
 def _dig(data: Any, *keys: str) -> Any:
@@ -439,13 +538,20 @@ class GoldenJournal:
         if [s[0] for s in stable] == [g[0] for g in self._stable]:
             # The usual replay: the same events in the same order, some perhaps with other
             # contents; pair them by position (aligning is only needed when the shape differs).
-            rows = [[i, i, "same" if s == g else "changed"] for i, (s, g) in enumerate(zip(stable, self._stable))]
+            rows = [
+                [i, i, "same" if s == g else "changed"]
+                for i, (s, g) in enumerate(zip(stable, self._stable))
+            ]
         else:
             rows = self._aligned(observed)
         needed = sorted({int(g) for g, _, status in rows if g is not None and status != "same"})
         views = self.views() if needed else []
-        return {"rows": rows, "golden": {str(g): views[g] for g in needed},
-                "same": sum(1 for row in rows if row[2] == "same"), "total": len(rows)}
+        return {
+            "rows": rows,
+            "golden": {str(g): views[g] for g in needed},
+            "same": sum(1 for row in rows if row[2] == "same"),
+            "total": len(rows),
+        }
 
     def views(self) -> list[EventView]:
         if self._views is None:
@@ -455,7 +561,9 @@ class GoldenJournal:
     def _aligned(self, observed: list[dict[str, Any]]) -> list[list[Any]]:
         if self._signatures is None:
             self._signatures = [_signature(e) for e in self.events]
-        matcher = difflib.SequenceMatcher(None, self._signatures, [_signature(e) for e in observed], autojunk=False)
+        matcher = difflib.SequenceMatcher(
+            None, self._signatures, [_signature(e) for e in observed], autojunk=False
+        )
         rows: list[list[Any]] = []
         for tag, g0, g1, o0, o1 in matcher.get_opcodes():
             if tag == "equal":
@@ -465,16 +573,23 @@ class GoldenJournal:
         return rows
 
 
-def _paired_by_type(golden: list[dict[str, Any]], g_range: range, observed: list[dict[str, Any]],
-                    o_range: range) -> list[list[Any]]:
+def _paired_by_type(
+    golden: list[dict[str, Any]], g_range: range, observed: list[dict[str, Any]], o_range: range
+) -> list[list[Any]]:
     """Within a stretch that differs, an event of the same type on both sides is one event
     that changed; the others are missing from, or extra to, the golden stream."""
-    matcher = difflib.SequenceMatcher(None, [golden[g].get("type") for g in g_range],
-                                      [observed[o].get("type") for o in o_range], autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        None,
+        [golden[g].get("type") for g in g_range],
+        [observed[o].get("type") for o in o_range],
+        autojunk=False,
+    )
     rows: list[list[Any]] = []
     for tag, g0, g1, o0, o1 in matcher.get_opcodes():
         if tag == "equal":
-            rows += [[g_range[g], o_range[o], "changed"] for g, o in zip(range(g0, g1), range(o0, o1))]
+            rows += [
+                [g_range[g], o_range[o], "changed"] for g, o in zip(range(g0, g1), range(o0, o1))
+            ]
         else:
             rows += [[g_range[g], None, "missing"] for g in range(g0, g1)]
             rows += [[None, o_range[o], "extra"] for o in range(o0, o1)]

@@ -65,8 +65,10 @@ class Reservation:
 
     def refusal(self) -> str:
         """One line for the report: why the attempt did not start."""
-        return (f"the run spent ${self.spent:.4f} with ${self.in_flight:.4f} in flight, and this attempt "
-                f"(about ${self.estimate:.4f}) would pass --nodeval-max-cost ${self.limit:g}")
+        return (
+            f"the run spent ${self.spent:.4f} with ${self.in_flight:.4f} in flight, and this attempt "
+            f"(about ${self.estimate:.4f}) would pass --nodeval-max-cost ${self.limit:g}"
+        )
 
 
 class Budget:
@@ -94,15 +96,21 @@ class Budget:
             in_flight = _one(db, "SELECT COALESCE(SUM(estimate), 0) FROM in_flight")
             estimate = self._estimate(db, case_id)
             if estimate is None:
-                if _one(db, "SELECT COUNT(*) FROM in_flight") and not _one(db, "SELECT COUNT(*) FROM finished"):
+                if _one(db, "SELECT COUNT(*) FROM in_flight") and not _one(
+                    db, "SELECT COUNT(*) FROM finished"
+                ):
                     return None
                 estimate = 0.0
             within = spent + in_flight + estimate <= self.limit + _CENT_FRACTION
             decision = Reservation(within, case_id, estimate, spent, in_flight, self.limit)
             if decision.allowed:
-                cursor = db.execute("INSERT INTO in_flight (case_id, estimate, pid) VALUES (?, ?, ?)",
-                                    (case_id, estimate, os.getpid()))
-                decision = Reservation(True, case_id, estimate, spent, in_flight, self.limit, cursor.lastrowid)
+                cursor = db.execute(
+                    "INSERT INTO in_flight (case_id, estimate, pid) VALUES (?, ?, ?)",
+                    (case_id, estimate, os.getpid()),
+                )
+                decision = Reservation(
+                    True, case_id, estimate, spent, in_flight, self.limit, cursor.lastrowid
+                )
             db.execute("COMMIT")
         return decision
 
@@ -113,7 +121,10 @@ class Budget:
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             db.execute("DELETE FROM in_flight WHERE id = ?", (reservation.id,))
-            db.execute("INSERT INTO finished (case_id, cost) VALUES (?, ?)", (reservation.case_id, cost_usd))
+            db.execute(
+                "INSERT INTO finished (case_id, cost) VALUES (?, ?)",
+                (reservation.case_id, cost_usd),
+            )
             db.execute("COMMIT")
 
     def spent(self) -> tuple[float, int]:
@@ -121,13 +132,22 @@ class Budget:
         if not self.path.exists():
             return 0.0, 0
         with self._connect() as db:
-            return (_one(db, "SELECT COALESCE(SUM(cost), 0) FROM finished"),
-                    int(_one(db, "SELECT COUNT(*) FROM finished WHERE cost IS NULL")))
+            return (
+                _one(db, "SELECT COALESCE(SUM(cost), 0) FROM finished"),
+                int(_one(db, "SELECT COUNT(*) FROM finished WHERE cost IS NULL")),
+            )
 
     def _estimate(self, db: sqlite3.Connection, case_id: str) -> float | None:
-        own = db.execute("SELECT AVG(cost) FROM finished WHERE case_id = ? AND cost IS NOT NULL", (case_id,))
+        own = db.execute(
+            "SELECT AVG(cost) FROM finished WHERE case_id = ? AND cost IS NOT NULL", (case_id,)
+        )
         run = db.execute("SELECT AVG(cost) FROM finished WHERE cost IS NOT NULL")
-        for guess in (own.fetchone()[0], self.prior.by_case.get(case_id), run.fetchone()[0], self.prior.overall):
+        for guess in (
+            own.fetchone()[0],
+            self.prior.by_case.get(case_id),
+            run.fetchone()[0],
+            self.prior.overall,
+        ):
             if guess is not None:
                 return float(guess)
         return None
@@ -160,7 +180,9 @@ class BudgetGate:
     finished job's result into USD (None: unknown, not counted).
     """
 
-    def __init__(self, budget: Budget, cost_of: Callable[[Any], float | None], refused: str) -> None:
+    def __init__(
+        self, budget: Budget, cost_of: Callable[[Any], float | None], refused: str
+    ) -> None:
         self.budget, self.cost_of, self.refused = budget, cost_of, refused
         self._held: dict[str, Reservation] = {}
         self._lock = threading.Lock()

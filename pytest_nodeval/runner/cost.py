@@ -63,24 +63,34 @@ def parse_price_line(line: str) -> tuple[str, Price]:
     model, sep, rest = line.partition(":")
     model = model.strip()
     if not sep or not model:
-        raise ValueError(f"{line!r} is not 'model: input=USD output=USD [cache_read=USD] [cache_write=USD]'")
+        raise ValueError(
+            f"{line!r} is not 'model: input=USD output=USD [cache_read=USD] [cache_write=USD]'"
+        )
     values: dict[str, float] = {}
     for item in rest.split():
         key, eq, raw = item.partition("=")
         if not eq or key not in PRICE_FIELDS:
-            raise ValueError(f"{line!r}: {item!r} is not key=USD with key one of {', '.join(PRICE_FIELDS)}")
+            raise ValueError(
+                f"{line!r}: {item!r} is not key=USD with key one of {', '.join(PRICE_FIELDS)}"
+            )
         try:
             number = float(raw)
         except ValueError:
             number = -1.0
         if not number >= 0 or number == float("inf"):
-            raise ValueError(f"{line!r}: {key}={raw!r} is not a price (USD per million tokens, >= 0)")
+            raise ValueError(
+                f"{line!r}: {key}={raw!r} is not a price (USD per million tokens, >= 0)"
+            )
         values[key] = number
     missing = [k for k in ("input", "output") if k not in values]
     if missing:
         raise ValueError(f"{line!r}: missing {' and '.join(missing)} (USD per million tokens)")
-    return model, Price(values["input"], values["output"], values.get("cache_read", values["input"]),
-                        values.get("cache_write", values["input"]))
+    return model, Price(
+        values["input"],
+        values["output"],
+        values.get("cache_read", values["input"]),
+        values.get("cache_write", values["input"]),
+    )
 
 
 def parse_prices(lines: Iterable[str]) -> dict[str, Price]:
@@ -98,8 +108,16 @@ def calls_of(events: Iterable[Any]) -> list[CallUsage]:
         elif event.type == "llm.response" and payload.usage is not None:
             api, model = asked.get(payload.provider, ("", None))
             usage = payload.usage
-            calls.append(CallUsage(getattr(payload, "model", None) or model, api, usage.input_tokens,
-                                   usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens))
+            calls.append(
+                CallUsage(
+                    getattr(payload, "model", None) or model,
+                    api,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cache_read_tokens,
+                    usage.cache_write_tokens,
+                )
+            )
     return calls
 
 
@@ -115,10 +133,16 @@ def _requested_model(request: Any) -> str | None:
 def attempt_cost(events: Iterable[Any], overrides: Mapping[str, Price]) -> AttemptCost:
     calls = calls_of(events)
     costs = [call_cost(call, overrides) for call in calls]
-    unpriced = sorted({call.model or "(no model named)" for call, cost in zip(calls, costs) if cost is None})
+    unpriced = sorted(
+        {call.model or "(no model named)" for call, cost in zip(calls, costs) if cost is None}
+    )
     total = None if unpriced else round(sum(c for c in costs if c is not None), 9)
-    return AttemptCost(total, tuple(unpriced), sum(c.cache_read_tokens for c in calls),
-                       sum(c.cache_write_tokens for c in calls))
+    return AttemptCost(
+        total,
+        tuple(unpriced),
+        sum(c.cache_read_tokens for c in calls),
+        sum(c.cache_write_tokens for c in calls),
+    )
 
 
 def call_cost(call: CallUsage, overrides: Mapping[str, Price]) -> float | None:
@@ -137,21 +161,31 @@ def _override(model: str | None, overrides: Mapping[str, Price]) -> Price | None
         return None
     if model in overrides:
         return overrides[model]
-    return next((p for pattern, p in overrides.items() if fnmatch.fnmatchcase(model, pattern)), None)
+    return next(
+        (p for pattern, p in overrides.items() if fnmatch.fnmatchcase(model, pattern)), None
+    )
 
 
 def _priced(call: CallUsage, price: Price) -> float:
     uncached = max(0, call.input_tokens - call.cache_read_tokens - call.cache_write_tokens)
-    return (uncached * price.input + call.cache_read_tokens * price.cache_read
-            + call.cache_write_tokens * price.cache_write + call.output_tokens * price.output) / _PER
+    return (
+        uncached * price.input
+        + call.cache_read_tokens * price.cache_read
+        + call.cache_write_tokens * price.cache_write
+        + call.output_tokens * price.output
+    ) / _PER
 
 
 def _table_cost(call: CallUsage) -> float | None:
     # ~0.3 s on first use (the bundled table loads): only runs that price a call pay it.
     from genai_prices import Usage, calc_price
 
-    usage = Usage(input_tokens=call.input_tokens, output_tokens=call.output_tokens,
-                  cache_read_tokens=call.cache_read_tokens, cache_write_tokens=call.cache_write_tokens)
+    usage = Usage(
+        input_tokens=call.input_tokens,
+        output_tokens=call.output_tokens,
+        cache_read_tokens=call.cache_read_tokens,
+        cache_write_tokens=call.cache_write_tokens,
+    )
     provider = call.api.partition(".")[0] or None
     for provider_id in dict.fromkeys((provider, None)):  # the API's provider first, then any
         try:

@@ -92,7 +92,9 @@ class AttemptPool:
         with self._changed:
             self._pending.append((job, future))
             if len(self._threads) < self.size:
-                thread = threading.Thread(target=self._work, name=f"nodeval-attempt-{len(self._threads)}", daemon=True)
+                thread = threading.Thread(
+                    target=self._work, name=f"nodeval-attempt-{len(self._threads)}", daemon=True
+                )
                 self._threads.append(thread)
                 thread.start()
             self._changed.notify()
@@ -127,8 +129,14 @@ class AttemptPool:
         running, with its turn at the gate; None once stopping."""
         with self._changed:
             while not self._stopping:
-                startable = next((i for i, (job, _) in enumerate(self._pending)
-                                  if not job.world or self._worlds_free > 0), None)
+                startable = next(
+                    (
+                        i
+                        for i, (job, _) in enumerate(self._pending)
+                        if not job.world or self._worlds_free > 0
+                    ),
+                    None,
+                )
                 if startable is None:
                     self._changed.wait()
                     continue

@@ -34,8 +34,12 @@ class _FakeKind:
 
 FAKES = {
     "llm": _FakeKind("llm.yaml", "fakes.llm", "LLMFake", "a provider with `base_url: fake`"),
-    "composio": _FakeKind("composio.yaml", "fakes.composio", "ComposioFake", "`composio: {base_url: fake}`"),
-    "mcp": _FakeKind("mcp.yaml", "fakes.mcp_oauth", "MCPOAuthFake", "an MCP server with `url: fake`"),
+    "composio": _FakeKind(
+        "composio.yaml", "fakes.composio", "ComposioFake", "`composio: {base_url: fake}`"
+    ),
+    "mcp": _FakeKind(
+        "mcp.yaml", "fakes.mcp_oauth", "MCPOAuthFake", "an MCP server with `url: fake`"
+    ),
     "web": _FakeKind("web.yaml", "fakes.web", "WebFake", "the `web` tool with `web: {fake: true}`"),
 }
 
@@ -54,8 +58,14 @@ class LiveServices:
 
 
 @contextmanager
-def live_services(case: Case, specs: list[ProviderSpec], seed: int | None, config: EngineConfig | None = None,
-                  *, given: Mapping[str, Any] | None = None) -> Iterator[LiveServices]:
+def live_services(
+    case: Case,
+    specs: list[ProviderSpec],
+    seed: int | None,
+    config: EngineConfig | None = None,
+    *,
+    given: Mapping[str, Any] | None = None,
+) -> Iterator[LiveServices]:
     """Start the fakes that the provider specs and the config's tools point at.
 
     `given`: fakes already running (by kind: llm, composio, mcp, web), e.g. a test's fixtures;
@@ -63,19 +73,24 @@ def live_services(case: Case, specs: list[ProviderSpec], seed: int | None, confi
     """
     given = given or {}
     with ExitStack() as stack:
+
         def running(kind: str, wanted: bool) -> Any:
             if not wanted:
                 return None
             return given.get(kind) or stack.enter_context(make_fake(kind, case, seed=seed))
 
         llm = running("llm", any(is_fake(spec) for spec in specs))
-        yield LiveServices(llm_url=llm.url if llm is not None else None,
-                           composio=running("composio", uses_fake_composio(config)),
-                           mcp=running("mcp", uses_fake_mcp(config)),
-                           web=running("web", uses_fake_web(config)))
+        yield LiveServices(
+            llm_url=llm.url if llm is not None else None,
+            composio=running("composio", uses_fake_composio(config)),
+            mcp=running("mcp", uses_fake_mcp(config)),
+            web=running("web", uses_fake_web(config)),
+        )
 
 
-def make_fake(kind: str, case: Case | None, *, seed: int | None = None, required: bool = True) -> Any:
+def make_fake(
+    kind: str, case: Case | None, *, seed: int | None = None, required: bool = True
+) -> Any:
     """An unstarted fake of `kind`, scripted by the case's input file.
 
     Without a case (or, when not `required`, without the file) the fake runs its default,
@@ -87,8 +102,10 @@ def make_fake(kind: str, case: Case | None, *, seed: int | None = None, required
     script = case.directory / "input" / fake.input_file if case is not None else None
     if script is not None and not script.is_file():
         if required:
-            raise CaseFormatError(f"{script}: missing; {fake.used_by} is answered by {fake.module}, "
-                                  "scripted by this file")
+            raise CaseFormatError(
+                f"{script}: missing; {fake.used_by} is answered by {fake.module}, "
+                "scripted by this file"
+            )
         script = None
     cls = getattr(importlib.import_module(fake.module), fake.cls)
     try:

@@ -95,12 +95,21 @@ class Observed:
         llm_calls = sum(1 for e in self.events if e.type == "llm.request")
         tool_calls = sum(1 for e in self.events if e.type == "tool.call")
         # Retries happened only if this attempt reached the network; a replay serves none.
-        retries = 0 if self.mode in REPLAY_MODES else sum(
-            e.payload_dict().get("retries") or 0 for e in self.events if e.type == "llm.response")
+        retries = (
+            0
+            if self.mode in REPLAY_MODES
+            else sum(
+                e.payload_dict().get("retries") or 0
+                for e in self.events
+                if e.type == "llm.response"
+            )
+        )
         return {
             "status": self.status,
             "reason": self.divergence or (end.reason if end else "the session did not end"),
-            "error_kind": "divergence" if self.divergence else (end.error_kind if end else "harness"),
+            "error_kind": "divergence"
+            if self.divergence
+            else (end.error_kind if end else "harness"),
             "infra": bool(end and end.infra),
             "latency_ms": end.duration_ms if end else None,
             "wall_ms": round(self.wall_ms, 3),
@@ -114,11 +123,16 @@ class Observed:
         }
 
 
-def journal_header(source: str, config: EngineConfig | None, session_id: str | None = None) -> JournalHeader:
+def journal_header(
+    source: str, config: EngineConfig | None, session_id: str | None = None
+) -> JournalHeader:
     return JournalHeader(
-        session_id=session_id or new_session_id(), created_at=now_iso(),
-        engine=EngineInfo(version=__version__), source=source,  # type: ignore[arg-type]
-        config_digest=config.digest() if config else None, redaction=["secrets"],
+        session_id=session_id or new_session_id(),
+        created_at=now_iso(),
+        engine=EngineInfo(version=__version__),
+        source=source,  # type: ignore[arg-type]
+        config_digest=config.digest() if config else None,
+        redaction=["secrets"],
     )
 
 
@@ -133,8 +147,15 @@ Grader = Callable[[JournalWriter, "str | None"], dict[str, Any]]
 """grade(journal, llm_fake_url) -> verdicts by criterion; runs before the journal closes."""
 
 
-def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world: Any = None,
-             grade: Grader | None = None, fakes: Mapping[str, Any] | None = None) -> Observed:
+def run_case(
+    case: Case,
+    settings: AttemptSettings,
+    journal_dir: Path,
+    *,
+    world: Any = None,
+    grade: Grader | None = None,
+    fakes: Mapping[str, Any] | None = None,
+) -> Observed:
     """Run the reference engine on a case in the given mode.
 
     `world`: use this world (the caller closes it) instead of opening one for the attempt.
@@ -143,8 +164,10 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
     (the caller stops them); only live and record attempts talk to fakes.
     """
     if case.config is None or case.inputs is None:
-        raise NodevalError(f"{case.config_path}: missing; the reference engine needs input/config.yaml "
-                           "(a case for your own agent is run from a Python scenario: nodeval_attempt.run(agent))")
+        raise NodevalError(
+            f"{case.config_path}: missing; the reference engine needs input/config.yaml "
+            "(a case for your own agent is run from a Python scenario: nodeval_attempt.run(agent))"
+        )
     stash = _stash_for(case, settings)
     owns_world = world is None
     if settings.replay:
@@ -153,10 +176,18 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
         world = _open_world(case, settings)
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
-    writer = JournalWriter(journal_dir, journal_header(source, case.config, settings.session_id),
-                           durable=not settings.replay)
-    observed = Observed(case.id, settings.mode, writer.events, journal_dir,
-                        world_backend=world.backend if world else None)
+    writer = JournalWriter(
+        journal_dir,
+        journal_header(source, case.config, settings.session_id),
+        durable=not settings.replay,
+    )
+    observed = Observed(
+        case.id,
+        settings.mode,
+        writer.events,
+        journal_dir,
+        world_backend=world.backend if world else None,
+    )
     try:
         _run_engine(case, settings, writer, stash, world, observed, grade, fakes)
     finally:
@@ -170,8 +201,16 @@ def run_case(case: Case, settings: AttemptSettings, journal_dir: Path, *, world:
     return observed
 
 
-def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter, stash: ReplayStash | None,
-                world: Any, observed: Observed, grade: Grader | None, fakes: Mapping[str, Any] | None) -> None:
+def _run_engine(
+    case: Case,
+    settings: AttemptSettings,
+    writer: JournalWriter,
+    stash: ReplayStash | None,
+    world: Any,
+    observed: Observed,
+    grade: Grader | None,
+    fakes: Mapping[str, Any] | None,
+) -> None:
     from ..agent.engine import Engine
     from ..agent.fake_urls import REPLAY_URL, with_fake_urls
     from ..agent.providers import Wiring, build_chain
@@ -185,13 +224,28 @@ def _run_engine(case: Case, settings: AttemptSettings, writer: JournalWriter, st
         config, keys = with_fake_urls(case.config, llm_url or REPLAY_URL)
         try:
             chain = build_chain(config.providers, Wiring(writer, stash, keys, settings.limits))
-            user = JournalUser(stash) if stash is not None else make_user(
-                case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
+            user = (
+                JournalUser(stash)
+                if stash is not None
+                else make_user(
+                    case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits
+                )
+            )
             tools = build_tools(config, stash=stash, services=services, resources=resources)
             skills = _skills(case, config, tools)
-            engine = Engine(config, writer, chain, tools, user, world, stash,
-                            session_id=writer.header.session_id, mode=settings.mode, watch=case.spec.world.watch,
-                            skills=skills)
+            engine = Engine(
+                config,
+                writer,
+                chain,
+                tools,
+                user,
+                world,
+                stash,
+                session_id=writer.header.session_id,
+                mode=settings.mode,
+                watch=case.spec.world.watch,
+                skills=skills,
+            )
             engine.run()
             if stash is not None:
                 stash.check_complete()
@@ -217,7 +271,9 @@ def _skills(case: Case, config: Any, tools: dict[str, Any]) -> list[Any]:
 
 
 @contextmanager
-def _services(case: Case, settings: AttemptSettings, given: Mapping[str, Any] | None = None) -> Iterator[Any]:
+def _services(
+    case: Case, settings: AttemptSettings, given: Mapping[str, Any] | None = None
+) -> Iterator[Any]:
     """The fakes of this attempt (services.LiveServices), started when something in the case points at them."""
     from .services import live_services
 
@@ -242,8 +298,14 @@ def judge_provider_specs(case: Case, settings: AttemptSettings) -> list[Any]:
     return [s for s in specs if s is not None]
 
 
-def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_dir: Path,
-                   inputs: list[str] | None = None, fakes: Mapping[str, Any] | None = None) -> Observed:
+def run_agent_case(
+    agent: Any,
+    case: Case,
+    settings: AttemptSettings,
+    journal_dir: Path,
+    inputs: list[str] | None = None,
+    fakes: Mapping[str, Any] | None = None,
+) -> Observed:
     """Run a user's own agent (see agent/adapter.py) on a case in the given mode."""
     from ..agent.adapter import run_agent
     from ..people.inputs import ScriptedUserSpec
@@ -253,21 +315,39 @@ def run_agent_case(agent: Any, case: Case, settings: AttemptSettings, journal_di
     if stash is not None:
         user: Any = JournalUser(stash)
     elif inputs is not None:
-        user = ScriptedUser(ScriptedUserSpec(kind="scripted", inputs=inputs), "the inputs given to the agent")
+        user = ScriptedUser(
+            ScriptedUserSpec(kind="scripted", inputs=inputs), "the inputs given to the agent"
+        )
     elif case.inputs is not None:
         user = make_user(case.inputs.user, str(case.inputs_path), limits=settings.limits)
     else:
-        raise NodevalError(f"{case.inputs_path}: missing; give the agent's inputs there or pass inputs=[...]")
+        raise NodevalError(
+            f"{case.inputs_path}: missing; give the agent's inputs there or pass inputs=[...]"
+        )
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
     writer = JournalWriter(journal_dir, journal_header(source, None), durable=not settings.replay)
     try:
-        divergence, _ = run_agent(agent, writer, user, stash, mode=settings.mode, fakes=dict(fakes or {}),
-                                  limits=settings.limits)
+        divergence, _ = run_agent(
+            agent,
+            writer,
+            user,
+            stash,
+            mode=settings.mode,
+            fakes=dict(fakes or {}),
+            limits=settings.limits,
+        )
     finally:
         writer.close()
-    observed = Observed(case.id, settings.mode, writer.events, journal_dir, divergence=divergence,
-                        wall_ms=(time.perf_counter() - start) * 1000, golden=_golden(case, settings))
+    observed = Observed(
+        case.id,
+        settings.mode,
+        writer.events,
+        journal_dir,
+        divergence=divergence,
+        wall_ms=(time.perf_counter() - start) * 1000,
+        golden=_golden(case, settings),
+    )
     if settings.mode == "record" and settings.install and observed.status == "ok":
         install_journal(journal_dir, case.journal_dir)
     return observed
@@ -277,8 +357,13 @@ RECORD_JOURNAL_ENV = "NODEVAL_RECORD_JOURNAL"
 """Where `nodeval record` asks a case's `_record/record.py` to write the journal it records."""
 
 
-def record_agent(agent: Any, *, case_dir: Path | str | None = None, journal_dir: Path | str | None = None,
-                 inputs: list[str] | None = None) -> Observed:
+def record_agent(
+    agent: Any,
+    *,
+    case_dir: Path | str | None = None,
+    journal_dir: Path | str | None = None,
+    inputs: list[str] | None = None,
+) -> Observed:
     """Record your own agent on a case: what a case's `_record/record.py` calls.
 
     case_dir: the case directory (default: the current one, where `nodeval record` runs the
@@ -291,15 +376,24 @@ def record_agent(agent: Any, *, case_dir: Path | str | None = None, journal_dir:
     case = load_case(Path(case_dir) if case_dir is not None else Path.cwd())
     target = journal_dir or os.environ.get(RECORD_JOURNAL_ENV)
     if target:
-        return run_agent_case(agent, case, AttemptSettings(mode="record", install=False), Path(target), inputs)
+        return run_agent_case(
+            agent, case, AttemptSettings(mode="record", install=False), Path(target), inputs
+        )
     import tempfile
 
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-")) / "journal"
-    return run_agent_case(agent, case, AttemptSettings(mode="record", install=True), scratch, inputs)
+    return run_agent_case(
+        agent, case, AttemptSettings(mode="record", install=True), scratch, inputs
+    )
 
 
-def build_tools(config: EngineConfig, *, stash: ReplayStash | None = None, services: Any = None,
-                resources: ExitStack | None = None) -> dict[str, Any]:
+def build_tools(
+    config: EngineConfig,
+    *,
+    stash: ReplayStash | None = None,
+    services: Any = None,
+    resources: ExitStack | None = None,
+) -> dict[str, Any]:
     """The engine's tools; see toolset.build_tools (MCP tools need `resources` to close their sessions)."""
     from ..agent.toolset import build_tools as build
 
@@ -320,7 +414,11 @@ def _golden(case: Case, settings: AttemptSettings) -> list[Any] | None:
 
 def opens_world(case: Case, settings: AttemptSettings) -> bool:
     """Whether `run_case` opens a world for this case (unless given one): live tools that act in it."""
-    return not settings.replay and case.config is not None and bool(WORLD_TOOLS & {t.name for t in case.config.tools})
+    return (
+        not settings.replay
+        and case.config is not None
+        and bool(WORLD_TOOLS & {t.name for t in case.config.tools})
+    )
 
 
 def _open_world(case: Case, settings: AttemptSettings) -> Any:
@@ -329,5 +427,10 @@ def _open_world(case: Case, settings: AttemptSettings) -> Any:
         return None
     from ..world.select import open_world
 
-    return open_world(settings.world_backend, run_id=settings.run_id, seed_dir=case.directory / "input" / "world",
-                      network=case.spec.world.network, lock_dir=settings.work_dir)
+    return open_world(
+        settings.world_backend,
+        run_id=settings.run_id,
+        seed_dir=case.directory / "input" / "world",
+        network=case.spec.world.network,
+        lock_dir=settings.work_dir,
+    )

@@ -76,12 +76,25 @@ def promote(sample: Path, options: PromoteOptions) -> Promoted:
     files = case_files(facts, options, has_config=(sample / CONFIG_FILE).is_file())
     staging = _stage(target, files, sample)
     _install(staging, target)
-    notes = [] if (sample / CONFIG_FILE).is_file() else [
-        "the sample has no input/config.yaml (it came from your own agent, not the reference engine): "
-        "run it from a Python scenario marked @pytest.mark.nodeval_case('" + options.case_id + "')"]
+    notes = (
+        []
+        if (sample / CONFIG_FILE).is_file()
+        else [
+            "the sample has no input/config.yaml (it came from your own agent, not the reference engine): "
+            "run it from a Python scenario marked @pytest.mark.nodeval_case('"
+            + options.case_id
+            + "')"
+        ]
+    )
     problems = verify_replay(target) if options.verify and not notes else None
-    return Promoted(target, len(journal.events), [p.spec["kind"] for p in propose_assertions(facts)],
-                    facts.failure, problems, notes)
+    return Promoted(
+        target,
+        len(journal.events),
+        [p.spec["kind"] for p in propose_assertions(facts)],
+        facts.failure,
+        problems,
+        notes,
+    )
 
 
 def resolve_sample(argument: str, samples_dir: Path = DEFAULT_SAMPLES_DIR) -> Path:
@@ -92,7 +105,9 @@ def resolve_sample(argument: str, samples_dir: Path = DEFAULT_SAMPLES_DIR) -> Pa
     under = samples_dir.expanduser() / argument
     if os.sep not in argument and under.is_dir():
         return under
-    raise NodevalError(f"{argument}: no such sample directory (nor {under}); list samples with `nodeval samples`")
+    raise NodevalError(
+        f"{argument}: no such sample directory (nor {under}); list samples with `nodeval samples`"
+    )
 
 
 def check_case_id(case_id: str) -> None:
@@ -106,19 +121,25 @@ def check_case_id(case_id: str) -> None:
 
 def _read_sample_journal(sample: Path) -> Journal:
     if not (sample / "journal" / HEADER_FILE).is_file():
-        raise NodevalError(f"{sample}: not a sample directory (no journal/{HEADER_FILE}); "
-                           "list samples with `nodeval samples`")
+        raise NodevalError(
+            f"{sample}: not a sample directory (no journal/{HEADER_FILE}); "
+            "list samples with `nodeval samples`"
+        )
     return read_journal(sample / "journal", warn=lambda message: None)
 
 
 def _refuse_conflicts(target: Path, options: PromoteOptions) -> None:
     if target.exists() and not options.force:
-        raise NodevalError(f"{target} already exists; promote never overwrites a case. "
-                           "Choose another --id, or pass --force to replace it")
+        raise NodevalError(
+            f"{target} already exists; promote never overwrites a case. "
+            "Choose another --id, or pass --force to replace it"
+        )
     for directory in find_case_dirs([options.cases_dir]):
         if directory.resolve() != target.resolve() and _case_id_of(directory) == options.case_id:
-            raise NodevalError(f"case id {options.case_id!r} is already used by {directory / CASE_FILE}; "
-                               "choose another --id")
+            raise NodevalError(
+                f"case id {options.case_id!r} is already used by {directory / CASE_FILE}; "
+                "choose another --id"
+            )
 
 
 def _case_id_of(directory: Path) -> str | None:
@@ -157,16 +178,23 @@ class SampleFacts:
         end = (journal.of_type("session.end") or [None])[-1]
         outputs = journal.of_type("io.output")
         return cls(
-            sample_id=info.id if info else sample.name, session_id=journal.header.session_id,
+            sample_id=info.id if info else sample.name,
+            session_id=journal.header.session_id,
             captured_at=candidate.ts if candidate else journal.header.created_at,
-            reason=candidate.payload.reason if candidate else "unknown", failure=_failure(candidate, end),
-            status=end.payload.status if end else None, turns=end.payload.turns if end else 0,
+            reason=candidate.payload.reason if candidate else "unknown",
+            failure=_failure(candidate, end),
+            status=end.payload.status if end else None,
+            turns=end.payload.turns if end else 0,
             inputs=[e.payload.text for e in journal.of_type("io.input")],
             answers=[e.payload.text for e in journal.of_type("io.ask.response")],
             tool_calls=[e.payload.tool for e in journal.of_type("tool.call")],
-            failed_tools=sorted({e.payload.tool for e in journal.of_type("tool.result") if not e.payload.ok}),
+            failed_tools=sorted(
+                {e.payload.tool for e in journal.of_type("tool.result") if not e.payload.ok}
+            ),
             fallback=bool(journal.of_type("provider.fallback")),
-            output=outputs[-1].payload.text if outputs else None, model=first_model(journal))
+            output=outputs[-1].payload.text if outputs else None,
+            model=first_model(journal),
+        )
 
     @property
     def ended_ok(self) -> bool:
@@ -197,17 +225,22 @@ def distinctive_piece(text: str, limit: int = 40) -> str | None:
     piece is a substring of the text, so `output_contains` passes on the same output.
     """
     tokens = list(re.finditer(r"\S+", text))
-    usable = [t for t in tokens if REDACTED not in t.group() and len(t.group().strip(_PUNCTUATION)) >= 3]
+    usable = [
+        t for t in tokens if REDACTED not in t.group() and len(t.group().strip(_PUNCTUATION)) >= 3
+    ]
     if not usable:
         return None
-    best = max(usable, key=lambda t: (any(c.isdigit() for c in t.group()), len(t.group().strip(_PUNCTUATION))))
+    best = max(
+        usable,
+        key=lambda t: (any(c.isdigit() for c in t.group()), len(t.group().strip(_PUNCTUATION))),
+    )
     end = best.end()
-    for following in tokens[tokens.index(best) + 1:][:2]:
+    for following in tokens[tokens.index(best) + 1 :][:2]:
         too_long = following.end() - best.start() > limit
-        if too_long or REDACTED in following.group() or "\n" in text[end:following.start()]:
+        if too_long or REDACTED in following.group() or "\n" in text[end : following.start()]:
             break
         end = following.end()
-    return text[best.start():end].strip(_PUNCTUATION)[:limit] or None
+    return text[best.start() : end].strip(_PUNCTUATION)[:limit] or None
 
 
 # -- the proposed assertions --------------------------------------------------------------------
@@ -224,24 +257,36 @@ def propose_assertions(facts: SampleFacts) -> list[Proposal]:
     proposals = [Proposal(_tool_sequence_comment(facts), {"kind": "same_tool_sequence"})]
     for tool in dict.fromkeys(facts.tool_calls):
         count = facts.tool_calls.count(tool)
-        proposals.append(Proposal(f"called {count} time(s) in the sample", {"kind": "tool_called", "tool": tool}))
+        proposals.append(
+            Proposal(f"called {count} time(s) in the sample", {"kind": "tool_called", "tool": tool})
+        )
     if facts.ended_ok:
         proposals.append(_no_errors(facts))
     piece = distinctive_piece(facts.output) if facts.output else None
     if piece:
-        proposals.append(Proposal("a distinctive piece of the final output; check it says what matters",
-                                  {"kind": "output_contains", "text": piece}))
+        proposals.append(
+            Proposal(
+                "a distinctive piece of the final output; check it says what matters",
+                {"kind": "output_contains", "text": piece},
+            )
+        )
     if facts.turns:
         slack = max(facts.turns + 2, math.ceil(facts.turns * 1.5))
-        proposals.append(Proposal(f"{facts.turns} turn(s) in the sample, with slack for harmless variation",
-                                  {"kind": "max_turns", "value": slack}))
+        proposals.append(
+            Proposal(
+                f"{facts.turns} turn(s) in the sample, with slack for harmless variation",
+                {"kind": "max_turns", "value": slack},
+            )
+        )
     return proposals
 
 
 def _tool_sequence_comment(facts: SampleFacts) -> str:
     if not facts.tool_calls:
         return "no tools were called in the sample; in live runs, none may be"
-    return "the same tool calls, in order, with the same arguments: " + " -> ".join(facts.tool_calls)
+    return "the same tool calls, in order, with the same arguments: " + " -> ".join(
+        facts.tool_calls
+    )
 
 
 def _no_errors(facts: SampleFacts) -> Proposal:
@@ -249,37 +294,54 @@ def _no_errors(facts: SampleFacts) -> Proposal:
     notes = []
     if facts.failed_tools:
         spec["allow_tools"] = facts.failed_tools
-        notes.append(f"{', '.join(facts.failed_tools)} failed in the sample and the agent recovered")
+        notes.append(
+            f"{', '.join(facts.failed_tools)} failed in the sample and the agent recovered"
+        )
     if facts.fallback:
         spec["allow_fallback"] = True
         notes.append("a provider fallback happened in the sample")
-    return Proposal("no failed tool, fallback or session error" + (f" ({'; '.join(notes)})" if notes else ""), spec)
+    return Proposal(
+        "no failed tool, fallback or session error" + (f" ({'; '.join(notes)})" if notes else ""),
+        spec,
+    )
 
 
 def render_assertions(facts: SampleFacts, proposals: list[Proposal]) -> str:
-    lines = [f"# Proposed by `nodeval promote` from the trace of sample {facts.sample_id}",
-             f"# (session {facts.session_id}, captured {facts.captured_at}, reason: {facts.reason}).",
-             "# They describe what the agent did then, not what it should do: keep what matters,",
-             "# tighten or delete the rest." + (" Replaying the journal passes them as written."
-                                                 if facts.ended_ok else "")]
+    lines = [
+        f"# Proposed by `nodeval promote` from the trace of sample {facts.sample_id}",
+        f"# (session {facts.session_id}, captured {facts.captured_at}, reason: {facts.reason}).",
+        "# They describe what the agent did then, not what it should do: keep what matters,",
+        "# tighten or delete the rest."
+        + (" Replaying the journal passes them as written." if facts.ended_ok else ""),
+    ]
     if not facts.ended_ok or facts.failure:
         lines += _failure_header(facts)
     for proposal in proposals:
-        lines += ["", f"# {proposal.comment}", yaml.safe_dump([proposal.spec], sort_keys=False,
-                                                              allow_unicode=True).rstrip("\n")]
+        lines += [
+            "",
+            f"# {proposal.comment}",
+            yaml.safe_dump([proposal.spec], sort_keys=False, allow_unicode=True).rstrip("\n"),
+        ]
     return "\n".join(lines) + "\n"
 
 
 def _failure_header(facts: SampleFacts) -> list[str]:
-    lines = ["#", f"# This session FAILED when it was captured: {_one_line(facts.failure or 'unknown error')}"]
+    lines = [
+        "#",
+        f"# This session FAILED when it was captured: {_one_line(facts.failure or 'unknown error')}",
+    ]
     if not facts.ended_ok:
-        lines += ["# The case fails until the agent behaves differently. A person must decide what the",
-                  "# correct behaviour is, write it down here, and re-record the journal",
-                  "# (`nodeval record <case dir>`) once the agent does it. For instance:",
-                  "# - kind: no_errors"]
+        lines += [
+            "# The case fails until the agent behaves differently. A person must decide what the",
+            "# correct behaviour is, write it down here, and re-record the journal",
+            "# (`nodeval record <case dir>`) once the agent does it. For instance:",
+            "# - kind: no_errors",
+        ]
     else:
-        lines += ["# The session itself ended ok; the failure came from the code around it.",
-                  "# A person must decide what correct behaviour is and add assertions for it."]
+        lines += [
+            "# The session itself ended ok; the failure came from the code around it.",
+            "# A person must decide what correct behaviour is and add assertions for it.",
+        ]
     return lines
 
 
@@ -293,8 +355,10 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 def case_files(facts: SampleFacts, options: PromoteOptions, *, has_config: bool) -> dict[str, str]:
     """case.yaml, input/inputs.yaml and assertions.yaml as text (the journal and config are copied)."""
-    files = {CASE_FILE: _case_yaml(facts, options),
-             ASSERTIONS_FILE: render_assertions(facts, propose_assertions(facts))}
+    files = {
+        CASE_FILE: _case_yaml(facts, options),
+        ASSERTIONS_FILE: render_assertions(facts, propose_assertions(facts)),
+    }
     if has_config or facts.inputs:
         files[INPUTS_FILE] = _inputs_yaml(facts)
     return {name: _with_schema_line(options, name, text) for name, text in files.items()}
@@ -310,15 +374,22 @@ def _with_schema_line(options: PromoteOptions, name: str, text: str) -> str:
 
 def _case_yaml(facts: SampleFacts, options: PromoteOptions) -> str:
     data = {
-        "schema_version": 1, "id": options.case_id, "name": _name(facts),
+        "schema_version": 1,
+        "id": options.case_id,
+        "name": _name(facts),
         "description": _description(facts),
         "tags": list(dict.fromkeys([PROMOTED_TAG, *options.tags])),
         "owner": options.owner or default_owner(options.cases_dir),
-        "freshness": options.freshness, "model_baseline": facts.model,
+        "freshness": options.freshness,
+        "model_baseline": facts.model,
     }
-    validate(CaseSpec, data, f"case.yaml of '{options.case_id}' (from --id, --tag, --owner, --freshness)")
-    header = (f"# Promoted from sample {facts.sample_id} by `nodeval promote`.\n"
-              "# Review the name and description; `freshness` says when the journal is due for re-recording.\n")
+    validate(
+        CaseSpec, data, f"case.yaml of '{options.case_id}' (from --id, --tag, --owner, --freshness)"
+    )
+    header = (
+        f"# Promoted from sample {facts.sample_id} by `nodeval promote`.\n"
+        "# Review the name and description; `freshness` says when the journal is due for re-recording.\n"
+    )
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
@@ -329,20 +400,30 @@ def _name(facts: SampleFacts) -> str:
 
 def _description(facts: SampleFacts) -> str:
     day = facts.captured_at[:10]
-    why = "sampled from production" if facts.reason == "sampled" else "captured from production because it failed"
+    why = (
+        "sampled from production"
+        if facts.reason == "sampled"
+        else "captured from production because it failed"
+    )
     failure = f" ({_one_line(facts.failure, 160)})" if facts.failure else ""
-    return f"Session {facts.session_id}, {why} on {day}{failure}. Describe what this scenario checks."
+    return (
+        f"Session {facts.session_id}, {why} on {day}{failure}. Describe what this scenario checks."
+    )
 
 
 def _inputs_yaml(facts: SampleFacts) -> str:
     if not facts.inputs:
-        raise NodevalError(f"sample {facts.sample_id}: the journal has no io.input events, so there are no "
-                           "user inputs to write to input/inputs.yaml")
+        raise NodevalError(
+            f"sample {facts.sample_id}: the journal has no io.input events, so there are no "
+            "user inputs to write to input/inputs.yaml"
+        )
     user: dict[str, Any] = {"kind": "scripted", "inputs": facts.inputs}
     if facts.answers:
         user["answers"] = [{"text": text} for text in facts.answers]
-    header = ("# The user's turns as captured (redacted). Replay reads them from the journal;\n"
-              "# live and record modes send these.\n")
+    header = (
+        "# The user's turns as captured (redacted). Replay reads them from the journal;\n"
+        "# live and record modes send these.\n"
+    )
     return header + yaml.safe_dump({"user": user}, sort_keys=False, allow_unicode=True, width=100)
 
 
@@ -350,7 +431,9 @@ def default_owner(where: Path) -> str | None:
     """`git config user.name` (as seen from the cases directory), else the login name."""
     cwd = where if where.is_dir() else Path.cwd()
     try:
-        found = subprocess.run(["git", "config", "user.name"], cwd=cwd, capture_output=True, text=True, timeout=5)
+        found = subprocess.run(
+            ["git", "config", "user.name"], cwd=cwd, capture_output=True, text=True, timeout=5
+        )
         if found.returncode == 0 and found.stdout.strip():
             return found.stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -400,11 +483,29 @@ def verify_replay(case_dir: Path) -> list[str]:
         observed = run_case(case, AttemptSettings(mode="deterministic"), Path(scratch) / "journal")
     if observed.divergence:
         return [observed.divergence]
-    problems = [] if observed.status == "ok" else [
-        f"the replayed session ends with status '{observed.status}': {observed.metrics()['reason']}"]
-    return problems + [f"{r.description}: {r.message}" for r in evaluate_all(case.assertions, observed.evidence)
-                       if r.status == "failed"]
+    problems = (
+        []
+        if observed.status == "ok"
+        else [
+            f"the replayed session ends with status '{observed.status}': {observed.metrics()['reason']}"
+        ]
+    )
+    return problems + [
+        f"{r.description}: {r.message}"
+        for r in evaluate_all(case.assertions, observed.evidence)
+        if r.status == "failed"
+    ]
 
 
-__all__ = ["PromoteOptions", "Promoted", "SampleFacts", "check_case_id", "distinctive_piece", "first_model",
-           "promote", "propose_assertions", "resolve_sample", "verify_replay"]
+__all__ = [
+    "PromoteOptions",
+    "Promoted",
+    "SampleFacts",
+    "check_case_id",
+    "distinctive_piece",
+    "first_model",
+    "promote",
+    "propose_assertions",
+    "resolve_sample",
+    "verify_replay",
+]

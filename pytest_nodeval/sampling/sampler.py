@@ -71,16 +71,36 @@ class SamplerSettings:
     """Sessions waiting or being written; more are dropped (with a log message)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.rate, bool) or not isinstance(self.rate, (int, float)) or not 0 <= self.rate <= 1:
-            raise ConfigError(f"SamplerSettings.rate must be a number from 0 to 1, got {self.rate!r}")
-        if isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int) or self.max_bytes < 1:
-            raise ConfigError(f"SamplerSettings.max_bytes must be a positive number of bytes, got {self.max_bytes!r}")
-        if isinstance(self.queue_size, bool) or not isinstance(self.queue_size, int) or self.queue_size < 1:
-            raise ConfigError(f"SamplerSettings.queue_size must be a positive integer, got {self.queue_size!r}")
+        if (
+            isinstance(self.rate, bool)
+            or not isinstance(self.rate, (int, float))
+            or not 0 <= self.rate <= 1
+        ):
+            raise ConfigError(
+                f"SamplerSettings.rate must be a number from 0 to 1, got {self.rate!r}"
+            )
+        if (
+            isinstance(self.max_bytes, bool)
+            or not isinstance(self.max_bytes, int)
+            or self.max_bytes < 1
+        ):
+            raise ConfigError(
+                f"SamplerSettings.max_bytes must be a positive number of bytes, got {self.max_bytes!r}"
+            )
+        if (
+            isinstance(self.queue_size, bool)
+            or not isinstance(self.queue_size, int)
+            or self.queue_size < 1
+        ):
+            raise ConfigError(
+                f"SamplerSettings.queue_size must be a positive integer, got {self.queue_size!r}"
+            )
         not_callable = [r for r in self.redactors if not callable(r)]
         if not_callable:
-            raise ConfigError(f"SamplerSettings.redactors must be callables (event_type, payload) -> payload, "
-                              f"got {not_callable[0]!r}")
+            raise ConfigError(
+                f"SamplerSettings.redactors must be callables (event_type, payload) -> payload, "
+                f"got {not_callable[0]!r}"
+            )
 
 
 # -- the decision ---------------------------------------------------------------------------
@@ -152,18 +172,30 @@ class SamplerStats:
 class Sampler:
     """Watches finished sessions and keeps some as sample directories (see the module doc)."""
 
-    def __init__(self, settings: SamplerSettings, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, settings: SamplerSettings, *, environ: Mapping[str, str] | None = None
+    ) -> None:
         self.settings = settings
-        self.enabled = settings.active and _switched_on(settings.enabled, os.environ if environ is None else environ)
+        self.enabled = settings.active and _switched_on(
+            settings.enabled, os.environ if environ is None else environ
+        )
         self.redactor: Redactor = chain(pii_redactor, *settings.redactors)
-        self._writer = _SampleWriter(settings, self.redactor, ["pii", *(_name(r) for r in settings.redactors)])
+        self._writer = _SampleWriter(
+            settings, self.redactor, ["pii", *(_name(r) for r in settings.redactors)]
+        )
         self._thread = _CaptureThread(settings.queue_size, self._writer)
         # At exit (or when the sampler is dropped), give queued samples a moment to land.
         weakref.finalize(self, self._thread.stop, 2.0)
 
-    def observe(self, events: Sequence[Any], *, config: EngineConfig | None = None,
-                error: BaseException | str | None = None, header: JournalHeader | None = None,
-                session_id: str | None = None) -> Decision | None:
+    def observe(
+        self,
+        events: Sequence[Any],
+        *,
+        config: EngineConfig | None = None,
+        error: BaseException | str | None = None,
+        header: JournalHeader | None = None,
+        session_id: str | None = None,
+    ) -> Decision | None:
         """Decide about a finished session and queue it for capture. Never raises.
 
         `events` are the journal's events (JournalWriter.events, or dicts shaped like the
@@ -175,24 +207,39 @@ class Sampler:
         try:
             return self._observe(list(events), config, error, header, session_id)
         except Exception as exc:  # the production session must never see the sampler fail
-            logger.warning("nodeval sampler: could not observe a session (%s); it was not captured, "
-                           "and the session itself is unaffected", type(exc).__name__)
+            logger.warning(
+                "nodeval sampler: could not observe a session (%s); it was not captured, "
+                "and the session itself is unaffected",
+                type(exc).__name__,
+            )
             return None
 
-    def _observe(self, events: list[Any], config: EngineConfig | None, error: BaseException | str | None,
-                 header: JournalHeader | None, session_id: str | None) -> Decision:
+    def _observe(
+        self,
+        events: list[Any],
+        config: EngineConfig | None,
+        error: BaseException | str | None,
+        header: JournalHeader | None,
+        session_id: str | None,
+    ) -> Decision:
         session_id = session_id or (header.session_id if header else None) or _session_id_of(events)
         decision = decide(session_id, session_failure(events, error), self.settings)
         self._writer.count("observed")
         if decision.reason is not None:
-            capture = Capture(session_id, decision.reason, decision.error, events, header, config, now_iso())
+            capture = Capture(
+                session_id, decision.reason, decision.error, events, header, config, now_iso()
+            )
             if self._thread.submit(capture):
                 self._writer.count("queued")
             else:
                 self._writer.count("dropped")
-                logger.warning("nodeval sampler: capture queue full (%d sessions waiting); session %s "
-                               "(%s) was dropped. Lower the rate or raise SamplerSettings.queue_size",
-                               self.settings.queue_size, session_id, decision.reason)
+                logger.warning(
+                    "nodeval sampler: capture queue full (%d sessions waiting); session %s "
+                    "(%s) was dropped. Lower the rate or raise SamplerSettings.queue_size",
+                    self.settings.queue_size,
+                    session_id,
+                    decision.reason,
+                )
         return decision
 
     @property
@@ -221,8 +268,13 @@ def _switched_on(enabled: bool | None, environ: Mapping[str, str]) -> bool:
     if value in _ON:
         return True
     if value not in _OFF:
-        logger.warning("nodeval sampler: %s=%r is not one of %s (on) or %s (off); the sampler stays off",
-                       ENV_SWITCH, value, "/".join(sorted(_ON)), "/".join(sorted(_OFF - {""})))
+        logger.warning(
+            "nodeval sampler: %s=%r is not one of %s (on) or %s (off); the sampler stays off",
+            ENV_SWITCH,
+            value,
+            "/".join(sorted(_ON)),
+            "/".join(sorted(_OFF - {""})),
+        )
     return False
 
 
@@ -261,25 +313,40 @@ class _SampleWriter:
             sample = build_sample(capture, self.redactor, self.redaction)
         except Exception as exc:
             # The message may quote unredacted content (a redactor's or a validator's), so only the type.
-            self._drop("nodeval sampler: session %s was not captured: preparing the sample failed with %s "
-                       "(in a redactor, or the events are not journal events)", capture.session_id, type(exc).__name__)
+            self._drop(
+                "nodeval sampler: session %s was not captured: preparing the sample failed with %s "
+                "(in a redactor, or the events are not journal events)",
+                capture.session_id,
+                type(exc).__name__,
+            )
             return
         if sample.size > self.settings.max_bytes:
-            self._drop("nodeval sampler: session %s was not captured: its sample is %d bytes, more than "
-                       "SamplerSettings.max_bytes=%d", capture.session_id, sample.size, self.settings.max_bytes)
+            self._drop(
+                "nodeval sampler: session %s was not captured: its sample is %d bytes, more than "
+                "SamplerSettings.max_bytes=%d",
+                capture.session_id,
+                sample.size,
+                self.settings.max_bytes,
+            )
             return
         self._write(capture, sample)
 
     def _write(self, capture: Capture, sample: Any) -> None:
         if (self.out_dir / sample.info.id).exists():
-            logger.info("nodeval sampler: session %s is already in %s", capture.session_id, self.out_dir)
+            logger.info(
+                "nodeval sampler: session %s is already in %s", capture.session_id, self.out_dir
+            )
             return
         try:
             write_sample(self.out_dir, sample)
         except OSError as exc:
-            self._drop("nodeval sampler: session %s was not captured: could not write %s (%s). The session itself "
-                       "is unaffected; make SamplerSettings.out_dir a writable directory with free space",
-                       capture.session_id, self.out_dir / sample.info.id, exc)
+            self._drop(
+                "nodeval sampler: session %s was not captured: could not write %s (%s). The session itself "
+                "is unaffected; make SamplerSettings.out_dir a writable directory with free space",
+                capture.session_id,
+                self.out_dir / sample.info.id,
+                exc,
+            )
             return
         self.count("written")
         self._keep_under_cap(sample.info.id, sample.size)
@@ -292,12 +359,19 @@ class _SampleWriter:
                 self._known_bytes += new_size
             if self._known_bytes > self.settings.max_bytes:
                 # Rescan: other processes may write to (and evict from) the same out_dir.
-                removed, self._known_bytes = evict(self.out_dir, self.settings.max_bytes, keep=new_id)
-                logger.info("nodeval sampler: evicted %d oldest sample(s) to stay under %d bytes",
-                            len(removed), self.settings.max_bytes)
+                removed, self._known_bytes = evict(
+                    self.out_dir, self.settings.max_bytes, keep=new_id
+                )
+                logger.info(
+                    "nodeval sampler: evicted %d oldest sample(s) to stay under %d bytes",
+                    len(removed),
+                    self.settings.max_bytes,
+                )
         except OSError as exc:
             self._known_bytes = None
-            logger.warning("nodeval sampler: could not evict old samples in %s (%s)", self.out_dir, exc)
+            logger.warning(
+                "nodeval sampler: could not evict old samples in %s (%s)", self.out_dir, exc
+            )
 
     def _drop(self, message: str, *args: Any) -> None:
         self.count("dropped")
@@ -334,7 +408,9 @@ class _CaptureThread:
         if self._pid != os.getpid():  # a forked child inherits the counter but not the thread
             self._pending, self._pid = 0, os.getpid()
         self._queue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, args=(self._queue,), name="nodeval-sampler", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(self._queue,), name="nodeval-sampler", daemon=True
+        )
         self._thread.start()
 
     def _run(self, jobs: queue.SimpleQueue[Capture | None]) -> None:
@@ -342,7 +418,9 @@ class _CaptureThread:
             try:
                 self._work(capture)
             except Exception as exc:  # the writer logs its own failures; this is the last net
-                logger.warning("nodeval sampler: capture failed unexpectedly (%s)", type(exc).__name__)
+                logger.warning(
+                    "nodeval sampler: capture failed unexpectedly (%s)", type(exc).__name__
+                )
             finally:
                 with self._lock:
                     self._pending -= 1
@@ -365,9 +443,15 @@ class _CaptureThread:
 # -- running a session with the sampler attached ------------------------------------------------
 
 
-def run_with_sampler(config: EngineConfig, inputs: Sequence[str] | InputsSpec | SimulatedUser,
-                     sampler: Sampler | None = None, *, session_id: str | None = None,
-                     world: World | None = None, journal_dir: Path | None = None) -> EngineResult:
+def run_with_sampler(
+    config: EngineConfig,
+    inputs: Sequence[str] | InputsSpec | SimulatedUser,
+    sampler: Sampler | None = None,
+    *,
+    session_id: str | None = None,
+    world: World | None = None,
+    journal_dir: Path | None = None,
+) -> EngineResult:
     """Run the reference engine live on one session, then let the sampler observe it.
 
     The journal is kept in memory unless `journal_dir` is given, so nothing reaches the
@@ -392,8 +476,9 @@ def run_with_sampler(config: EngineConfig, inputs: Sequence[str] | InputsSpec | 
             sampler.observe(writer.events, config=config, header=header, error=error)
 
 
-def _run_engine_live(config: EngineConfig, user: SimulatedUser, writer: JournalWriter,
-                     world: World | None) -> EngineResult:
+def _run_engine_live(
+    config: EngineConfig, user: SimulatedUser, writer: JournalWriter, world: World | None
+) -> EngineResult:
     from ..agent.engine import Engine
     from ..agent.providers import Wiring, build_chain
     from ..runner.session import WORLD_TOOLS, build_tools
@@ -406,8 +491,16 @@ def _run_engine_live(config: EngineConfig, user: SimulatedUser, writer: JournalW
     chain_ = build_chain(config.providers, Wiring(writer))
     try:
         with ExitStack() as resources:  # MCP sessions close when the session ends
-            engine = Engine(config, writer, chain_, build_tools(config, resources=resources), user, world,
-                            session_id=writer.header.session_id, mode="live")
+            engine = Engine(
+                config,
+                writer,
+                chain_,
+                build_tools(config, resources=resources),
+                user,
+                world,
+                session_id=writer.header.session_id,
+                mode="live",
+            )
             return engine.run()
     finally:
         chain_.close()
@@ -422,7 +515,9 @@ def _user_for(inputs: Sequence[str] | InputsSpec | SimulatedUser) -> SimulatedUs
     if isinstance(inputs, InputsSpec):
         return make_user(inputs.user, "the inputs given to run_with_sampler")
     if isinstance(inputs, (list, tuple)):
-        return ScriptedUser(ScriptedUserSpec(kind="scripted", inputs=list(inputs)), "the inputs given")
+        return ScriptedUser(
+            ScriptedUserSpec(kind="scripted", inputs=list(inputs)), "the inputs given"
+        )
     return inputs  # type: ignore[return-value]
 
 
@@ -437,8 +532,14 @@ class AgentSession:
     events: list[Any] = field(default_factory=list, repr=False)
 
 
-def run_agent_with_sampler(agent: Any, inputs: Sequence[str] | SimulatedUser, sampler: Sampler | None = None, *,
-                           session_id: str | None = None, journal_dir: Path | None = None) -> AgentSession:
+def run_agent_with_sampler(
+    agent: Any,
+    inputs: Sequence[str] | SimulatedUser,
+    sampler: Sampler | None = None,
+    *,
+    session_id: str | None = None,
+    journal_dir: Path | None = None,
+) -> AgentSession:
     """Run your own agent (see agent/adapter.py) live on one session, then let the sampler observe it."""
     from ..agent.adapter import run_agent
     from ..runner.session import journal_header
@@ -455,8 +556,22 @@ def run_agent_with_sampler(agent: Any, inputs: Sequence[str] | SimulatedUser, sa
             sampler.observe(writer.events, header=header)
     end = writer.events[-1].payload
     outputs = [e.payload.text for e in writer.events if e.type == "io.output"]
-    return AgentSession(header.session_id, end.status, end.reason, outputs[-1] if outputs else None, writer.events)
+    return AgentSession(
+        header.session_id, end.status, end.reason, outputs[-1] if outputs else None, writer.events
+    )
 
 
-__all__ = ["AgentSession", "Decision", "ENV_SWITCH", "Sampler", "SamplerSettings", "SamplerStats", "decide",
-           "is_sampled", "run_agent_with_sampler", "run_with_sampler", "sample_point", "session_failure"]
+__all__ = [
+    "AgentSession",
+    "Decision",
+    "ENV_SWITCH",
+    "Sampler",
+    "SamplerSettings",
+    "SamplerStats",
+    "decide",
+    "is_sampled",
+    "run_agent_with_sampler",
+    "run_with_sampler",
+    "sample_point",
+    "session_failure",
+]

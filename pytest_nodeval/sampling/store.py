@@ -112,15 +112,23 @@ def build_sample(capture: Capture, redactor: Redactor, redaction: list[str]) -> 
     header = _sample_header(capture, redactor, redaction)
     files = {
         f"journal/{HEADER_FILE}": header.model_dump_json(indent=2) + "\n",
-        f"journal/{EVENTS_FILE}": "".join(e.model_dump_json(exclude_none=False) + "\n" for e in lines),
+        f"journal/{EVENTS_FILE}": "".join(
+            e.model_dump_json(exclude_none=False) + "\n" for e in lines
+        ),
     }
     if capture.config is not None:
         files[CONFIG_FILE] = _config_yaml(capture.config, redactor)
     info = SampleInfo(
-        id=sample_id(header.session_id, capture.captured_at), session_id=header.session_id,
-        captured_at=capture.captured_at, reason=capture.reason, error=lines[-1].payload.error,
-        status=_end_status(lines), events=len(lines), redaction=header.redaction,
-        size_bytes=sum(len(text.encode("utf-8")) for text in files.values()))
+        id=sample_id(header.session_id, capture.captured_at),
+        session_id=header.session_id,
+        captured_at=capture.captured_at,
+        reason=capture.reason,
+        error=lines[-1].payload.error,
+        status=_end_status(lines),
+        events=len(lines),
+        redaction=header.redaction,
+        size_bytes=sum(len(text.encode("utf-8")) for text in files.values()),
+    )
     files[SAMPLE_FILE] = info.model_dump_json(indent=2) + "\n"
     return SampleFiles(info, files)
 
@@ -129,9 +137,17 @@ def redacted_events(events: Sequence[Any], redactor: Redactor) -> list[Any]:
     """Every event with its payload redacted, validated again as a journal event."""
     redacted = []
     for event in events:
-        raw = dict(event) if isinstance(event, dict) else {
-            "seq": event.seq, "ts": event.ts, "type": event.type, "turn": event.turn,
-            "payload": event.payload_dict()}
+        raw = (
+            dict(event)
+            if isinstance(event, dict)
+            else {
+                "seq": event.seq,
+                "ts": event.ts,
+                "type": event.type,
+                "turn": event.turn,
+                "payload": event.payload_dict(),
+            }
+        )
         raw["payload"] = redactor(raw["type"], dict(raw.get("payload") or {}))
         redacted.append(EVENT_ADAPTER.validate_python(raw))
     return redacted
@@ -141,9 +157,15 @@ def _candidate_event(capture: Capture, events: list[Any], redactor: Redactor) ->
     # Appended after session.end: replay ignores it, and it says why this session was kept.
     payload = redactor("eval.candidate", {"reason": capture.reason, "error": capture.error})
     last = events[-1] if events else None
-    return EVENT_ADAPTER.validate_python({
-        "seq": last.seq + 1 if last else 1, "ts": capture.captured_at, "type": "eval.candidate",
-        "turn": last.turn if last else 0, "payload": payload})
+    return EVENT_ADAPTER.validate_python(
+        {
+            "seq": last.seq + 1 if last else 1,
+            "ts": capture.captured_at,
+            "type": "eval.candidate",
+            "turn": last.turn if last else 0,
+            "payload": payload,
+        }
+    )
 
 
 def _sample_header(capture: Capture, redactor: Redactor, redaction: list[str]) -> JournalHeader:
@@ -160,9 +182,15 @@ def _header_from_events(capture: Capture) -> JournalHeader:
     payload = _payload(start) if start is not None else {}
     first_ts = _field(capture.events[0], "ts") if capture.events else capture.captured_at
     return JournalHeader(
-        session_id=capture.session_id, created_at=first_ts, source="live",
-        engine=EngineInfo(name=str(payload.get("engine", "unknown")), version=str(payload.get("version", "unknown"))),
-        config_digest=payload.get("config_digest"))
+        session_id=capture.session_id,
+        created_at=first_ts,
+        source="live",
+        engine=EngineInfo(
+            name=str(payload.get("engine", "unknown")),
+            version=str(payload.get("version", "unknown")),
+        ),
+        config_digest=payload.get("config_digest"),
+    )
 
 
 def _config_yaml(config: EngineConfig, redactor: Redactor) -> str:

@@ -228,7 +228,12 @@ def _boundaries(
 ) -> list[tuple[int, int]]:
     """(look size, most passes that still FAIL there) for each look after ``look``; -1: none do."""
     return [
-        (size, _most_passes_rejected(baseline_passed, baseline_attempts, size, share * level, threshold))
+        (
+            size,
+            _most_passes_rejected(
+                baseline_passed, baseline_attempts, size, share * level, threshold
+            ),
+        )
         for size, share in zip(design.looks[look + 1 :], design.shares[look + 1 :])
     ]
 
@@ -260,8 +265,10 @@ def _lower_bound(passed: int, attempts: int, confidence: float) -> float:
     z = NormalDist().inv_cdf(confidence)
     rate = passed / attempts
     centre = (rate + z * z / (2 * attempts)) / (1 + z * z / attempts)
-    half = z / (1 + z * z / attempts) * math.sqrt(
-        rate * (1 - rate) / attempts + z * z / (4 * attempts * attempts)
+    half = (
+        z
+        / (1 + z * z / attempts)
+        * math.sqrt(rate * (1 - rate) / attempts + z * z / (4 * attempts * attempts))
     )
     return max(0.0, centre - half)
 

@@ -143,9 +143,7 @@ def _rate(sample: CaseSample) -> float:
 # --- per-case pass rate (G2) -----------------------------------------------------------
 
 
-def _regression_tests(
-    pairs: Sequence[Pair], policy: GatePolicy
-) -> dict[str, tuple[float, float]]:
+def _regression_tests(pairs: Sequence[Pair], policy: GatePolicy) -> dict[str, tuple[float, float]]:
     """Boschloo p and Holm-adjusted p for every case graded in both runs."""
     if not policy.fail_on_scenario_drop:
         return {}
@@ -301,7 +299,9 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
         )
     level = policy.level(GateName.SUITE_PASS_RATE)
     rates_b, rates_c = [_rate(b) for b, _ in graded], [_rate(c) for _, c in graded]
-    diffs = [float(Fraction(c.passed, c.attempts) - Fraction(b.passed, b.attempts)) for b, c in graded]
+    diffs = [
+        float(Fraction(c.passed, c.attempts) - Fraction(b.passed, b.attempts)) for b, c in graded
+    ]
     n, delta = len(diffs), fmean(diffs)
     # delta, SE and interval describe the equal-weighted suite pass rate; the p-value is the
     # weighted sign-flip test, which is exact at any S and gains power by weighting each
@@ -416,9 +416,20 @@ class _Spend:
     """Key of the per-attempt means in the gate's numbers."""
 
 
-_TOKENS = _Spend(GateName.TOKENS, "tokens", lambda s: s.tokens, lambda p: p.fail_on_token_increase,
-                 "tokens_per_attempt")
-_COST = _Spend(GateName.COST, "cost", lambda s: s.costs, lambda p: p.fail_on_cost_increase, "cost_per_attempt_usd")
+_TOKENS = _Spend(
+    GateName.TOKENS,
+    "tokens",
+    lambda s: s.tokens,
+    lambda p: p.fail_on_token_increase,
+    "tokens_per_attempt",
+)
+_COST = _Spend(
+    GateName.COST,
+    "cost",
+    lambda s: s.costs,
+    lambda p: p.fail_on_cost_increase,
+    "cost_per_attempt_usd",
+)
 
 
 def _token_change(b: CaseSample, c: CaseSample) -> TokenChange | None:

@@ -102,7 +102,11 @@ class GatePolicy:
     def __post_init__(self) -> None:
         for name in ("fail_on_score_drop", "fail_on_scenario_drop"):
             self._require(name, lambda v: 0.0 <= v <= 1.0, "a pass-rate drop in [0, 1]")
-        for name in ("fail_on_latency_p95_increase", "fail_on_token_increase", "fail_on_cost_increase"):
+        for name in (
+            "fail_on_latency_p95_increase",
+            "fail_on_token_increase",
+            "fail_on_cost_increase",
+        ):
             self._require(name, lambda v: v >= 0.0, "a relative increase >= 0")
         self._require("latency_min_increase_ms", lambda v: v >= 0.0, ">= 0")
         self._require("latency_min_attempts", lambda v: v >= 1, ">= 1")
@@ -355,7 +359,6 @@ class Diff(BaseModel):
         return worst_verdict(gate.verdict for gate in self.gates)
 
 
-
 class Plan(_ReportModel):
     """How small a suite drop a design can detect, and the repeats a target drop needs."""
 
@@ -384,4 +387,3 @@ class Plan(_ReportModel):
     deterministic: bool = False
     """True for a deterministic replay baseline: every drop is seen exactly and repeats add
     nothing, so ``repeats_needed`` is None and the MDE is the smallest possible drop."""
-

@@ -151,9 +151,7 @@ def _sign_flip_monte_carlo(steps: Sequence[int], seed: int) -> float:
     return (hits + 1) / (_MONTE_CARLO_FLIPS + 1)  # counts the observed labelling, as scipy does
 
 
-def weighted_sign_flip_p_value(
-    tables: Sequence[tuple[int, int, int, int]], seed: int = 0
-) -> float:
+def weighted_sign_flip_p_value(tables: Sequence[tuple[int, int, int, int]], seed: int = 0) -> float:
     """One-sided p of the studentized (weighted) paired sign-flip test of a suite drop.
 
     ``tables`` holds (baseline passed, baseline attempts, current passed, current attempts)
@@ -172,8 +170,10 @@ def weighted_sign_flip_p_value(
     net: Counter[tuple[Fraction, Fraction]] = Counter()
     for passed_b, attempts_b, passed_c, attempts_c in tables:
         if not (0 <= passed_b <= attempts_b and 0 <= passed_c <= attempts_c):
-            raise ValueError(f"passes must lie in [0, attempts], got {passed_b}/{attempts_b}, "
-                             f"{passed_c}/{attempts_c}")
+            raise ValueError(
+                f"passes must lie in [0, attempts], got {passed_b}/{attempts_b}, "
+                f"{passed_c}/{attempts_c}"
+            )
         if attempts_b < 1 or attempts_c < 1:
             raise ValueError("every scenario needs at least one attempt in each run")
         difference = Fraction(passed_c, attempts_c) - Fraction(passed_b, attempts_b)

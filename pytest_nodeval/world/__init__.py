@@ -48,7 +48,9 @@ class WorldLimits:
         for name in ("cpus", "memory_mb", "pids", "exec_timeout_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise WorldConfigError(f"world limit {name} must be a positive number, got {value!r}")
+                raise WorldConfigError(
+                    f"world limit {name} must be a positive number, got {value!r}"
+                )
 
     def timeout_for(self, requested_s: float) -> float:
         """The wall time an exec gets: what the caller asked, capped by exec_timeout_s."""
@@ -93,7 +95,9 @@ def encode_file(data: bytes, max_bytes: int) -> dict[str, object]:
     return {"exists": True, "content": content, "encoding": encoding, "truncated": truncated}
 
 
-def snapshot(world: World, paths: Sequence[str], max_bytes: int = 65536) -> dict[str, dict[str, object]]:
+def snapshot(
+    world: World, paths: Sequence[str], max_bytes: int = 65536
+) -> dict[str, dict[str, object]]:
     """The final state of the watched paths: a file's content, a directory's listing.
 
     Written into the journal as `world.snapshot` so assertions about the world's final

@@ -19,6 +19,7 @@ from . import ExecResult
 # Distinct exit codes (unused by cat/ls/mkdir themselves) tell the cause apart.
 _MISSING, _IS_DIR, _NOT_DIR, _DENIED = 71, 72, 73, 74
 
+
 @dataclass(frozen=True, slots=True)
 class RawResult:
     """One command's outcome with its output still in bytes (a read needs the exact bytes)."""
@@ -31,8 +32,10 @@ class RawResult:
 
     def decoded(self) -> ExecResult:
         return ExecResult(
-            exit_code=self.exit_code, stdout=self.stdout.decode("utf-8", "replace"),
-            stderr=self.stderr.decode("utf-8", "replace"), duration_ms=self.duration_ms,
+            exit_code=self.exit_code,
+            stdout=self.stdout.decode("utf-8", "replace"),
+            stderr=self.stderr.decode("utf-8", "replace"),
+            duration_ms=self.duration_ms,
             timed_out=self.timed_out,
         )
 
@@ -88,5 +91,7 @@ def absolute(workdir: str, path: str) -> str:
 def argv_list(argv: Sequence[str]) -> list[str]:
     """The argv as a fresh list of strings, rejecting the easy mistake of passing one string."""
     if isinstance(argv, (str, bytes)):
-        raise TypeError("argv must be a sequence of arguments, not one string; use ['sh', '-c', ...]")
+        raise TypeError(
+            "argv must be a sequence of arguments, not one string; use ['sh', '-c', ...]"
+        )
     return [str(arg) for arg in argv]

@@ -59,9 +59,25 @@ TOP_LEVEL_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # The host /etc files programs need to start and to know the users; not all of /etc,
 # whose root-owned secrets the sandbox (run by root, it is uid 0 inside) could read.
 HOST_ETC_FILES = (
-    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group",
-    "nsswitch.conf", "localtime", "ssl", "ca-certificates", "mime.types", "protocols",
-    "services", "hosts", "os-release", "python3", "python3.11", "python3.12", "python3.13",
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+    "ssl",
+    "ca-certificates",
+    "mime.types",
+    "protocols",
+    "services",
+    "hosts",
+    "os-release",
+    "python3",
+    "python3.11",
+    "python3.12",
+    "python3.13",
 )
 
 # Run by the sandbox's /bin/sh: set the fallback rlimits ("-" = none), then become the command.
@@ -72,9 +88,7 @@ _LIMIT_SCRIPT = (
 
 # Run on the host before bwrap: join the world's cgroups (their cgroup.procs files, $2...),
 # so bwrap and everything inside start already capped; then become bwrap.
-_JOIN_SCRIPT = (
-    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
-)
+_JOIN_SCRIPT = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
 
 
 class BwrapWorld:
@@ -96,19 +110,26 @@ class BwrapWorld:
         self.limits = limits or WorldLimits()
         self.network = network
         self._host_root = Path(tempfile.mkdtemp(prefix="nodeval-bwrap-"))
-        self._mounts = {WORKDIR: self._host_root / "workspace", SANDBOX_TMP: self._host_root / "tmp"}
+        self._mounts = {
+            WORKDIR: self._host_root / "workspace",
+            SANDBOX_TMP: self._host_root / "tmp",
+        }
         for host_dir in self._mounts.values():
             host_dir.mkdir()
         if seed_dir is not None and seed_dir.is_dir():
             shutil.copytree(seed_dir, self._mounts[WORKDIR], dirs_exist_ok=True)
         self._bwrap = sandbox_argv(
-            rootfs=rootfs or Path("/"), workspace=self._mounts[WORKDIR],
-            tmp=self._mounts[SANDBOX_TMP], network=network,
+            rootfs=rootfs or Path("/"),
+            workspace=self._mounts[WORKDIR],
+            tmp=self._mounts[SANDBOX_TMP],
+            network=network,
         )
         self._running: set[subprocess.Popen[bytes]] = set()
         _sweep_stale_cgroups_once()
         self._cgroup = open_cgroup(self.limits)
-        self._rlimits, self.limits_enforced, self.limits_unenforced = fallback_limits(self.limits, self._cgroup)
+        self._rlimits, self.limits_enforced, self.limits_unenforced = fallback_limits(
+            self.limits, self._cgroup
+        )
         reaper.track(self, self._end)
         _warn_unenforced(self.limits_unenforced)
 
@@ -148,9 +169,13 @@ class BwrapWorld:
     def list(self, path: str = ".") -> list[str]:
         host = self._host_path(path)
         if host is None:
-            return parse_listing(run_script(self._run, LIST_SCRIPT, absolute(self.workdir, path)).stdout)
+            return parse_listing(
+                run_script(self._run, LIST_SCRIPT, absolute(self.workdir, path)).stdout
+            )
         with _errors_name(absolute(self.workdir, path)), os.scandir(host) as entries:
-            return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries)
+            return sorted(
+                e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries
+            )
 
     def close(self) -> None:
         reaper.forget(self)
@@ -176,7 +201,7 @@ class BwrapWorld:
         inside = absolute(self.workdir, path)
         for mount, host_dir in self._mounts.items():
             if inside == mount or inside.startswith(mount + "/"):
-                candidate = host_dir / inside[len(mount):].lstrip("/")
+                candidate = host_dir / inside[len(mount) :].lstrip("/")
                 real, real_dir = os.path.realpath(candidate), os.path.realpath(host_dir)
                 if real == real_dir or real.startswith(real_dir + os.sep):
                     return candidate
@@ -184,14 +209,34 @@ class BwrapWorld:
 
     # Sequence, not list: inside this class body `list` is the World.list method.
     def _run(self, argv: Sequence[str], timeout_s: float, stdin: bytes | None) -> RawResult:
-        command = [*self._bwrap, "--", "/bin/sh", "-c", _LIMIT_SCRIPT, "nodeval-limits", *self._rlimits, *argv]
+        command = [
+            *self._bwrap,
+            "--",
+            "/bin/sh",
+            "-c",
+            _LIMIT_SCRIPT,
+            "nodeval-limits",
+            *self._rlimits,
+            *argv,
+        ]
         cgroup_files = self._cgroup.procs_files()
         if cgroup_files:
-            command = ["/bin/sh", "-c", _JOIN_SCRIPT, "nodeval-cgroup", str(len(cgroup_files)), *cgroup_files, *command]
+            command = [
+                "/bin/sh",
+                "-c",
+                _JOIN_SCRIPT,
+                "nodeval-cgroup",
+                str(len(cgroup_files)),
+                *cgroup_files,
+                *command,
+            ]
         start = time.perf_counter()
         # Its own session, so the timeout can kill bwrap's whole process group at once.
         proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
         self._running.add(proc)
@@ -201,8 +246,11 @@ class BwrapWorld:
             self._running.discard(proc)
         exit_code = KILLED_EXIT_CODE if proc.returncode < 0 else proc.returncode
         return RawResult(
-            exit_code=exit_code, stdout=out, stderr=err,
-            duration_ms=(time.perf_counter() - start) * 1000, timed_out=timed_out,
+            exit_code=exit_code,
+            stdout=out,
+            stderr=err,
+            duration_ms=(time.perf_counter() - start) * 1000,
+            timed_out=timed_out,
         )
 
 
@@ -215,7 +263,9 @@ def _errors_name(world_path: str) -> Iterator[None]:
         raise type(exc)(exc.errno, exc.strerror, world_path) from None
 
 
-def _communicate(proc: subprocess.Popen[bytes], stdin: bytes | None, timeout_s: float) -> tuple[bytes, bytes, bool]:
+def _communicate(
+    proc: subprocess.Popen[bytes], stdin: bytes | None, timeout_s: float
+) -> tuple[bytes, bytes, bool]:
     try:
         out, err = proc.communicate(stdin, timeout=timeout_s)
         return out, err, False
@@ -237,7 +287,9 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def fallback_limits(limits: WorldLimits, cgroup: WorldCgroup) -> tuple[list[str], dict[str, str], dict[str, str]]:
+def fallback_limits(
+    limits: WorldLimits, cgroup: WorldCgroup
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
     """The sandbox shell's rlimit arguments (memory KiB, nproc; "-" = unset), and per limit
     how it is enforced or why it is not."""
     enforced, unenforced = dict(cgroup.enforced), {}
@@ -247,12 +299,16 @@ def fallback_limits(limits: WorldLimits, cgroup: WorldCgroup) -> tuple[list[str]
         enforced["memory"] = f"RLIMIT_AS of each process (no cgroup: {cgroup.problems['memory']})"
     if "pids" not in enforced:
         if os.geteuid() == 0:
-            unenforced["pids"] = (f"no cgroup ({cgroup.problems['pids']}), and the kernel does not enforce "
-                                  "RLIMIT_NPROC for root")
+            unenforced["pids"] = (
+                f"no cgroup ({cgroup.problems['pids']}), and the kernel does not enforce "
+                "RLIMIT_NPROC for root"
+            )
         else:
             nproc = str(limits.pids + _user_task_count())
-            enforced["pids"] = (f"RLIMIT_NPROC of {nproc}: this user's {int(nproc) - limits.pids} tasks now, plus "
-                                f"{limits.pids} (no cgroup: {cgroup.problems['pids']})")
+            enforced["pids"] = (
+                f"RLIMIT_NPROC of {nproc}: this user's {int(nproc) - limits.pids} tasks now, plus "
+                f"{limits.pids} (no cgroup: {cgroup.problems['pids']})"
+            )
     if "cpus" not in enforced:
         unenforced["cpus"] = f"no cgroup ({cgroup.problems['cpus']}), and no rlimit caps cores"
     return [memory, nproc], enforced, unenforced
@@ -291,22 +347,49 @@ def _warn_unenforced(unenforced: dict[str, str]) -> None:
 def sandbox_argv(*, rootfs: Path, workspace: Path, tmp: Path, network: bool) -> list[str]:
     """The bwrap command line up to (not including) `--` and the command."""
     argv = [
-        "bwrap", "--die-with-parent", "--new-session",
-        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-        "--hostname", "nodeval-world",
+        "bwrap",
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "nodeval-world",
     ]
     if not network:
         argv.append("--unshare-net")
     argv += system_binds(rootfs, network)
     argv += [
-        "--proc", "/proc", "--dev", "/dev",
-        "--bind", str(workspace), WORKDIR, "--bind", str(tmp), SANDBOX_TMP,
-        "--chdir", WORKDIR, "--clearenv",
-        "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR,
-        "--setenv", "TMPDIR", SANDBOX_TMP, "--setenv", "LANG", "C.UTF-8",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--bind",
+        str(workspace),
+        WORKDIR,
+        "--bind",
+        str(tmp),
+        SANDBOX_TMP,
+        "--chdir",
+        WORKDIR,
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        SANDBOX_PATH,
+        "--setenv",
+        "HOME",
+        WORKDIR,
+        "--setenv",
+        "TMPDIR",
+        SANDBOX_TMP,
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
         # bwrap builds the tree on a tmpfs; making it read-only turns a write to /etc/x
         # into an error instead of a file that silently vanishes after the command.
-        "--remount-ro", "/",
+        "--remount-ro",
+        "/",
     ]
     return argv
 
@@ -332,7 +415,16 @@ def bwrap_problem() -> str | None:
     """Why bubblewrap cannot run sandboxes here, or None when a trial sandbox works."""
     if shutil.which("bwrap") is None:
         return "the bwrap binary is not on PATH (apt-get install bubblewrap)"
-    trial = ["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "true"]
+    trial = [
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--unshare-net",
+        "--unshare-pid",
+        "--die-with-parent",
+        "true",
+    ]
     try:
         done = subprocess.run(trial, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -345,4 +437,6 @@ def bwrap_problem() -> str | None:
 
 def _raise_if_rootfs_unusable(rootfs: Path) -> None:
     if not (rootfs / "usr").is_dir() or not (rootfs / "etc").is_dir():
-        raise WorldError(f"bwrap rootfs {str(rootfs)!r} has no usr/ and etc/; pass a directory made by debootstrap")
+        raise WorldError(
+            f"bwrap rootfs {str(rootfs)!r} has no usr/ and etc/; pass a directory made by debootstrap"
+        )

@@ -71,7 +71,9 @@ def open_cgroup(limits: WorldLimits) -> WorldCgroup:
     name = f"{PREFIX}{os.getpid()}-{process_start(os.getpid()) or 0}-{uuid.uuid4().hex[:8]}"
     if (CGROUP_ROOT / "cgroup.controllers").is_file():
         return _open_v2(name, limits)
-    if (CGROUP_ROOT / "pids" / "cgroup.procs").is_file() or (CGROUP_ROOT / "memory" / "cgroup.procs").is_file():
+    if (CGROUP_ROOT / "pids" / "cgroup.procs").is_file() or (
+        CGROUP_ROOT / "memory" / "cgroup.procs"
+    ).is_file():
         return _open_v1(name, limits)
     reason = f"no cgroup hierarchy is mounted at {CGROUP_ROOT}"
     return WorldCgroup(problems={limit: reason for limit in LIMITS})
@@ -115,7 +117,11 @@ def _write_v1_limit(directory: Path, limit: str, limits: WorldLimits) -> None:
 def _open_v2(name: str, limits: WorldLimits) -> WorldCgroup:
     base = _own_cgroup_dir(CGROUP_ROOT, _v1_paths().get(""))
     if base is None:
-        return WorldCgroup(problems={limit: "this process's cgroup v2 directory is not visible" for limit in LIMITS})
+        return WorldCgroup(
+            problems={
+                limit: "this process's cgroup v2 directory is not visible" for limit in LIMITS
+            }
+        )
     directory = base / name
     try:
         directory.mkdir()
@@ -124,20 +130,26 @@ def _open_v2(name: str, limits: WorldLimits) -> WorldCgroup:
         reason = f"cannot make a cgroup below {base}: {exc.strerror or exc} (run under a delegated cgroup, e.g. systemd-run --user --scope -p Delegate=yes)"
         return WorldCgroup(problems={limit: reason for limit in LIMITS})
     cgroup = WorldCgroup(dirs=[directory])
-    files = {"pids": {"pids.max": str(limits.pids)},
-             "memory": {"memory.max": str(limits.memory_mb * 1024 * 1024), "memory.swap.max": "0"},
-             "cpus": {"cpu.max": f"{int(limits.cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}"}}
+    files = {
+        "pids": {"pids.max": str(limits.pids)},
+        "memory": {"memory.max": str(limits.memory_mb * 1024 * 1024), "memory.swap.max": "0"},
+        "cpus": {"cpu.max": f"{int(limits.cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}"},
+    }
     for limit, writes in files.items():
         controller = _V1_CONTROLLER[limit]
         if controller not in delegated:
-            cgroup.problems[limit] = f"the {controller} controller is not delegated to {base} (its cgroup.subtree_control)"
+            cgroup.problems[limit] = (
+                f"the {controller} controller is not delegated to {base} (its cgroup.subtree_control)"
+            )
             continue
         try:
             for file_name, value in writes.items():
                 if (directory / file_name).exists():
                     (directory / file_name).write_text(value)
         except OSError as exc:
-            cgroup.problems[limit] = f"cannot write {file_name} in {directory}: {exc.strerror or exc}"
+            cgroup.problems[limit] = (
+                f"cannot write {file_name} in {directory}: {exc.strerror or exc}"
+            )
             continue
         cgroup.enforced[limit] = f"cgroup v2 {controller}"
     return cgroup
@@ -184,7 +196,10 @@ def _world_bases() -> list[Path]:
     if (CGROUP_ROOT / "cgroup.controllers").is_file():
         bases = [_own_cgroup_dir(CGROUP_ROOT, paths.get(""))]
     else:
-        bases = [_own_cgroup_dir(CGROUP_ROOT / c, paths.get(c)) for c in sorted(set(_V1_CONTROLLER.values()))]
+        bases = [
+            _own_cgroup_dir(CGROUP_ROOT / c, paths.get(c))
+            for c in sorted(set(_V1_CONTROLLER.values()))
+        ]
     return [base for base in bases if base is not None]
 
 
@@ -193,7 +208,7 @@ def _all_world_dirs() -> list[Path]:
 
 
 def _owner(directory: Path) -> tuple[int, str] | None:
-    parts = directory.name[len(PREFIX):].split("-")
+    parts = directory.name[len(PREFIX) :].split("-")
     if len(parts) != 3 or not parts[0].isdigit():
         return None
     return int(parts[0]), parts[1]

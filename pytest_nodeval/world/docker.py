@@ -111,7 +111,9 @@ class DockerWorld:
         run_script(self._run, WRITE_SCRIPT, absolute(self.workdir, path), stdin=data)
 
     def list(self, path: str = ".") -> list[str]:
-        return parse_listing(run_script(self._run, LIST_SCRIPT, absolute(self.workdir, path)).stdout)
+        return parse_listing(
+            run_script(self._run, LIST_SCRIPT, absolute(self.workdir, path)).stdout
+        )
 
     def close(self) -> None:
         reaper.forget(self)
@@ -146,7 +148,10 @@ class DockerWorld:
         exit_code, out, err = self._exec(command)
         elapsed = time.perf_counter() - start
         return RawResult(
-            exit_code=exit_code, stdout=out, stderr=err, duration_ms=elapsed * 1000,
+            exit_code=exit_code,
+            stdout=out,
+            stderr=err,
+            duration_ms=elapsed * 1000,
             timed_out=exit_code == KILLED_EXIT_CODE and elapsed >= timeout_s,
         )
 
@@ -172,7 +177,9 @@ class DockerWorld:
         try:
             self._container.put_archive(directory, archive)
         except APIError as exc:
-            raise WorldError(f"copying into {directory} of docker world {self._container.name} failed: {exc}") from None
+            raise WorldError(
+                f"copying into {directory} of docker world {self._container.name} failed: {exc}"
+            ) from None
 
 
 def _exit_code(api: Any, exec_id: str) -> int:
@@ -190,7 +197,9 @@ def _start_container(
 ) -> DockerContainer:
     from testcontainers.core.container import DockerContainer
 
-    started = DockerContainer(image, name=container_name(labels[LABEL_RUN_ID]), **run_options(labels, limits, network))
+    started = DockerContainer(
+        image, name=container_name(labels[LABEL_RUN_ID]), **run_options(labels, limits, network)
+    )
     try:
         with _without_ryuk():
             started.start()
@@ -335,7 +344,8 @@ def cleanup_stale(
     """
     now = time.time()
     stale = [
-        c for c in _managed_containers(client)
+        c
+        for c in _managed_containers(client)
         if is_stale(c.labels, keep_run_id=keep_run_id, now=now, foreign_max_age_s=foreign_max_age_s)
     ]
     return _remove(stale)
@@ -369,12 +379,22 @@ def owner_alive(labels: dict[str, str]) -> bool:
     return process_alive(pid, labels.get(LABEL_PID_START, ""))
 
 
-def containers_of(owner_pid: int, owner_start: str, *, remove: bool = False,
-                  client: DockerClient | None = None) -> list[str]:
+def containers_of(
+    owner_pid: int, owner_start: str, *, remove: bool = False, client: DockerClient | None = None
+) -> list[str]:
     """Names of the world containers process `owner_pid` of this host started; removed if asked."""
-    filters = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_PID}={owner_pid}", f"{LABEL_HOST}={socket.gethostname()}"]}
-    found = [c for c in (client or docker_client(timeout_s=30)).containers.list(all=True, filters=filters)
-             if c.labels.get(LABEL_PID_START, "") in ("", owner_start)]
+    filters = {
+        "label": [
+            f"{LABEL_MANAGED}=true",
+            f"{LABEL_PID}={owner_pid}",
+            f"{LABEL_HOST}={socket.gethostname()}",
+        ]
+    }
+    found = [
+        c
+        for c in (client or docker_client(timeout_s=30)).containers.list(all=True, filters=filters)
+        if c.labels.get(LABEL_PID_START, "") in ("", owner_start)
+    ]
     return _remove(found) if remove else [str(c.name) for c in found]
 
 

@@ -161,13 +161,20 @@ def _build(client: DockerClient, context: Path, tag: str, base: str) -> None:
 
     try:
         client.images.build(
-            path=str(context), tag=tag, buildargs={"BASE_IMAGE": base}, pull=False,
-            rm=True, forcerm=True, labels={LABEL_MANAGED: "true"},
+            path=str(context),
+            tag=tag,
+            buildargs={"BASE_IMAGE": base},
+            pull=False,
+            rm=True,
+            forcerm=True,
+            labels={LABEL_MANAGED: "true"},
         )
     except BuildError as exc:
         log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)
         tail = "\n".join(log.strip().splitlines()[-15:])
-        raise WorldError(f"building world image {tag} FROM {base} ({context}/Dockerfile) failed: {exc.msg}\n{tail}") from None
+        raise WorldError(
+            f"building world image {tag} FROM {base} ({context}/Dockerfile) failed: {exc.msg}\n{tail}"
+        ) from None
     except APIError as exc:
         raise WorldError(f"building world image {tag} FROM {base} failed: {exc}") from None
 

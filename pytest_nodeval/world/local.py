@@ -44,8 +44,13 @@ class LocalWorld:
         start = time.perf_counter()
         # A new session lets a timeout kill the whole process group, not just the shell.
         proc = subprocess.Popen(
-            list(argv), cwd=self._root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, env={**os.environ, WORLD_MARK_ENV: self.mark},
+            list(argv),
+            cwd=self._root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**os.environ, WORLD_MARK_ENV: self.mark},
         )
         try:
             out, err = proc.communicate(stdin, timeout=timeout_s)
@@ -58,9 +63,11 @@ class LocalWorld:
             os.killpg(proc.pid, 9)  # interrupted (Ctrl-C): the command must not run on
             raise
         return ExecResult(
-            exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
+            exit_code=proc.returncode,
+            stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
-            duration_ms=(time.perf_counter() - start) * 1000, timed_out=timed_out,
+            duration_ms=(time.perf_counter() - start) * 1000,
+            timed_out=timed_out,
         )
 
     def read(self, path: str) -> bytes:

@@ -52,8 +52,12 @@ def open_world(
 
 
 def _open_docker(
-    run_id: str, seed_dir: Path | None, network: bool, limits: WorldLimits,
-    image: str | None, lock_dir: Path | None,
+    run_id: str,
+    seed_dir: Path | None,
+    network: bool,
+    limits: WorldLimits,
+    image: str | None,
+    lock_dir: Path | None,
 ) -> World:
     from .docker import DockerWorld
     from .image import ensure_image

@@ -15,7 +15,8 @@ def no_leftover_server_threads() -> Iterator[None]:
     before = {t.ident for t in threading.enumerate()}
     yield
     leftovers = [
-        t.name for t in threading.enumerate()
+        t.name
+        for t in threading.enumerate()
         if t.ident not in before and t.name.startswith("fake-") and t.is_alive()
     ]
     assert not leftovers, f"server threads still running after the test: {leftovers}"

@@ -18,8 +18,13 @@ TOOL_REPLY = {
     "tool_calls": [{"name": "shell", "args": {"command": "du -sh .", "timeout": 5}}],
     "usage": {"input_tokens": 21, "output_tokens": 9, "cached_tokens": 16},
 }
-SHELL = types.Tool(function_declarations=[types.FunctionDeclaration(
-    name="shell", description="Run", parameters_json_schema={"type": "object"})])
+SHELL = types.Tool(
+    function_declarations=[
+        types.FunctionDeclaration(
+            name="shell", description="Run", parameters_json_schema={"type": "object"}
+        )
+    ]
+)
 USER = "How big is the workspace?"
 
 
@@ -31,10 +36,18 @@ def llm(request: pytest.FixtureRequest) -> Iterator[LLMFake]:
         yield fake
 
 
-def gemini(fake: LLMFake, *, attempts: int = 1, timeout_s: float = 5.0, key: str = "test-key") -> genai.Client:
-    retry = types.HttpRetryOptions(attempts=attempts, initial_delay=0.01, max_delay=0.05, jitter=0.0)
-    return genai.Client(api_key=key, http_options=types.HttpOptions(
-        base_url=fake.url, timeout=round(timeout_s * 1000), retry_options=retry))
+def gemini(
+    fake: LLMFake, *, attempts: int = 1, timeout_s: float = 5.0, key: str = "test-key"
+) -> genai.Client:
+    retry = types.HttpRetryOptions(
+        attempts=attempts, initial_delay=0.01, max_delay=0.05, jitter=0.0
+    )
+    return genai.Client(
+        api_key=key,
+        http_options=types.HttpOptions(
+            base_url=fake.url, timeout=round(timeout_s * 1000), retry_options=retry
+        ),
+    )
 
 
 def stream(client: genai.Client) -> list[types.GenerateContentResponse]:
@@ -44,8 +57,9 @@ def stream(client: genai.Client) -> list[types.GenerateContentResponse]:
 
 
 def ask(client: genai.Client, contents: Any = USER, **config: Any) -> types.GenerateContentResponse:
-    return client.models.generate_content(model="gemini-test", contents=contents,
-                                          config=types.GenerateContentConfig(**config))
+    return client.models.generate_content(
+        model="gemini-test", contents=contents, config=types.GenerateContentConfig(**config)
+    )
 
 
 def one_fault(kind: str, **fields: Any) -> pytest.MarkDecorator:
@@ -59,14 +73,24 @@ def test_generate_content_has_text_function_call_and_usage(llm: LLMFake) -> None
     response = ask(gemini(llm), tools=[SHELL])
     text, call = response.candidates[0].content.parts
     assert text.text == "Let me check."
-    assert call.function_call.name == "shell" and call.function_call.args == {"command": "du -sh .", "timeout": 5}
+    assert call.function_call.name == "shell" and call.function_call.args == {
+        "command": "du -sh .",
+        "timeout": 5,
+    }
     assert call.function_call.id is None, "Gemini gives no call id unless the script does"
     assert call.thought_signature, "the first call of a turn is signed, as Gemini 3 does"
     assert response.candidates[0].finish_reason == types.FinishReason.STOP
     usage = response.usage_metadata
-    assert (usage.prompt_token_count, usage.candidates_token_count, usage.cached_content_token_count) == (21, 9, 16)
+    assert (
+        usage.prompt_token_count,
+        usage.candidates_token_count,
+        usage.cached_content_token_count,
+    ) == (21, 9, 16)
     assert response.model_version == "gemini-test"
-    assert llm.requests[0].path == "/v1/models/gemini-test:generateContent" and llm.requests[0].api == "gemini"
+    assert (
+        llm.requests[0].path == "/v1/models/gemini-test:generateContent"
+        and llm.requests[0].api == "gemini"
+    )
 
 
 def test_stream_gives_text_in_pieces_then_the_call_whole_then_usage(llm: LLMFake) -> None:
@@ -82,15 +106,21 @@ def test_stream_gives_text_in_pieces_then_the_call_whole_then_usage(llm: LLMFake
 
 
 def test_a_scripted_call_id_is_sent(llm: LLMFake) -> None:
-    llm.script = llm.script.model_validate({"responses": [{"tool_calls": [{"name": "shell", "id": "call-7"}]}]})
+    llm.script = llm.script.model_validate(
+        {"responses": [{"tool_calls": [{"name": "shell", "id": "call-7"}]}]}
+    )
     llm.reset()
     assert ask(gemini(llm)).function_calls[0].id == "call-7"
 
 
 def test_the_async_client_answers_through_an_httpx2_client(llm: LLMFake) -> None:
     async def run() -> str:
-        client = genai.Client(api_key="k", http_options=types.HttpOptions(
-            base_url=llm.url, httpx_async_client=httpx2.AsyncClient(timeout=5.0)))
+        client = genai.Client(
+            api_key="k",
+            http_options=types.HttpOptions(
+                base_url=llm.url, httpx_async_client=httpx2.AsyncClient(timeout=5.0)
+            ),
+        )
         response = await client.aio.models.generate_content(model="gemini-test", contents=USER)
         return response.text or ""
 
@@ -100,29 +130,53 @@ def test_the_async_client_answers_through_an_httpx2_client(llm: LLMFake) -> None
 # ---- scripting ---------------------------------------------------------------------------
 
 
-@pytest.mark.llm_script({
-    "rules": [
-        {"when": {"api": "anthropic"}, "respond": {"text": "wrong api"}},
-        {"when": {"api": "gemini", "after_tool_result": True}, "respond": {"text": "Done."}},
-        {"when": {"system_contains": "pirate", "tools_include": ["shell"]}, "respond": {"text": "Arr."}},
-        {"when": {"last_user_regex": "^weather in \\w+$", "model": "gemini-test", "stream": False},
-         "respond": {"text": "Sunny."}},
-    ],
-})
+@pytest.mark.llm_script(
+    {
+        "rules": [
+            {"when": {"api": "anthropic"}, "respond": {"text": "wrong api"}},
+            {"when": {"api": "gemini", "after_tool_result": True}, "respond": {"text": "Done."}},
+            {
+                "when": {"system_contains": "pirate", "tools_include": ["shell"]},
+                "respond": {"text": "Arr."},
+            },
+            {
+                "when": {
+                    "last_user_regex": "^weather in \\w+$",
+                    "model": "gemini-test",
+                    "stream": False,
+                },
+                "respond": {"text": "Sunny."},
+            },
+        ],
+    }
+)
 def test_rules_read_gemini_requests(llm: LLMFake) -> None:
     client = gemini(llm)
     assert ask(client, "weather in Paris").text == "Sunny."
-    assert ask(client, "hello", system_instruction="Talk like a pirate", tools=[SHELL]).text == "Arr."
+    assert (
+        ask(client, "hello", system_instruction="Talk like a pirate", tools=[SHELL]).text == "Arr."
+    )
     tool_turn = [
         types.Content(role="user", parts=[types.Part(text="weather in Paris")]),
-        types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(name="shell", args={}))]),
-        types.Content(role="user", parts=[types.Part.from_function_response(name="shell", response={"output": "ok"})]),
+        types.Content(
+            role="model",
+            parts=[types.Part(function_call=types.FunctionCall(name="shell", args={}))],
+        ),
+        types.Content(
+            role="user",
+            parts=[types.Part.from_function_response(name="shell", response={"output": "ok"})],
+        ),
     ]
     assert ask(client, tool_turn).text == "Done."
     with pytest.raises(errors.ClientError, match="no rule matched") as err:
         ask(client, "hello")
     assert (err.value.code, err.value.status) == (400, "INVALID_ARGUMENT")
-    assert [r.answered_by for r in llm.requests] == ["rules[3]", "rules[2]", "rules[1]", "unscripted"]
+    assert [r.answered_by for r in llm.requests] == [
+        "rules[3]",
+        "rules[2]",
+        "rules[1]",
+        "unscripted",
+    ]
 
 
 def test_the_key_is_read_from_x_goog_api_key() -> None:
@@ -131,7 +185,9 @@ def test_the_key_is_read_from_x_goog_api_key() -> None:
             ask(gemini(fake, key="wrong-key"))
         assert (err.value.code, err.value.status) == (401, "UNAUTHENTICATED")
         assert ask(gemini(fake, key="right-key")).text == "ok"
-        by_query = httpx2.post(f"{fake.url}/v1beta/models/m:generateContent?key=right-key", json={"contents": []})
+        by_query = httpx2.post(
+            f"{fake.url}/v1beta/models/m:generateContent?key=right-key", json={"contents": []}
+        )
         assert by_query.status_code == 200
     assert fake.requests[0].headers["x-goog-api-key"] == "<redacted>"
     assert [r.outcome for r in fake.requests] == ["error", "text", "text"]
@@ -147,8 +203,15 @@ def test_rate_limit_is_a_429_resource_exhausted(llm: LLMFake) -> None:
     assert (err.value.code, err.value.status) == (429, "RESOURCE_EXHAUSTED")
 
 
-@pytest.mark.llm_script({"responses": [
-    {"fault": {"kind": "rate_limit"}}, {"fault": {"kind": "overloaded"}}, {"text": "finally"}]})
+@pytest.mark.llm_script(
+    {
+        "responses": [
+            {"fault": {"kind": "rate_limit"}},
+            {"fault": {"kind": "overloaded"}},
+            {"text": "finally"},
+        ]
+    }
+)
 def test_the_sdks_retries_pass_over_429_and_503(llm: LLMFake) -> None:
     assert ask(gemini(llm, attempts=3)).text == "finally"
     assert [r.outcome for r in llm.requests] == ["rate_limit", "overloaded", "text"]

@@ -22,7 +22,10 @@ TOOL_REPLY = {
     "usage": {"input_tokens": 21, "output_tokens": 9},
 }
 SHELL_TOOL_ANTHROPIC = {"name": "shell", "description": "Run", "input_schema": {"type": "object"}}
-SHELL_TOOL_CHAT = {"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}
+SHELL_TOOL_CHAT = {
+    "type": "function",
+    "function": {"name": "shell", "parameters": {"type": "object"}},
+}
 SHELL_TOOL_RESPONSES = {"type": "function", "name": "shell", "parameters": {"type": "object"}}
 USER = [{"role": "user", "content": "How big is the workspace?"}]
 
@@ -40,7 +43,9 @@ def anthropic_client(fake: LLMFake, **options: Any) -> anthropic.Anthropic:
 
 
 def openai_client(fake: LLMFake, **options: Any) -> openai.OpenAI:
-    return openai.OpenAI(base_url=fake.url + "/v1", api_key="test-key", **{"timeout": 5.0, **options})
+    return openai.OpenAI(
+        base_url=fake.url + "/v1", api_key="test-key", **{"timeout": 5.0, **options}
+    )
 
 
 def ask_claude(fake: LLMFake, *, stream: bool = False, **options: Any) -> Any:
@@ -78,16 +83,23 @@ def test_anthropic_stream_events_accumulate_into_the_same_message(llm: LLMFake) 
         kinds = [event.type for event in stream]
         message = stream.get_final_message()
     assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
-    assert {"content_block_start", "content_block_delta", "content_block_stop", "message_delta"} <= set(kinds)
+    assert {
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+    } <= set(kinds)
     assert message.content[0].text == "Let me check."
     assert message.content[1].input == {"command": "du -sh .", "timeout": 5}
     assert message.usage.output_tokens == 9 and message.stop_reason == "tool_use"
 
 
 def test_anthropic_raw_stream_has_text_and_input_json_deltas(llm: LLMFake) -> None:
-    events = list(anthropic_client(llm).messages.create(
-        model="claude-test", max_tokens=100, messages=USER, stream=True
-    ))
+    events = list(
+        anthropic_client(llm).messages.create(
+            model="claude-test", max_tokens=100, messages=USER, stream=True
+        )
+    )
     deltas = [e.delta for e in events if e.type == "content_block_delta"]
     assert "".join(d.text for d in deltas if d.type == "text_delta") == "Let me check."
     arguments = "".join(d.partial_json for d in deltas if d.type == "input_json_delta")
@@ -124,7 +136,9 @@ def test_openai_chat_stream_reports_usage_only_when_asked(llm: LLMFake) -> None:
 
 def test_openai_responses_plain_and_streamed(llm: LLMFake) -> None:
     client = openai_client(llm)
-    response = client.responses.create(model="gpt-test", input="How big?", tools=[SHELL_TOOL_RESPONSES])
+    response = client.responses.create(
+        model="gpt-test", input="How big?", tools=[SHELL_TOOL_RESPONSES]
+    )
     with client.responses.stream(model="gpt-test", input="How big?") as stream:
         streamed = stream.get_final_response()
     for result in (response, streamed):
@@ -151,21 +165,30 @@ def test_async_clients_stream_and_answer(llm: LLMFake) -> None:
 # ---- scripting ---------------------------------------------------------------------------
 
 
-@pytest.mark.llm_script({
-    "rules": [
-        {"when": {"last_user_regex": "^weather in \\w+$", "api": "anthropic"}, "respond": {"text": "Sunny."}},
-        {"when": {"system_contains": "pirate"}, "respond": {"text": "Arr."}, "times": 1},
-        {"when": {"after_tool_result": True}, "respond": {"text": "Done."}},
-    ],
-    "responses": [{"text": "first"}, {"text": "second"}],
-})
+@pytest.mark.llm_script(
+    {
+        "rules": [
+            {
+                "when": {"last_user_regex": "^weather in \\w+$", "api": "anthropic"},
+                "respond": {"text": "Sunny."},
+            },
+            {"when": {"system_contains": "pirate"}, "respond": {"text": "Arr."}, "times": 1},
+            {"when": {"after_tool_result": True}, "respond": {"text": "Done."}},
+        ],
+        "responses": [{"text": "first"}, {"text": "second"}],
+    }
+)
 def test_rules_match_before_ordered_responses_and_run_out(llm: LLMFake) -> None:
     client = anthropic_client(llm, max_retries=0)
 
     def ask(content: Any, system: str = "") -> str:
         messages = [{"role": "user", "content": content}]
         extra = {"system": system} if system else {}
-        return client.messages.create(model="c", max_tokens=5, messages=messages, **extra).content[0].text
+        return (
+            client.messages.create(model="c", max_tokens=5, messages=messages, **extra)
+            .content[0]
+            .text
+        )
 
     tool_result = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]
     assert ask("weather in Paris") == "Sunny."
@@ -176,14 +199,25 @@ def test_rules_match_before_ordered_responses_and_run_out(llm: LLMFake) -> None:
     with pytest.raises(anthropic.BadRequestError, match="no rule matched"):
         ask("hello")
     assert [r.answered_by for r in llm.requests] == [
-        "rules[0]", "rules[1]", "responses[0]", "rules[2]", "responses[1]", "unscripted",
+        "rules[0]",
+        "rules[1]",
+        "responses[0]",
+        "rules[2]",
+        "responses[1]",
+        "unscripted",
     ]
 
 
-FLAKY = {"rules": [{"choose": [
-    {"weight": 1, "respond": {"text": "pass"}},
-    {"weight": 1, "respond": {"text": "fail"}},
-]}]}
+FLAKY = {
+    "rules": [
+        {
+            "choose": [
+                {"weight": 1, "respond": {"text": "pass"}},
+                {"weight": 1, "respond": {"text": "fail"}},
+            ]
+        }
+    ]
+}
 
 
 @pytest.mark.llm_script(FLAKY)
@@ -193,7 +227,8 @@ def test_seeded_choices_repeat_with_the_seed_and_vary_without_it(llm: LLMFake) -
     def run_session(seed: int) -> list[str]:
         llm.reset(seed=seed)
         return [
-            client.chat.completions.create(model="g", messages=USER).choices[0].message.content or ""
+            client.chat.completions.create(model="g", messages=USER).choices[0].message.content
+            or ""
             for _ in range(12)
         ]
 
@@ -247,11 +282,15 @@ def test_rate_limit_raises_each_sdks_rate_limit_error(llm: LLMFake) -> None:
     assert err2.value.code == "rate_limit_exceeded"
 
 
-@pytest.mark.llm_script({"responses": [
-    {"fault": {"kind": "rate_limit", "retry_after_s": 0.05}},
-    {"fault": {"kind": "overloaded", "retry_after_s": 0.05}},
-    {"text": "finally"},
-]})
+@pytest.mark.llm_script(
+    {
+        "responses": [
+            {"fault": {"kind": "rate_limit", "retry_after_s": 0.05}},
+            {"fault": {"kind": "overloaded", "retry_after_s": 0.05}},
+            {"text": "finally"},
+        ]
+    }
+)
 def test_default_retries_pass_over_429_and_529_transparently(llm: LLMFake) -> None:
     message = anthropic_client(llm).messages.create(model="c", max_tokens=5, messages=USER)
     assert message.content[0].text == "finally"
@@ -297,7 +336,11 @@ def test_stalled_server_raises_api_timeout_error(llm: LLMFake) -> None:
 def test_stream_cut_mid_event(llm: LLMFake) -> None:
     # openai wraps transport errors met while streaming; anthropic 2.14 lets httpx2's through.
     with pytest.raises(openai.APIConnectionError):
-        list(openai_client(llm, max_retries=0).chat.completions.create(model="g", messages=USER, stream=True))
+        list(
+            openai_client(llm, max_retries=0).chat.completions.create(
+                model="g", messages=USER, stream=True
+            )
+        )
     llm.reset()
     with pytest.raises(httpx2.RemoteProtocolError):
         ask_claude(llm, stream=True)
@@ -316,8 +359,15 @@ def test_stream_event_with_invalid_json(llm: LLMFake) -> None:
         list(openai_client(llm, max_retries=0).responses.create(model="g", input="hi", stream=True))
 
 
-CACHED = {"text": "Cached.", "usage": {"input_tokens": 1000, "output_tokens": 50,
-                                      "cache_read_tokens": 600, "cache_write_tokens": 300}}
+CACHED = {
+    "text": "Cached.",
+    "usage": {
+        "input_tokens": 1000,
+        "output_tokens": 50,
+        "cache_read_tokens": 600,
+        "cache_write_tokens": 300,
+    },
+}
 
 
 @pytest.mark.llm_script({"rules": [{"respond": CACHED}]})
@@ -330,10 +380,17 @@ def test_cache_tokens_reach_each_sdk_as_its_api_reports_them(llm: LLMFake, strea
     else:
         message = client.messages.create(model="c", max_tokens=5, messages=USER)
     usage = message.usage  # Anthropic's input_tokens leaves the cached ones out
-    assert (usage.input_tokens, usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (100, 600, 300)
+    assert (
+        usage.input_tokens,
+        usage.cache_read_input_tokens,
+        usage.cache_creation_input_tokens,
+    ) == (100, 600, 300)
     chat = openai_client(llm).chat.completions.create(model="g", messages=USER)
     assert chat.usage is not None and chat.usage.prompt_tokens == 1000
-    assert chat.usage.prompt_tokens_details is not None and chat.usage.prompt_tokens_details.cached_tokens == 600
+    assert (
+        chat.usage.prompt_tokens_details is not None
+        and chat.usage.prompt_tokens_details.cached_tokens == 600
+    )
     response = openai_client(llm).responses.create(model="g", input="How big?")
     assert response.usage is not None and response.usage.input_tokens == 1000
     assert response.usage.input_tokens_details.cached_tokens == 600
@@ -341,5 +398,13 @@ def test_cache_tokens_reach_each_sdk_as_its_api_reports_them(llm: LLMFake, strea
 
 def test_cache_counts_beyond_the_input_are_refused() -> None:
     with pytest.raises(ValueError, match="must not exceed input_tokens"):
-        LLMScript.model_validate({"responses": [{"text": "x", "usage": {"input_tokens": 10, "output_tokens": 1,
-                                                                       "cache_read_tokens": 11}}]})
+        LLMScript.model_validate(
+            {
+                "responses": [
+                    {
+                        "text": "x",
+                        "usage": {"input_tokens": 10, "output_tokens": 1, "cache_read_tokens": 11},
+                    }
+                ]
+            }
+        )

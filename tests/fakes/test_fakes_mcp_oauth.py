@@ -36,7 +36,9 @@ SCRIPT: dict[str, Any] = {
             "name": "read_file",
             "description": "Read a file.",
             "input_schema": {
-                "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
             },
             "results": [
                 {"when_args": {"path": "missing.txt"}, "text": "No such file", "is_error": True},
@@ -95,7 +97,12 @@ def test_full_flow_without_a_browser_then_list_and_call(mcp_fake: MCPOAuthFake) 
     async def body(client: Client) -> tuple[list[str], str, Any, Any]:
         listed = await client.list_tools()
         missing = await client.call_tool("read_file", {"path": "missing.txt"})
-        return [t.name for t in listed.tools], await read(client), missing, listed.tools[0].input_schema
+        return (
+            [t.name for t in listed.tools],
+            await read(client),
+            missing,
+            listed.tools[0].input_schema,
+        )
 
     storage = InMemoryTokenStorage()
     names, text, missing, schema = run_session(mcp_fake, body, storage=storage)
@@ -142,7 +149,9 @@ def test_revoked_refresh_token_leads_to_full_reauthorization(mcp_fake: MCPOAuthF
 
 
 @pytest.mark.parametrize("fault", ["expire_access_tokens", "revoke_access_tokens"])
-def test_server_side_invalid_token_gets_401_and_reauthorization(mcp_fake: MCPOAuthFake, fault: str) -> None:
+def test_server_side_invalid_token_gets_401_and_reauthorization(
+    mcp_fake: MCPOAuthFake, fault: str
+) -> None:
     async def body(client: Client) -> str:
         await read(client)
         assert getattr(mcp_fake, fault)() == 1
@@ -168,7 +177,9 @@ def test_insufficient_scope_steps_up_to_the_challenged_scope(mcp_fake: MCPOAuthF
     assert scopes[2] >= {"mcp:read", "mcp:write", "files:admin"}
 
 
-def test_challenges_name_the_scope_metadata_and_audience(mcp_fake: MCPOAuthFake, http: httpx2.Client) -> None:
+def test_challenges_name_the_scope_metadata_and_audience(
+    mcp_fake: MCPOAuthFake, http: httpx2.Client
+) -> None:
     token = mcp_fake.issue_token(["mcp:read"])
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "delete_file"}}
     response = http.post(mcp_fake.mcp_url, json=call, headers=_mcp_headers(token))
@@ -179,7 +190,10 @@ def test_challenges_name_the_scope_metadata_and_audience(mcp_fake: MCPOAuthFake,
     assert f'resource_metadata="{metadata_url}"' in challenge
     foreign = mcp_fake.issue_token(["mcp:read", "mcp:write"], audience="http://127.0.0.1:9/other")
     rejected = http.post(mcp_fake.mcp_url, json=call, headers=_mcp_headers(foreign))
-    assert rejected.status_code == 401 and 'error="invalid_token"' in rejected.headers["www-authenticate"]
+    assert (
+        rejected.status_code == 401
+        and 'error="invalid_token"' in rejected.headers["www-authenticate"]
+    )
     assert mcp_fake.count("mcp", error="wrong_audience") == 1
 
 
@@ -225,22 +239,35 @@ def test_declined_consent_raises_a_clear_error(mcp_fake: MCPOAuthFake) -> None:
     assert "access_denied" in str(refusal)
 
 
-def test_authorization_server_checks_pkce_and_client(mcp_fake: MCPOAuthFake, http: httpx2.Client) -> None:
+def test_authorization_server_checks_pkce_and_client(
+    mcp_fake: MCPOAuthFake, http: httpx2.Client
+) -> None:
     issuer = mcp_fake.issuer
     metadata = http.get(f"{issuer}/.well-known/oauth-authorization-server").json()
     assert metadata["issuer"] == issuer and metadata["code_challenge_methods_supported"] == ["S256"]
     prm = http.get(f"{mcp_fake.resource_url}/.well-known/oauth-protected-resource/mcp").json()
     assert prm == {**prm, "resource": mcp_fake.mcp_url, "authorization_servers": [issuer]}
-    unauthenticated = http.post(mcp_fake.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    unauthenticated = http.post(
+        mcp_fake.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    )
     assert unauthenticated.status_code == 401
     challenge = unauthenticated.headers["www-authenticate"]
-    assert challenge.startswith('Bearer scope="mcp:read", resource_metadata=')  # no error= without a token
+    assert challenge.startswith(
+        'Bearer scope="mcp:read", resource_metadata='
+    )  # no error= without a token
 
-    client = http.post(f"{issuer}/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]}).json()
+    client = http.post(
+        f"{issuer}/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]}
+    ).json()
     verifier = "v" * 64
     code = _authorize(http, mcp_fake, client["client_id"], verifier)
-    exchange = {"grant_type": "authorization_code", "code": code, "redirect_uri": "http://127.0.0.1:9/cb",
-                "client_id": client["client_id"], "resource": mcp_fake.mcp_url}
+    exchange = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": "http://127.0.0.1:9/cb",
+        "client_id": client["client_id"],
+        "resource": mcp_fake.mcp_url,
+    }
     exchange["code_verifier"] = verifier
     wrong_secret = http.post(f"{issuer}/token", data={**exchange, "client_secret": "no"})
     assert (wrong_secret.status_code, wrong_secret.json()["error"]) == (401, "invalid_client")
@@ -267,10 +294,19 @@ def _mcp_headers(token: str) -> dict[str, str]:
 
 
 def _authorize(http: httpx2.Client, fake: MCPOAuthFake, client_id: str, verifier: str) -> str:
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-    params = {"response_type": "code", "client_id": client_id, "redirect_uri": "http://127.0.0.1:9/cb",
-              "state": "s1", "code_challenge": challenge, "code_challenge_method": "S256",
-              "resource": fake.mcp_url, "scope": "mcp:read"}
+    challenge = (
+        base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    )
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": "http://127.0.0.1:9/cb",
+        "state": "s1",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "resource": fake.mcp_url,
+        "scope": "mcp:read",
+    }
     response = http.get(f"{fake.issuer}/authorize", params=params)
     assert response.status_code == 302
     query = parse_qs(urlsplit(response.headers["location"]).query)

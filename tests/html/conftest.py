@@ -15,8 +15,15 @@ from typing import Any, Iterator
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1280, "height": 800}
 
 
@@ -82,13 +89,23 @@ class ReportPage:
 
 
 @pytest.fixture
-def report_page(chromium: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ReportPage]:
+def report_page(
+    chromium: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[ReportPage]:
     context = chromium.new_context(viewport=VIEWPORT)
     # Anything but the file itself is refused (and still recorded, so the test fails).
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
+    context.route(
+        "**/*",
+        lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort(),
+    )
     page = context.new_page()
     report = ReportPage(page, tmp_path, request.node)
-    page.on("console", lambda message: report.console_errors.append(message.text) if message.type == "error" else None)
+    page.on(
+        "console",
+        lambda message: (
+            report.console_errors.append(message.text) if message.type == "error" else None
+        ),
+    )
     page.on("pageerror", lambda error: report.console_errors.append(f"uncaught: {error}"))
     page.on("request", lambda req: report.requests.append(req.url))
     page.on("dialog", report.refuse_dialog)

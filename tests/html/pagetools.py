@@ -33,24 +33,38 @@ class Page:
 
     def blocks(self) -> dict[str, dict[str, Any]]:
         """Each case's timelines element, inflated: {"views": [...], "attempts": [...]}."""
-        dictionary = next((e.text for e in self.scripts() if e.attrs.get("id") == DICTIONARY_ID), "")
-        return {e.attrs["id"]: decode_block(e.text, dictionary) for e in self.scripts()
-                if e.attrs.get("id", "").startswith("nodeval-c")}
+        dictionary = next(
+            (e.text for e in self.scripts() if e.attrs.get("id") == DICTIONARY_ID), ""
+        )
+        return {
+            e.attrs["id"]: decode_block(e.text, dictionary)
+            for e in self.scripts()
+            if e.attrs.get("id", "").startswith("nodeval-c")
+        }
 
     def timelines(self) -> dict[str, Any]:
         """Every embedded attempt's timeline as the page's script sees it ("<element id>/<slot>" -> timeline)."""
-        return {f"{key}/{n}": resolve(block, attempt) for key, block in self.blocks().items()
-                for n, attempt in enumerate(block["attempts"])}
+        return {
+            f"{key}/{n}": resolve(block, attempt)
+            for key, block in self.blocks().items()
+            for n, attempt in enumerate(block["attempts"])
+        }
 
     def csp(self) -> str:
-        return next(e.attrs["content"] for e in self.elements
-                    if e.tag == "meta" and e.attrs.get("http-equiv") == "Content-Security-Policy")
+        return next(
+            e.attrs["content"]
+            for e in self.elements
+            if e.tag == "meta" and e.attrs.get("http-equiv") == "Content-Security-Policy"
+        )
 
 
 def resolve(block: dict[str, Any], attempt: dict[str, Any]) -> dict[str, Any]:
     """An attempt's timeline with its view indices replaced by the views (as report.js does)."""
     views = block["views"]
-    diff = attempt["diff"] and {**attempt["diff"], "golden": {g: views[i] for g, i in attempt["diff"]["golden"].items()}}
+    diff = attempt["diff"] and {
+        **attempt["diff"],
+        "golden": {g: views[i] for g, i in attempt["diff"]["golden"].items()},
+    }
     return {**attempt, "events": [views[i] for i in attempt["events"]], "diff": diff}
 
 

@@ -33,22 +33,45 @@ def small_html(small_run: SyntheticRun) -> Path:
 
 def test_a_real_run_loads_clean(nodeval_project: pytest.Pytester, report_page: ReportPage) -> None:
     root = nodeval_project.path / "scenarios"
-    write_case(root, "hello", script=[{"text": "Hello there."}], inputs=["hi"],
-               assertions=[{"kind": "output_contains", "text": "hello"}])
-    write_case(root, "shell", inputs=["How big?"], assertions=[{"kind": "output_contains", "text": "GB"}],
-               script=[{"tool_calls": [{"name": "shell", "args": {"command": "echo 12M"}}]}, {"text": "It is 12M."}])
+    write_case(
+        root,
+        "hello",
+        script=[{"text": "Hello there."}],
+        inputs=["hi"],
+        assertions=[{"kind": "output_contains", "text": "hello"}],
+    )
+    write_case(
+        root,
+        "shell",
+        inputs=["How big?"],
+        assertions=[{"kind": "output_contains", "text": "GB"}],
+        script=[
+            {"tool_calls": [{"name": "shell", "args": {"command": "echo 12M"}}]},
+            {"text": "It is 12M."},
+        ],
+    )
     nodeval_project.runpytest("--repeat", "2").assert_outcomes(passed=2, failed=2)
     report_page.open(nodeval_project.path / "reports" / "latest" / "report.html")
     report_page.screenshot("real-run")
     assert report_page.case_ids() == ["shell", "hello"]  # problems first
-    assert report_page.page.locator("#verdict").inner_text().startswith("Failed: 1 of 2 scenario(s) failed")
+    assert (
+        report_page.page.locator("#verdict")
+        .inner_text()
+        .startswith("Failed: 1 of 2 scenario(s) failed")
+    )
     report_page.assert_clean()
 
 
-def test_a_skipped_judge_is_said_beside_the_verdict(nodeval_project: pytest.Pytester,
-                                                    report_page: ReportPage) -> None:
-    write_case(nodeval_project.path / "scenarios", "judged", script=[{"text": "Hello there."}], inputs=["hi"],
-               assertions=[{"kind": "judge", "rubric": ["Greets the user"]}])
+def test_a_skipped_judge_is_said_beside_the_verdict(
+    nodeval_project: pytest.Pytester, report_page: ReportPage
+) -> None:
+    write_case(
+        nodeval_project.path / "scenarios",
+        "judged",
+        script=[{"text": "Hello there."}],
+        inputs=["hi"],
+        assertions=[{"kind": "judge", "rubric": ["Greets the user"]}],
+    )
     nodeval_project.runpytest().assert_outcomes(passed=1)  # deterministic: the rubric is not graded
     report_page.open(nodeval_project.path / "reports" / "latest" / "report.html")
     row = report_page.page.locator('#scenario-rows tr.case-row[data-case-id="judged"]')
@@ -56,7 +79,9 @@ def test_a_skipped_judge_is_said_beside_the_verdict(nodeval_project: pytest.Pyte
     report_page.assert_clean()
 
 
-def test_clicking_a_header_sorts(small_html: Path, small_run: SyntheticRun, report_page: ReportPage) -> None:
+def test_clicking_a_header_sorts(
+    small_html: Path, small_run: SyntheticRun, report_page: ReportPage
+) -> None:
     report_page.open(small_html)
     p95 = {c.id: c.stats.latency_p95_ms or 0.0 for c in small_run.report.cases}
     header = report_page.page.locator('th[data-sort="p95"]')
@@ -67,12 +92,16 @@ def test_clicking_a_header_sorts(small_html: Path, small_run: SyntheticRun, repo
     assert report_page.case_ids() == sorted(p95, key=lambda c: (p95[c], c))
     report_page.page.locator('th[data-sort="id"]').click()
     assert report_page.case_ids() == sorted(p95)
-    report_page.page.locator('th[data-sort="id"]').press("Enter")  # headers sort from the keyboard too
+    report_page.page.locator('th[data-sort="id"]').press(
+        "Enter"
+    )  # headers sort from the keyboard too
     assert report_page.case_ids() == sorted(p95, reverse=True)
     report_page.assert_clean()
 
 
-def test_filters_by_tag_status_and_regression(small_html: Path, small_run: SyntheticRun, report_page: ReportPage) -> None:
+def test_filters_by_tag_status_and_regression(
+    small_html: Path, small_run: SyntheticRun, report_page: ReportPage
+) -> None:
     report_page.open(small_html)
     page, cases = report_page.page, small_run.report.cases
     page.select_option("#f-tag", "tools")
@@ -92,7 +121,8 @@ def test_filters_by_tag_status_and_regression(small_html: Path, small_run: Synth
 
 
 def test_an_attempt_opens_as_a_timeline_with_its_failures_beside_the_events(
-        small_html: Path, small_run: SyntheticRun, report_page: ReportPage) -> None:
+    small_html: Path, small_run: SyntheticRun, report_page: ReportPage
+) -> None:
     case = next(c for c in small_run.report.cases if c.verdict == "failed")
     attempt = next(a for a in case.attempts if a.outcome == "failed")
     report_page.open(small_html)
@@ -101,7 +131,11 @@ def test_an_attempt_opens_as_a_timeline_with_its_failures_beside_the_events(
     page.locator(f'button.open-attempt[data-repeat="{attempt.repeat}"]').click()
     shown(page, "timeline")
     assert page.locator("#attempt-view").is_visible() and not page.locator("main").is_visible()
-    assert page.locator("#attempt-title").inner_text().startswith(f"{case.id} · attempt {attempt.repeat}")
+    assert (
+        page.locator("#attempt-title")
+        .inner_text()
+        .startswith(f"{case.id} · attempt {attempt.repeat}")
+    )
     assert page.locator("#attempt-body .ev").count() == 17
     beside = page.locator(f'.ev[data-seq="{OUTPUT_SEQ}"] .note.failed')
     assert beside.is_visible() and "output_contains" in beside.inner_text()
@@ -120,10 +154,14 @@ def test_an_attempt_opens_as_a_timeline_with_its_failures_beside_the_events(
 
 
 def test_the_full_request_of_a_later_call_is_rebuilt_from_the_compact_timeline(
-        tmp_path: Path, report_page: ReportPage) -> None:
+    tmp_path: Path, report_page: ReportPage
+) -> None:
     run = build_run(tmp_path, cases=2, repeats=2, real_size=True, fail_rate=0.0, regressed=0)
     case, attempt = run.report.cases[1], run.report.cases[1].attempts[1]
-    journal = [json.loads(line) for line in (run.run_dir / str(attempt.journal) / "events.jsonl").read_text().splitlines()]
+    journal = [
+        json.loads(line)
+        for line in (run.run_dir / str(attempt.journal) / "events.jsonl").read_text().splitlines()
+    ]
     requests = [e for e in journal if e["type"] == "llm.request"]
     report_page.open(_write(run))
     page = report_page.page
@@ -141,11 +179,14 @@ def test_the_full_request_of_a_later_call_is_rebuilt_from_the_compact_timeline(
 
 
 def test_a_timeline_compressed_against_the_pages_dictionary_opens_with_its_text(
-        tmp_path: Path, report_page: ReportPage) -> None:
+    tmp_path: Path, report_page: ReportPage
+) -> None:
     """The third case's block is deflate that refers back into the dictionary (the start of
     the first case's block); its long answers are shared strings. Both come back as text,
     and a string that merely looks like a shared-string reference shows as itself."""
-    run = build_run(tmp_path, cases=3, repeats=1, real_size=True, fail_rate=0.0, regressed=0, gate=False)
+    run = build_run(
+        tmp_path, cases=3, repeats=1, real_size=True, fail_rate=0.0, regressed=0, gate=False
+    )
     case, attempt = run.report.cases[2], run.report.cases[2].attempts[0]
     path = run.run_dir / str(attempt.journal) / "events.jsonl"
     journal = [json.loads(line) for line in path.read_text().splitlines()]
@@ -163,7 +204,9 @@ def test_a_timeline_compressed_against_the_pages_dictionary_opens_with_its_text(
     card = page.locator(f'.ev[data-seq="{answer["seq"]}"]')
     card.locator("button", has_text="show all").click()
     assert answer["payload"]["text"] in " ".join(card.inner_text().split())
-    assert "\u00010 is not a reference" in str(page.locator(f'.ev[data-seq="{question["seq"]}"]').text_content())
+    assert "\u00010 is not a reference" in str(
+        page.locator(f'.ev[data-seq="{question["seq"]}"]').text_content()
+    )
     report_page.assert_clean()
 
 
@@ -186,9 +229,18 @@ def test_hostile_run_data_stays_inert_text(tmp_path: Path, report_page: ReportPa
     report_page.screenshot("hostile", full_page=True)
     assert page.evaluate("typeof window.__pwned") == "undefined"
     isolated = page.evaluate("Array.from(document.querySelectorAll('bdi')).map(b => b.textContent)")
-    assert isolated and all("\u202e" in text for text in isolated), "a bidi override stays inside its value"
-    assert page.evaluate("document.querySelectorAll('img, iframe, base, a, meta[http-equiv=refresh]').length") == 0
-    assert page.evaluate("document.querySelectorAll('script').length") == len(parse(_write(run).read_text()).scripts())
+    assert isolated and all("\u202e" in text for text in isolated), (
+        "a bidi override stays inside its value"
+    )
+    assert (
+        page.evaluate(
+            "document.querySelectorAll('img, iframe, base, a, meta[http-equiv=refresh]').length"
+        )
+        == 0
+    )
+    assert page.evaluate("document.querySelectorAll('script').length") == len(
+        parse(_write(run).read_text()).scripts()
+    )
     report_page.assert_clean()
 
 
@@ -203,16 +255,23 @@ def _click_all(buttons: Any) -> None:
         buttons.first.click()
 
 
-def test_injected_markup_would_have_run_without_the_escaping(tmp_path: Path, report_page: ReportPage) -> None:
+def test_injected_markup_would_have_run_without_the_escaping(
+    tmp_path: Path, report_page: ReportPage
+) -> None:
     """The check above can fail: the same strings written as markup do set window.__pwned."""
     page = tmp_path / "control.html"
-    page.write_text("<!doctype html><title>control</title>" + HOSTILE[1] + '<script>document.documentElement.setAttribute("data-ready", "1")</script>')
+    page.write_text(
+        "<!doctype html><title>control</title>"
+        + HOSTILE[1]
+        + '<script>document.documentElement.setAttribute("data-ready", "1")</script>'
+    )
     report_page.open(page)
     report_page.page.wait_for_function("window.__pwned === 1")
 
 
-def test_a_failing_gate_shows_what_regressed_in_the_first_screen(small_html: Path, small_run: SyntheticRun,
-                                                    report_page: ReportPage) -> None:
+def test_a_failing_gate_shows_what_regressed_in_the_first_screen(
+    small_html: Path, small_run: SyntheticRun, report_page: ReportPage
+) -> None:
     report_page.open(small_html)
     page = report_page.page
     assert page.locator("#verdict").inner_text() == "Gate failed: scenario_regression"
@@ -232,18 +291,26 @@ def test_a_failing_gate_shows_what_regressed_in_the_first_screen(small_html: Pat
 
 @pytest.fixture(scope="module")
 def large_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _write(build_run(tmp_path_factory.mktemp("browser-large"), cases=1000, repeats=5, regressed=25))
+    return _write(
+        build_run(tmp_path_factory.mktemp("browser-large"), cases=1000, repeats=5, regressed=25)
+    )
 
 
-def test_a_thousand_scenarios_by_five_repeats_load_and_stay_usable(large_html: Path, report_page: ReportPage) -> None:
+def test_a_thousand_scenarios_by_five_repeats_load_and_stay_usable(
+    large_html: Path, report_page: ReportPage
+) -> None:
     """Loads and answers; how fast is measured in benchmarks/html_report.py, not asserted here."""
     report_page.open(large_html, timeout_ms=120_000)
-    print(f"1,000 x 5: {large_html.stat().st_size / 1e6:.1f} MB, loaded in {report_page.load_seconds:.2f} s")
+    print(
+        f"1,000 x 5: {large_html.stat().st_size / 1e6:.1f} MB, loaded in {report_page.load_seconds:.2f} s"
+    )
     page = report_page.page
     assert page.locator("#f-count").inner_text() == "showing 1000 of 1000"
     assert page.locator("tr.case-row").count() == 150  # the rest come as the table scrolls
     page.locator(".table-scroll").evaluate("box => { box.scrollTop = box.scrollHeight; }")
-    page.locator("tr.case-row").nth(299).wait_for(state="attached")  # (the page's CSP forbids wait_for_function)
+    page.locator("tr.case-row").nth(299).wait_for(
+        state="attached"
+    )  # (the page's CSP forbids wait_for_function)
     page.locator('th[data-sort="tokens"]').click()
     page.select_option("#f-status", "failed")
     page.locator("tr.case-row").first.click()

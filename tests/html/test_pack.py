@@ -13,12 +13,29 @@ import pytest
 
 from pytest_nodeval.report import html as html_module
 from pytest_nodeval.report.html import DICTIONARY_ID, STRING_REF, _Strings, render, resolve_strings
-from pytest_nodeval.report.html_pack import DICTIONARY_SIZE, Dictionary, pack_text, unpack_text, zlib_stream
+from pytest_nodeval.report.html_pack import (
+    DICTIONARY_SIZE,
+    Dictionary,
+    pack_text,
+    unpack_text,
+    zlib_stream,
+)
 
 from .pagetools import parse
 from .synthetic import build_run, real_size_events
 
-WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+]
 
 
 def _text(seed: int, words: int = 4000) -> str:
@@ -60,10 +77,22 @@ def test_a_stored_block_cannot_hold_more_than_64_kb() -> None:
         zlib_stream(b"x" * 70_000, b"")
 
 
-@pytest.mark.parametrize("value", [
-    "short", "x" * 64, STRING_REF, STRING_REF + "0", STRING_REF + STRING_REF + "1", STRING_REF + "y" * 100,
-    {"__proto__": "z" * 80, "k": [STRING_REF + "3", {"deep": "w" * 70}], "n": [1, None, True, 2.5]},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "short",
+        "x" * 64,
+        STRING_REF,
+        STRING_REF + "0",
+        STRING_REF + STRING_REF + "1",
+        STRING_REF + "y" * 100,
+        {
+            "__proto__": "z" * 80,
+            "k": [STRING_REF + "3", {"deep": "w" * 70}],
+            "n": [1, None, True, 2.5],
+        },
+    ],
+)
 def test_strings_referred_to_come_back_as_they_were(value: object) -> None:
     strings = _Strings()
     referred = strings.refer(value)
@@ -73,7 +102,10 @@ def test_strings_referred_to_come_back_as_they_were(value: object) -> None:
 def test_a_long_string_held_by_several_views_is_stored_once() -> None:
     strings = _Strings()
     answer = "The answer, long enough to be shared. " * 3
-    views = [strings.refer({"fields": [["text", answer]]}), strings.refer({"req": {"append": {"messages": [answer]}}})]
+    views = [
+        strings.refer({"fields": [["text", answer]]}),
+        strings.refer({"req": {"append": {"messages": [answer]}}}),
+    ]
     assert strings.items == [answer]
     assert answer not in json.dumps(views)
 
@@ -81,7 +113,9 @@ def test_a_long_string_held_by_several_views_is_stored_once() -> None:
 def test_each_case_block_needs_the_pages_dictionary(tmp_path: Path) -> None:
     run = build_run(tmp_path, cases=3, repeats=2, real_size=True, fail_rate=0.0, regressed=0)
     page = parse(render(run.report, run.run_dir, rootdir=run.rootdir))
-    packed = {e.attrs["id"]: e.text for e in page.scripts() if e.attrs.get("type") == "application/json"}
+    packed = {
+        e.attrs["id"]: e.text for e in page.scripts() if e.attrs.get("type") == "application/json"
+    }
     dictionary = Dictionary.from_element(packed[DICTIONARY_ID])
     first = dictionary.unpack(packed["nodeval-c0"])
     assert dictionary.data == first[:DICTIONARY_SIZE].encode()
@@ -90,13 +124,19 @@ def test_each_case_block_needs_the_pages_dictionary(tmp_path: Path) -> None:
             zlib.decompress(base64.b64decode(json.loads(packed[key]))[:-4], -15)
     # Each answer is in the block once, though three views show it (the response, the
     # agent's answer and the next request's last message).
-    answers = [e["payload"]["text"] for e in real_size_events("case-0002", 2, passed=True) if e["type"] == "io.output"]
+    answers = [
+        e["payload"]["text"]
+        for e in real_size_events("case-0002", 2, passed=True)
+        if e["type"] == "io.output"
+    ]
     raw = dictionary.unpack(packed["nodeval-c2"])
     assert [raw.count(json.dumps(a)[1:-1]) for a in answers] == [1] * len(answers)
     assert sum(len(json.dumps(t)) for t in page.timelines().values()) > 3 * len(raw)
 
 
-def test_the_builder_keeps_one_dictionary_for_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_builder_keeps_one_dictionary_for_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     made: list[Dictionary] = []
 
     class Counted(Dictionary):

@@ -17,21 +17,76 @@ from .pagetools import Page, parse, pp, sha256_source, visible_text
 from .synthetic import HOSTILE, ONE_MB, OUTPUT_SEQ, SyntheticRun, build_run
 
 # What the template itself may produce; anything else would have come from data.
-ALLOWED_TAGS = {"html", "head", "meta", "link", "title", "style", "body", "header", "div", "h1", "h2", "p", "b",
-                "ul", "li", "main", "section", "table", "thead", "tbody", "tr", "th", "td", "button", "span",
-                "small", "dl", "dt", "dd", "label", "input", "select", "option", "noscript", "figure",
-                "figcaption", "footer", "script"}
-URL_ATTRIBUTES = {"href", "src", "srcset", "action", "formaction", "poster", "data", "background", "xlink:href"}
+ALLOWED_TAGS = {
+    "html",
+    "head",
+    "meta",
+    "link",
+    "title",
+    "style",
+    "body",
+    "header",
+    "div",
+    "h1",
+    "h2",
+    "p",
+    "b",
+    "ul",
+    "li",
+    "main",
+    "section",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "button",
+    "span",
+    "small",
+    "dl",
+    "dt",
+    "dd",
+    "label",
+    "input",
+    "select",
+    "option",
+    "noscript",
+    "figure",
+    "figcaption",
+    "footer",
+    "script",
+}
+URL_ATTRIBUTES = {
+    "href",
+    "src",
+    "srcset",
+    "action",
+    "formaction",
+    "poster",
+    "data",
+    "background",
+    "xlink:href",
+}
 
 
 @pytest.fixture(scope="module")
 def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> SyntheticRun:
-    return build_run(tmp_path_factory.mktemp("hostile"), cases=len(HOSTILE) + 2, repeats=2, hostile=True)
+    return build_run(
+        tmp_path_factory.mktemp("hostile"), cases=len(HOSTILE) + 2, repeats=2, hostile=True
+    )
 
 
 @pytest.fixture(scope="module")
 def hostile_page(hostile_run: SyntheticRun) -> Page:
-    return parse(render(hostile_run.report, hostile_run.run_dir, rootdir=hostile_run.rootdir, history=hostile_run.history))
+    return parse(
+        render(
+            hostile_run.report,
+            hostile_run.run_dir,
+            rootdir=hostile_run.rootdir,
+            history=hostile_run.history,
+        )
+    )
 
 
 def test_the_page_is_made_only_of_the_templates_elements(hostile_page: Page) -> None:
@@ -39,12 +94,21 @@ def test_the_page_is_made_only_of_the_templates_elements(hostile_page: Page) -> 
     assert tags <= ALLOWED_TAGS, tags - ALLOWED_TAGS
     for element in hostile_page.elements:
         assert not [name for name in element.attrs if name.startswith("on")], element
-        assert not [v for v in element.attrs.values() if v.strip().lower().startswith("javascript:")], element
+        assert not [
+            v for v in element.attrs.values() if v.strip().lower().startswith("javascript:")
+        ], element
 
 
 def test_nothing_on_the_page_points_anywhere(hostile_page: Page) -> None:
-    urls = [(e.tag, name, value) for e in hostile_page.elements for name, value in e.attrs.items() if name in URL_ATTRIBUTES]
-    assert urls == [("link", "href", "data:,")]  # the empty favicon, so the browser does not fetch one
+    urls = [
+        (e.tag, name, value)
+        for e in hostile_page.elements
+        for name, value in e.attrs.items()
+        if name in URL_ATTRIBUTES
+    ]
+    assert urls == [
+        ("link", "href", "data:,")
+    ]  # the empty favicon, so the browser does not fetch one
 
 
 def test_one_script_runs_and_the_policy_allows_only_it_and_the_style(hostile_page: Page) -> None:
@@ -61,11 +125,21 @@ def test_one_script_runs_and_the_policy_allows_only_it_and_the_style(hostile_pag
 
 def test_the_pages_own_script_never_parses_markup() -> None:
     script = (html_module.TEMPLATES / "report.js").read_text()
-    for risky in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "</"):
+    for risky in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "</",
+    ):
         assert risky not in script
 
 
-def test_hostile_strings_arrive_as_the_same_text(hostile_run: SyntheticRun, hostile_page: Page) -> None:
+def test_hostile_strings_arrive_as_the_same_text(
+    hostile_run: SyntheticRun, hostile_page: Page
+) -> None:
     cases = hostile_page.data()["cases"]
     assert [c["id"] for c in cases] == [c.id for c in hostile_run.report.cases]
     assert {c["name"] for c in cases} >= set(HOSTILE)
@@ -78,12 +152,18 @@ def test_hostile_strings_arrive_as_the_same_text(hostile_run: SyntheticRun, host
 def test_template_rendered_values_are_escaped(hostile_page: Page) -> None:
     outside_scripts = visible_text(hostile_page.html)
     assert "<img src=x" not in outside_scripts and "<script>window" not in outside_scripts
-    assert "&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;" in outside_scripts  # a regressed case's id
+    assert (
+        "&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;" in outside_scripts
+    )  # a regressed case's id
 
 
 def test_a_one_megabyte_output_is_cut_with_a_marker(hostile_page: Page) -> None:
     events = [e for t in hostile_page.timelines().values() for e in t["events"]]
-    outputs = [dict(e["fields"])["text"] for e in events if e["type"] == "io.output" and "AAAA" in dict(e["fields"])["text"]]
+    outputs = [
+        dict(e["fields"])["text"]
+        for e in events
+        if e["type"] == "io.output" and "AAAA" in dict(e["fields"])["text"]
+    ]
     assert outputs
     expected_cut = len(HOSTILE[0]) + len(ONE_MB) - 20_000
     for text in outputs:
@@ -92,7 +172,12 @@ def test_a_one_megabyte_output_is_cut_with_a_marker(hostile_page: Page) -> None:
 
 
 def test_failed_assertions_keep_the_seqs_they_refer_to(hostile_page: Page) -> None:
-    failed = [a for t in hostile_page.timelines().values() for a in t["assertions"] if a["status"] == "failed"]
+    failed = [
+        a
+        for t in hostile_page.timelines().values()
+        for a in t["assertions"]
+        if a["status"] == "failed"
+    ]
     assert failed and all(a["seqs"] == [OUTPUT_SEQ] for a in failed)
     assert {a["message"] for a in failed} <= set(HOSTILE)
 
@@ -104,14 +189,18 @@ def test_a_lone_surrogate_from_undecodable_bytes_still_writes(tmp_path: Path) ->
     case.attempts[0].reason = "also \ud800 here"
     path = write_html(run.report, run.run_dir, rootdir=run.rootdir)
     page = parse(path.read_text(encoding="utf-8"))
-    assert page.data()["cases"][0]["name"] == "bad \udcff bytes"  # as an escape in the JSON, shown as U+FFFD
+    assert (
+        page.data()["cases"][0]["name"] == "bad \udcff bytes"
+    )  # as an escape in the JSON, shown as U+FFFD
 
 
 def test_write_html_puts_report_html_in_the_run_directory(tmp_path: Path) -> None:
     run = build_run(tmp_path, cases=3, repeats=2, gate=False)
     path = write_html(run.report, run.run_dir, rootdir=run.rootdir)
     assert path == run.run_dir / "report.html"
-    assert not list(run.run_dir.glob(".report.html.*"))  # the temporary file of the atomic write is gone
+    assert not list(
+        run.run_dir.glob(".report.html.*")
+    )  # the temporary file of the atomic write is gone
 
 
 # -- what the page says ---------------------------------------------------------------------
@@ -129,13 +218,24 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> SyntheticRun:
 
 def test_a_failing_gate_leads_with_its_regressions(small_run: SyntheticRun) -> None:
     page = _page(small_run)
-    assert page.data()["banner"] == {"level": "fail", "title": "Gate failed: scenario_regression", "lines": [
-        "scenario_regression: FAIL - 3 case(s) dropped by 20 pp or more",
-        "suite_pass_rate: INCONCLUSIVE - a 5 pp drop, not significant"]}
-    rows = [e.attrs["data-case-id"] for e in page.elements if e.tag == "tr" and "regression-row" in e.attrs.get("class", "")]
+    assert page.data()["banner"] == {
+        "level": "fail",
+        "title": "Gate failed: scenario_regression",
+        "lines": [
+            "scenario_regression: FAIL - 3 case(s) dropped by 20 pp or more",
+            "suite_pass_rate: INCONCLUSIVE - a 5 pp drop, not significant",
+        ],
+    }
+    rows = [
+        e.attrs["data-case-id"]
+        for e in page.elements
+        if e.tag == "tr" and "regression-row" in e.attrs.get("class", "")
+    ]
     assert sorted(rows) == ["case-0000", "case-0001", "case-0002"]
     body = visible_text(page.html)
-    assert body.index('id="regressions"') < body.index('id="overview"') < body.index('id="scenarios"')
+    assert (
+        body.index('id="regressions"') < body.index('id="overview"') < body.index('id="scenarios"')
+    )
     deltas = [c["change"]["delta"] for c in page.data()["cases"] if c["id"] == rows[0]]
     assert pp(deltas[0]) in body
 
@@ -144,14 +244,22 @@ def test_without_a_baseline_there_is_no_regressions_section(small_run: Synthetic
     page = _page(small_run, gate=None)
     assert 'id="regressions"' not in page.html
     failed = sum(1 for c in small_run.report.cases if c.verdict == "failed")
-    assert page.data()["banner"]["title"] == f"Failed: {failed} of 12 scenario(s) failed (exit status 1)"
+    assert (
+        page.data()["banner"]["title"]
+        == f"Failed: {failed} of 12 scenario(s) failed (exit status 1)"
+    )
 
 
-@pytest.mark.parametrize(("changes", "level", "title"), [
-    ({"exit_status": 0, "gate": None}, "pass", "Passed"),
-    ({"exit_status": 1, "gate": None}, "fail", "Failed: "),
-])
-def test_banner_levels(small_run: SyntheticRun, changes: dict[str, Any], level: str, title: str) -> None:
+@pytest.mark.parametrize(
+    ("changes", "level", "title"),
+    [
+        ({"exit_status": 0, "gate": None}, "pass", "Passed"),
+        ({"exit_status": 1, "gate": None}, "fail", "Failed: "),
+    ],
+)
+def test_banner_levels(
+    small_run: SyntheticRun, changes: dict[str, Any], level: str, title: str
+) -> None:
     banner = _page(small_run, **changes).data()["banner"]
     assert banner["level"] == level and banner["title"].startswith(title)
 
@@ -165,7 +273,11 @@ def test_tolerated_failures_are_amber(small_run: SyntheticRun) -> None:
 def test_rows_carry_the_statistics_and_the_change(small_run: SyntheticRun) -> None:
     row = _page(small_run).data()["cases"][1]
     case = small_run.report.cases[1]
-    assert (row["rate"], row["lo"], row["hi"]) == (case.stats.pass_rate, case.stats.wilson_low, case.stats.wilson_high)
+    assert (row["rate"], row["lo"], row["hi"]) == (
+        case.stats.pass_rate,
+        case.stats.wilson_low,
+        case.stats.wilson_high,
+    )
     assert row["phk"] == [5.0, case.stats.pass_hat_k[5]]
     assert row["p95"] == case.stats.latency_p95_ms and row["tokens"] == case.stats.tokens_mean
     assert row["change"]["movement"] == "regressed" and row["change"]["verdict"] == "FAIL"
@@ -179,15 +291,21 @@ def test_every_attempt_is_embedded_in_a_small_run(small_run: SyntheticRun) -> No
     assert page.data()["timeline_policy"] == "every attempt's timeline is embedded"
 
 
-def test_a_large_run_embeds_failed_attempts_and_the_first_of_each_case(small_run: SyntheticRun,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_run_embeds_failed_attempts_and_the_first_of_each_case(
+    small_run: SyntheticRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(html_module, "EMBED_ALL_LIMIT", 10)
     page = _page(small_run)
     for case in page.data()["cases"]:
         embedded = [a["repeat"] for a in case["attempts"] if a["tl"]]
-        expected = [a["repeat"] for a in case["attempts"] if a["repeat"] == 1 or a["outcome"] == "failed"]
+        expected = [
+            a["repeat"] for a in case["attempts"] if a["repeat"] == 1 or a["outcome"] == "failed"
+        ]
         assert embedded == expected
-    assert "timelines are embedded for failed attempts and the first attempt of each scenario" in page.data()["timeline_policy"]
+    assert (
+        "timelines are embedded for failed attempts and the first attempt of each scenario"
+        in page.data()["timeline_policy"]
+    )
 
 
 def test_passing_replays_match_their_golden(small_run: SyntheticRun) -> None:
@@ -198,18 +316,25 @@ def test_passing_replays_match_their_golden(small_run: SyntheticRun) -> None:
     assert failing and all(t["diff"]["same"] < t["diff"]["total"] for t in failing)
 
 
-def test_without_the_project_directory_the_golden_is_said_to_be_unknown(small_run: SyntheticRun) -> None:
+def test_without_the_project_directory_the_golden_is_said_to_be_unknown(
+    small_run: SyntheticRun,
+) -> None:
     page = parse(render(small_run.report, small_run.run_dir, rootdir=None))
     timeline = next(iter(page.timelines().values()))
     assert timeline["diff"] is None
-    assert timeline["golden_note"] == ("The golden journal is not available: the project directory of "
-                                       "scenarios/c0000/journal is not known.")
+    assert timeline["golden_note"] == (
+        "The golden journal is not available: the project directory of "
+        "scenarios/c0000/journal is not known."
+    )
 
 
 def test_a_missing_golden_is_said_to_be_missing(small_run: SyntheticRun, tmp_path: Path) -> None:
     page = parse(render(small_run.report, small_run.run_dir, rootdir=tmp_path))
     note = next(iter(page.timelines().values()))["golden_note"]
-    assert note == "The golden journal is not available: scenarios/c0000/journal/events.jsonl was not found."
+    assert (
+        note
+        == "The golden journal is not available: scenarios/c0000/journal/events.jsonl was not found."
+    )
 
 
 def test_an_attempt_without_a_journal_says_why(small_run: SyntheticRun) -> None:
@@ -218,33 +343,46 @@ def test_an_attempt_without_a_journal_says_why(small_run: SyntheticRun) -> None:
     page = parse(render(report, small_run.run_dir, rootdir=small_run.rootdir))
     timeline = page.timelines()["nodeval-c0/0"]
     assert timeline["events"] == [] and timeline["diff"] is None
-    assert timeline["note"] == "this attempt wrote no journal (it did not start, or its worker died)"
+    assert (
+        timeline["note"] == "this attempt wrote no journal (it did not start, or its worker died)"
+    )
 
 
 # -- compact timelines, written as they are read ------------------------------------------
 
 
-def test_the_page_is_written_one_scenario_at_a_time(small_run: SyntheticRun, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_page_is_written_one_scenario_at_a_time(
+    small_run: SyntheticRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A scenario's journals (its golden one and its 5 attempts') are read only once the
     scenarios before it are written out: the builder never holds every journal's views."""
     loaded: list[Path] = []
     real = html_module.load_events
-    monkeypatch.setattr(html_module, "load_events", lambda directory: (loaded.append(directory), real(directory))[1])
+    monkeypatch.setattr(
+        html_module, "load_events", lambda directory: (loaded.append(directory), real(directory))[1]
+    )
     written, most_read_ahead = "", 0
-    for chunk in html_module.render_chunks(small_run.report, small_run.run_dir, rootdir=small_run.rootdir):
+    for chunk in html_module.render_chunks(
+        small_run.report, small_run.run_dir, rootdir=small_run.rootdir
+    ):
         written += chunk
         blocks = written.count('type="application/json" id="nodeval-c')
         most_read_ahead = max(most_read_ahead, len(loaded) - 6 * blocks)
     assert len(loaded) == 6 * 12 and most_read_ahead <= 6
 
 
-def test_replays_equal_to_their_golden_share_one_copy_of_each_event(small_run: SyntheticRun) -> None:
+def test_replays_equal_to_their_golden_share_one_copy_of_each_event(
+    small_run: SyntheticRun,
+) -> None:
     page = _page(small_run)
     for case, (key, block) in zip(small_run.report.cases, page.blocks().items()):
         events = [len(a["events"]) for a in block["attempts"]]
         assert events == [17] * 5
         if case.verdict == "passed":  # five identical replays: 17 views in all, not 85
-            assert len(block["views"]) == 17 and len({tuple(a["events"]) for a in block["attempts"]}) == 1
+            assert (
+                len(block["views"]) == 17
+                and len({tuple(a["events"]) for a in block["attempts"]}) == 1
+            )
         else:
             assert 17 < len(block["views"]) < 85
 

@@ -26,11 +26,19 @@ ANSWERS = [
 ]
 
 
-def write_config(directory: Path, name: str = "config.yaml", *, script: list[dict[str, Any]] | None = None,
-                 **extra: Any) -> Path:
+def write_config(
+    directory: Path,
+    name: str = "config.yaml",
+    *,
+    script: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> Path:
     """An engine config driven by the keyless mock provider."""
-    config = {"providers": [{"name": "mock", "model": "mock-1", "script": script or ANSWERS}],
-              "system_prompt": "You answer briefly.", **extra}
+    config = {
+        "providers": [{"name": "mock", "model": "mock-1", "script": script or ANSWERS}],
+        "system_prompt": "You answer briefly.",
+        **extra,
+    }
     path = directory / name
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -40,12 +48,19 @@ def request_bytes(**fields: Any) -> bytes:
     return json.dumps({"schema": 1, **fields}).encode()
 
 
-def run_command(stdin: bytes, *args: str, cwd: Path | None = None,
-                timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[bytes]:
+def run_command(
+    stdin: bytes, *args: str, cwd: Path | None = None, timeout: float = COMMAND_TIMEOUT_S
+) -> subprocess.CompletedProcess[bytes]:
     # The local world: these tests look for the tools' processes on this machine.
     env = {**os.environ, "NODEVAL_WORLD": "local"}
-    return subprocess.run([*CLI, *(args or ("inspect-mode",))], input=stdin, capture_output=True,
-                          cwd=cwd, timeout=timeout, env=env)
+    return subprocess.run(
+        [*CLI, *(args or ("inspect-mode",))],
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def check_response(response: InspectResponse, exit_code: int) -> None:

@@ -20,18 +20,34 @@ from pytest_nodeval.protocol.inspect_mode import EXIT_CODES, MAX_REQUEST_BYTES, 
 from .conftest import check_response, check_stdout, run_command
 
 # Valid in shape, but the config does not exist: served without starting a worker.
-TEMPLATE: dict[str, Any] = {"schema": 1, "config_path": "no-such-dir/config.yaml", "user_input": "hello",
-                            "inputs": None, "mode": "live", "session_id": "s-1", "timeout_s": 30,
-                            "journal_dir": None, "include_events": True}
+TEMPLATE: dict[str, Any] = {
+    "schema": 1,
+    "config_path": "no-such-dir/config.yaml",
+    "user_input": "hello",
+    "inputs": None,
+    "mode": "live",
+    "session_id": "s-1",
+    "timeout_s": 30,
+    "journal_dir": None,
+    "include_events": True,
+}
 VALID = json.dumps({k: v for k, v in TEMPLATE.items() if v is not None}).encode()
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 # In process an example costs milliseconds, so there are many of them.
-fuzz_settings = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+fuzz_settings = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @pytest.fixture(autouse=True)
@@ -90,7 +106,9 @@ def test_any_value_in_any_field(field: str, value: Any) -> None:
 @fuzz_settings
 @given(st.text(max_size=40).filter(lambda k: k not in TEMPLATE), json_values)
 def test_unknown_fields_are_named(key: str, value: Any) -> None:
-    response, _ = handle(json.dumps({**{k: v for k, v in TEMPLATE.items() if v is not None}, key: value}).encode())
+    response, _ = handle(
+        json.dumps({**{k: v for k, v in TEMPLATE.items() if v is not None}, key: value}).encode()
+    )
     assert response.error is not None and response.error.code == "invalid_request"
     assert response.error.field == key
 
@@ -118,7 +136,9 @@ stdin_inputs = st.one_of(
 )
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(stdin_inputs)
 def test_the_command_answers_anything_with_one_json_line(tmp_path: Path, raw: bytes) -> None:
     result = run_command(raw, cwd=tmp_path)
@@ -127,11 +147,15 @@ def test_the_command_answers_anything_with_one_json_line(tmp_path: Path, raw: by
     assert result.returncode in EXIT_CODES.values()
 
 
-@pytest.mark.parametrize("raw", [
-    b"",
-    b"[" * 100_000,
-    b'{"schema": 1, "user_input": "' + b"y" * (MAX_REQUEST_BYTES + 10) + b'"}',
-], ids=["empty", "deep", "too-large"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"[" * 100_000,
+        b'{"schema": 1, "user_input": "' + b"y" * (MAX_REQUEST_BYTES + 10) + b'"}',
+    ],
+    ids=["empty", "deep", "too-large"],
+)
 def test_the_command_on_hostile_input(tmp_path: Path, raw: bytes) -> None:
     response = check_stdout(run_command(raw, cwd=tmp_path))
     assert response.error is not None and response.error.code == "malformed_json"

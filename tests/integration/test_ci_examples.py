@@ -25,12 +25,24 @@ REPO = Path(__file__).parents[2]
 EXAMPLES = REPO / "examples" / "ci"
 
 
-@pytest.mark.parametrize(("name", "schema"), [("github-actions.yml", "vendor.github-workflows"),
-                                              ("gitlab-ci.yml", "vendor.gitlab-ci")])
+@pytest.mark.parametrize(
+    ("name", "schema"),
+    [("github-actions.yml", "vendor.github-workflows"), ("gitlab-ci.yml", "vendor.gitlab-ci")],
+)
 def test_the_pipelines_pass_the_schemastore_schemas(name: str, schema: str) -> None:
     pytest.importorskip("check_jsonschema")
-    done = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(EXAMPLES / name)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "check_jsonschema",
+            "--builtin-schema",
+            schema,
+            str(EXAMPLES / name),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -46,8 +58,10 @@ def _command(line: str, matrix: dict[str, str]) -> list[str]:
         line = line.replace("${{ matrix.%s }}" % key, value)
     line = line.removesuffix("|| true").strip()
     words = shlex.split(line)
-    program = {"pytest": [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
-               "nodeval": [sys.executable, "-m", "pytest_nodeval.cli"]}[words[0]]
+    program = {
+        "pytest": [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
+        "nodeval": [sys.executable, "-m", "pytest_nodeval.cli"],
+    }[words[0]]
     return program + words[1:]
 
 
@@ -56,12 +70,16 @@ def _runs(job: dict[str, Any], program: str) -> str:
 
 
 def _sh(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        argv, cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=600
+    )
 
 
 # The release profile runs live: the mock provider needs no key, the world is local.
-RELEASE_INI = PROJECT_INI + ("nodeval_world = local\nnodeval_profiles =\n    pr: mode=deterministic repeat=1\n"
-                             "    release: mode=live repeat=3\n")
+RELEASE_INI = PROJECT_INI + (
+    "nodeval_world = local\nnodeval_profiles =\n    pr: mode=deterministic repeat=1\n"
+    "    release: mode=live repeat=3\n"
+)
 
 
 def test_the_release_pipeline_runs_here_end_to_end(tmp_path: Path) -> None:
@@ -72,44 +90,94 @@ def test_the_release_pipeline_runs_here_end_to_end(tmp_path: Path) -> None:
 
     project = tmp_path / "project"
     for case_id in ("billing", "cancel", "login", "refund", "search", "upgrade"):
-        write_case(project / "scenarios", case_id, script=[{"text": f"Done: {case_id}."}], inputs=["go"],
-                   assertions=[], case={"tags": ["release", "pr"]})
+        write_case(
+            project / "scenarios",
+            case_id,
+            script=[{"text": f"Done: {case_id}."}],
+            inputs=["go"],
+            assertions=[],
+            case={"tags": ["release", "pr"]},
+        )
     (project / "tox.ini").write_text(RELEASE_INI)
-    bless = _sh([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "release", "--nodeval-update-baseline",
-                 "--nodeval-report-dir", "whole"], project)
+    bless = _sh(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "release",
+            "--nodeval-update-baseline",
+            "--nodeval-report-dir",
+            "whole",
+        ],
+        project,
+    )
     assert bless.returncode == 0, bless.stdout + bless.stderr
-    whole = _sh([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "release",
-                 "--nodeval-baseline", "reports/baseline.json", "--nodeval-report-dir", "whole2"], project)
+    whole = _sh(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "release",
+            "--nodeval-baseline",
+            "reports/baseline.json",
+            "--nodeval-report-dir",
+            "whole2",
+        ],
+        project,
+    )
     assert whole.returncode == 0, whole.stdout + whole.stderr
 
     def machine(k: int) -> subprocess.CompletedProcess[str]:
         # Each shard on its own "machine": a fresh checkout (no history, the committed baseline).
         checkout = tmp_path / f"runner-{k}"
-        shutil.copytree(project, checkout, ignore=shutil.ignore_patterns("whole*", "history.sqlite"))
+        shutil.copytree(
+            project, checkout, ignore=shutil.ignore_patterns("whole*", "history.sqlite")
+        )
         done = _sh(_command(shard_line, {"shard": str(k)}), checkout, GITHUB_SHA="abc123")
-        shutil.copytree(checkout / "shard", tmp_path / "merge" / "shards" / f"nodeval-shard-{k}", symlinks=False)
+        shutil.copytree(
+            checkout / "shard", tmp_path / "merge" / "shards" / f"nodeval-shard-{k}", symlinks=False
+        )
         return done
 
     with ThreadPoolExecutor(4) as pool:
         shards = list(pool.map(machine, range(1, 5)))
     # As in the workflow (`|| true`), a shard's own status is not the verdict: the merge's is. What
     # the merge needs is each shard's run; the verdicts are checked on the merged report below.
-    written = [list((tmp_path / "merge" / "shards" / f"nodeval-shard-{k}").glob("*/report.json")) for k in range(1, 5)]
+    written = [
+        list((tmp_path / "merge" / "shards" / f"nodeval-shard-{k}").glob("*/report.json"))
+        for k in range(1, 5)
+    ]
     assert all(written), [(s.returncode, s.stdout[-3000:] + s.stderr[-1000:]) for s in shards]
     merge_dir = tmp_path / "merge"
-    shutil.copytree(project / "reports", merge_dir / "reports", ignore=shutil.ignore_patterns("history.sqlite", "2*"))
+    shutil.copytree(
+        project / "reports",
+        merge_dir / "reports",
+        ignore=shutil.ignore_patterns("history.sqlite", "2*"),
+    )
     summary = merge_dir / "github-step-summary.md"
     # The shell's glob, as the runner's shell expands it (shard/latest, copied, comes along too).
-    argv = [path for word in _command(merge_line, {})
-            for path in (sorted(str(p) + "/" for p in merge_dir.glob(word)) if "*" in word else [word])]
+    argv = [
+        path
+        for word in _command(merge_line, {})
+        for path in (sorted(str(p) + "/" for p in merge_dir.glob(word)) if "*" in word else [word])
+    ]
     merged = _sh(argv, merge_dir, GITHUB_STEP_SUMMARY=str(summary))
     assert merged.returncode == 0, merged.stdout + merged.stderr
 
     report = RunReport.model_validate_json((merge_dir / "reports/release/report.json").read_bytes())
-    unsharded = RunReport.model_validate_json(next((project / "whole2").glob("*/report.json")).read_bytes())
+    unsharded = RunReport.model_validate_json(
+        next((project / "whole2").glob("*/report.json")).read_bytes()
+    )
     assert comparable(report) | {"cases": None} == comparable(unsharded) | {"cases": None}
-    assert [(c.id, c.verdict, len(c.attempts)) for c in report.cases] == \
-        [(c.id, c.verdict, len(c.attempts)) for c in unsharded.cases]
+    assert [(c.id, c.verdict, len(c.attempts)) for c in report.cases] == [
+        (c.id, c.verdict, len(c.attempts)) for c in unsharded.cases
+    ]
     assert report.mode == "live" and report.totals.attempts == 18 and len(report.merged_from) == 4
     assert report.gate is not None and unsharded.gate is not None
     assert report.gate["verdict"] == unsharded.gate["verdict"] and report.gate["breached"] == []
@@ -118,13 +186,36 @@ def test_the_release_pipeline_runs_here_end_to_end(tmp_path: Path) -> None:
     assert text.startswith("## nodeval: PASSED") and summary.read_text() == text
 
 
-def test_four_shards_of_the_seed_suite_at_repeat_5_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
-    common = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "pr", "--repeat", "5", "-q",
-              "-o", "nodeval_history=", f"--nodeval-baseline={tmp_path / 'baseline.json'}"]
+def test_four_shards_of_the_seed_suite_at_repeat_5_merged_equal_the_unsharded_run(
+    tmp_path: Path,
+) -> None:
+    common = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "pr",
+        "--repeat",
+        "5",
+        "-q",
+        "-o",
+        "nodeval_history=",
+        f"--nodeval-baseline={tmp_path / 'baseline.json'}",
+    ]
     # Paths only as --option=value: pytest takes a separate argument that exists as a path
     # into account when it looks for the rootdir.
-    bless = _sh(common[:-1] + ["--nodeval-update-baseline", "-o", f"nodeval_baseline={tmp_path / 'baseline.json'}",
-                               f"--nodeval-report-dir={tmp_path / 'bless'}"], REPO)
+    bless = _sh(
+        common[:-1]
+        + [
+            "--nodeval-update-baseline",
+            "-o",
+            f"nodeval_baseline={tmp_path / 'baseline.json'}",
+            f"--nodeval-report-dir={tmp_path / 'bless'}",
+        ],
+        REPO,
+    )
     assert bless.returncode == 0, bless.stdout[-3000:]
 
     def run(args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -132,17 +223,41 @@ def test_four_shards_of_the_seed_suite_at_repeat_5_merged_equal_the_unsharded_ru
 
     with ThreadPoolExecutor(2) as pool:
         jobs = [pool.submit(run, [f"--nodeval-report-dir={tmp_path / 'whole'}"])] + [
-            pool.submit(run, [f"--nodeval-shard={k}/4", f"--nodeval-report-dir={tmp_path / f's{k}'}"])
-            for k in range(1, 5)]
+            pool.submit(
+                run, [f"--nodeval-shard={k}/4", f"--nodeval-report-dir={tmp_path / f's{k}'}"]
+            )
+            for k in range(1, 5)
+        ]
         results = [job.result() for job in jobs]
-    assert all(r.returncode == 0 for r in results), [r.stdout[:3000] for r in results if r.returncode]
+    assert all(r.returncode == 0 for r in results), [
+        r.stdout[:3000] for r in results if r.returncode
+    ]
     dirs = [next((tmp_path / f"s{k}").glob("2*/report.json")).parent for k in range(1, 5)]
-    merged = _sh([sys.executable, "-m", "pytest_nodeval.cli", "merge", *map(str, dirs), "--to", str(tmp_path / "m"),
-                  "--baseline", str(tmp_path / "baseline.json"), "--history", ""], REPO)
+    merged = _sh(
+        [
+            sys.executable,
+            "-m",
+            "pytest_nodeval.cli",
+            "merge",
+            *map(str, dirs),
+            "--to",
+            str(tmp_path / "m"),
+            "--baseline",
+            str(tmp_path / "baseline.json"),
+            "--history",
+            "",
+        ],
+        REPO,
+    )
     assert merged.returncode == 0, merged.stdout + merged.stderr
     report = RunReport.model_validate_json((tmp_path / "m/report.json").read_bytes())
-    unsharded = RunReport.model_validate_json(next((tmp_path / "whole").glob("2*/report.json")).read_bytes())
+    unsharded = RunReport.model_validate_json(
+        next((tmp_path / "whole").glob("2*/report.json")).read_bytes()
+    )
     assert report.totals.attempts == 5 * len(report.cases) and len(report.cases) >= 5
     assert comparable(report) == comparable(unsharded)
     assert report.gate is not None and unsharded.gate is not None
-    assert (report.gate["verdict"], report.gate["breached"]) == (unsharded.gate["verdict"], unsharded.gate["breached"])
+    assert (report.gate["verdict"], report.gate["breached"]) == (
+        unsharded.gate["verdict"],
+        unsharded.gate["breached"],
+    )

@@ -29,12 +29,16 @@ class _Seen:
 
 def _unrecorded(root: Path, name: str) -> Path:
     """A case with every file a case can hold, a journal's files and a stray test file in input/."""
-    directory = write_case(root, name, script=ANSWER, inputs=["hi"], assertions=PASSING, record=False)
+    directory = write_case(
+        root, name, script=ANSWER, inputs=["hi"], assertions=PASSING, record=False
+    )
     (directory / "journal").mkdir()
     (directory / "journal" / "header.json").write_text("{}")
     (directory / "journal" / "events.jsonl").write_text("")
     (directory / "input" / "world" / "src").mkdir(parents=True)
-    (directory / "input" / "world" / "src" / "test_inside.py").write_text("def test_inside():\n    pass\n")
+    (directory / "input" / "world" / "src" / "test_inside.py").write_text(
+        "def test_inside():\n    pass\n"
+    )
     return directory
 
 
@@ -45,14 +49,26 @@ def test_collection_lists_nothing_inside_a_case_directory(nodeval_project: pytes
     (root / "group" / "test_parent.py").write_text("def test_in_parent():\n    pass\n")
     seen = _Seen()
     result = nodeval_project.runpytest("--collect-only", "-q", plugins=[seen])
-    result.stdout.fnmatch_lines(["scenarios/group/case-0/case.yaml::test_scenario[[]case-0[]]",
-                                 "scenarios/group/test_parent.py::test_in_parent",
-                                 "scenarios/test_beside.py::test_beside", "*7 tests collected*"])
-    inside = [p for p in seen.paths for case in cases if p.is_relative_to(case) and p not in (case, case / "case.yaml")]
+    result.stdout.fnmatch_lines(
+        [
+            "scenarios/group/case-0/case.yaml::test_scenario[[]case-0[]]",
+            "scenarios/group/test_parent.py::test_in_parent",
+            "scenarios/test_beside.py::test_beside",
+            "*7 tests collected*",
+        ]
+    )
+    inside = [
+        p
+        for p in seen.paths
+        for case in cases
+        if p.is_relative_to(case) and p not in (case, case / "case.yaml")
+    ]
     assert inside == []
 
 
-def test_collection_reads_case_yaml_only(nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_collection_reads_case_yaml_only(
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = nodeval_project.path / "scenarios"
     for name in ("alpha", "beta"):
         write_case(root, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
@@ -67,11 +83,14 @@ def test_collection_reads_case_yaml_only(nodeval_project: pytest.Pytester, monke
         monkeypatch.setattr(Path, method, recording)
     nodeval_project.runpytest("--collect-only", "-q").stdout.fnmatch_lines(["*2 tests collected*"])
     assert sorted(p.relative_to(root).as_posix() for p in read if p.is_relative_to(root)) == [
-        "alpha/case.yaml", "beta/case.yaml"]
+        "alpha/case.yaml",
+        "beta/case.yaml",
+    ]
     read.clear()
     nodeval_project.runpytest("-k", "alpha").assert_outcomes(passed=1, deselected=1)
     assert {"alpha/assertions.yaml", "alpha/input/config.yaml", "alpha/input/inputs.yaml"} <= {
-        p.relative_to(root).as_posix() for p in read if p.is_relative_to(root)}
+        p.relative_to(root).as_posix() for p in read if p.is_relative_to(root)
+    }
     assert not any(p.is_relative_to(root / "beta") and p.name != "case.yaml" for p in read)
 
 
@@ -81,20 +100,28 @@ def test_a_broken_assertions_yaml_fails_only_its_case(nodeval_project: pytest.Py
         write_case(root, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
     (root / "alpha" / "assertions.yaml").write_text("- kind: output_contains\n  text: [unclosed\n")
     (root / "test_bound.py").write_text(
-        "import pytest\n\n@pytest.mark.nodeval_case('alpha')\ndef test_bound(nodeval_run):\n    pass\n")
+        "import pytest\n\n@pytest.mark.nodeval_case('alpha')\ndef test_bound(nodeval_run):\n    pass\n"
+    )
     result = nodeval_project.runpytest("--repeat", "2")
     result.assert_outcomes(passed=2, errors=4)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*ERROR at setup of test_scenario[[]alpha[]]*",
-                                 "*scenarios/alpha/assertions.yaml:3:1: invalid YAML*",
-                                 "*ERROR at setup of test_bound[[]alpha-r2[]]*",
-                                 "*scenarios/alpha/assertions.yaml:3:1: invalid YAML*",
-                                 "alpha * error", "beta * 2/2 * passed"])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_scenario[[]alpha[]]*",
+            "*scenarios/alpha/assertions.yaml:3:1: invalid YAML*",
+            "*ERROR at setup of test_bound[[]alpha-r2[]]*",
+            "*scenarios/alpha/assertions.yaml:3:1: invalid YAML*",
+            "alpha * error",
+            "beta * 2/2 * passed",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
     assert "pytest_nodeval" not in result.stdout.str()
 
 
-def test_a_config_that_needs_inputs_fails_its_case_naming_the_file(nodeval_project: pytest.Pytester) -> None:
+def test_a_config_that_needs_inputs_fails_its_case_naming_the_file(
+    nodeval_project: pytest.Pytester,
+) -> None:
     root = nodeval_project.path / "scenarios"
     write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING)
     (root / "alpha" / "input" / "inputs.yaml").unlink()
@@ -102,5 +129,9 @@ def test_a_config_that_needs_inputs_fails_its_case_naming_the_file(nodeval_proje
     result = nodeval_project.runpytest()
     result.assert_outcomes(passed=1, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*ERROR at setup of test_scenario[[]alpha[]]*",
-                                 "*scenarios/alpha/input/inputs.yaml: missing (a case with input/config.yaml needs*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_scenario[[]alpha[]]*",
+            "*scenarios/alpha/input/inputs.yaml: missing (a case with input/config.yaml needs*",
+        ]
+    )

@@ -23,7 +23,9 @@ class CountingLLM:
     request with `text` after `delay_s`, and counts the requests it is answering at once."""
 
     def __init__(self, delay_s: float) -> None:
-        self.fake = LLMFake({"rules": [{"when": {}, "respond": {"text": "all fine", "delay_s": delay_s}}]})
+        self.fake = LLMFake(
+            {"rules": [{"when": {}, "respond": {"text": "all fine", "delay_s": delay_s}}]}
+        )
         self.now = 0
         self.most = 0
         inner = self.fake.asgi_app()
@@ -48,15 +50,32 @@ def counting_llm() -> Iterator[CountingLLM]:
         yield llm
 
 
-def write_shared_case(root: Path, case_id: str, url: str, *, key_env: str = "NODEVAL_TEST_KEY") -> Path:
+def write_shared_case(
+    root: Path, case_id: str, url: str, *, key_env: str = "NODEVAL_TEST_KEY"
+) -> Path:
     """A reference-engine case answered by the shared fake: three user turns, three LLM calls."""
     directory = root / case_id
     (directory / "input").mkdir(parents=True)
     _dump(directory / "case.yaml", {"id": case_id, "name": case_id})
-    _dump(directory / "input" / "config.yaml", {
-        "providers": [{"name": "anthropic", "model": "claude-test", "base_url": url, "api_key_env": key_env}],
-        "system_prompt": "Answer briefly.", "tools": []})
-    _dump(directory / "input" / "inputs.yaml", {"user": {"kind": "scripted", "inputs": ["one", "two", "three"]}})
+    _dump(
+        directory / "input" / "config.yaml",
+        {
+            "providers": [
+                {
+                    "name": "anthropic",
+                    "model": "claude-test",
+                    "base_url": url,
+                    "api_key_env": key_env,
+                }
+            ],
+            "system_prompt": "Answer briefly.",
+            "tools": [],
+        },
+    )
+    _dump(
+        directory / "input" / "inputs.yaml",
+        {"user": {"kind": "scripted", "inputs": ["one", "two", "three"]}},
+    )
     _dump(directory / "assertions.yaml", [{"kind": "output_contains", "text": "fine"}])
     return directory
 
@@ -64,7 +83,9 @@ def write_shared_case(root: Path, case_id: str, url: str, *, key_env: str = "NOD
 def write_fake_case(root: Path, case_id: str, answer: str) -> Path:
     """A case with its own fakes.llm (`base_url: fake`), scripted to answer `answer` three times."""
     directory = write_shared_case(root, case_id, "fake")
-    _dump(directory / "input" / "llm.yaml", {"schema_version": 1, "responses": [{"text": answer}] * 3})
+    _dump(
+        directory / "input" / "llm.yaml", {"schema_version": 1, "responses": [{"text": answer}] * 3}
+    )
     return directory
 
 
@@ -84,7 +105,9 @@ def _dump(path: Path, data: Any) -> None:
 
 
 def _report(project: pytest.Pytester) -> RunReport:
-    return RunReport.model_validate_json((project.path / "reports" / "latest" / "report.json").read_bytes())
+    return RunReport.model_validate_json(
+        (project.path / "reports" / "latest" / "report.json").read_bytes()
+    )
 
 
 def _attempts(report: RunReport) -> list[dict[str, Any]]:
@@ -101,7 +124,11 @@ def _attempts(report: RunReport) -> list[dict[str, Any]]:
 
 def _order(result: pytest.RunResult) -> list[str]:
     """The test ids in the order `-v` reported them."""
-    return [m.group(1) for line in result.outlines if (m := re.search(r"::\w+\[([\w-]+)\] (PASSED|FAILED|ERROR)", line))]
+    return [
+        m.group(1)
+        for line in result.outlines
+        if (m := re.search(r"::\w+\[([\w-]+)\] (PASSED|FAILED|ERROR)", line))
+    ]
 
 
 @pytest.fixture
@@ -110,7 +137,9 @@ def project(nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -
     return nodeval_project
 
 
-def test_attempts_are_in_flight_together_at_the_fake(project: pytest.Pytester, counting_llm: CountingLLM) -> None:
+def test_attempts_are_in_flight_together_at_the_fake(
+    project: pytest.Pytester, counting_llm: CountingLLM
+) -> None:
     root = project.path / "scenarios"
     for index in range(6):
         write_shared_case(root, f"case-{index}", counting_llm.served.url)
@@ -118,17 +147,35 @@ def test_attempts_are_in_flight_together_at_the_fake(project: pytest.Pytester, c
     serial.assert_outcomes(passed=6)
     assert counting_llm.most == 1, "without --nodeval-concurrency one attempt at a time"
     counting_llm.most = 0
-    pooled = project.runpytest("--nodeval-mode", "live", "--nodeval-concurrency", "3", "-p", "no:randomly",
-                               "--nodeval-progress", "plain", "-o", "nodeval_progress_interval=0.1")
+    pooled = project.runpytest(
+        "--nodeval-mode",
+        "live",
+        "--nodeval-concurrency",
+        "3",
+        "-p",
+        "no:randomly",
+        "--nodeval-progress",
+        "plain",
+        "-o",
+        "nodeval_progress_interval=0.1",
+    )
     pooled.assert_outcomes(passed=6)
     assert 1 < counting_llm.most <= 3
-    in_flight = [int(m.group(1)) for line in pooled.outlines if (m := re.search(r"attempts, (\d+) in flight", line))]
+    in_flight = [
+        int(m.group(1))
+        for line in pooled.outlines
+        if (m := re.search(r"attempts, (\d+) in flight", line))
+    ]
     assert max(in_flight) == 3, "the progress line counts the attempts run ahead of their tests"
 
 
-def test_the_concurrency_comes_from_ini_and_profiles_too(project: pytest.Pytester, counting_llm: CountingLLM) -> None:
-    project.makeini("[pytest]\ntestpaths = scenarios\naddopts = -p no:hypothesispytest -p no:randomly\n"
-                    "nodeval_profiles =\n    release: mode=live concurrency=3\n")
+def test_the_concurrency_comes_from_ini_and_profiles_too(
+    project: pytest.Pytester, counting_llm: CountingLLM
+) -> None:
+    project.makeini(
+        "[pytest]\ntestpaths = scenarios\naddopts = -p no:hypothesispytest -p no:randomly\n"
+        "nodeval_profiles =\n    release: mode=live concurrency=3\n"
+    )
     root = project.path / "scenarios"
     for index in range(6):
         write_shared_case(root, f"case-{index}", counting_llm.served.url)
@@ -137,40 +184,75 @@ def test_the_concurrency_comes_from_ini_and_profiles_too(project: pytest.Pyteste
 
 
 def test_deterministic_replay_runs_inline(project: pytest.Pytester) -> None:
-    write_case(project.path / "scenarios", "answer", script=[{"text": "Hello."}], inputs=["hi"], assertions=[])
+    write_case(
+        project.path / "scenarios",
+        "answer",
+        script=[{"text": "Hello."}],
+        inputs=["hi"],
+        assertions=[],
+    )
     result = project.runpytest("--nodeval-concurrency", "4", "--trace-config")
     result.assert_outcomes(passed=1)
     assert "nodeval-ahead" not in result.stdout.str()
-    live = project.runpytest("--nodeval-concurrency", "4", "--nodeval-mode", "live", "--trace-config")
+    live = project.runpytest(
+        "--nodeval-concurrency", "4", "--nodeval-mode", "live", "--trace-config"
+    )
     assert "nodeval-ahead" in live.stdout.str()
 
 
 def test_a_bad_concurrency_is_a_usage_error(project: pytest.Pytester) -> None:
     result = project.runpytest("--nodeval-concurrency", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*concurrency from command line must be a positive integer, got 0*"])
+    result.stderr.fnmatch_lines(
+        ["*concurrency from command line must be a positive integer, got 0*"]
+    )
 
 
-def test_reports_come_in_collection_order_with_the_content_of_a_serial_run(project: pytest.Pytester) -> None:
+def test_reports_come_in_collection_order_with_the_content_of_a_serial_run(
+    project: pytest.Pytester,
+) -> None:
     root = project.path / "scenarios"
     for index in range(8):
         write_fake_case(root, f"case-{index}", "all fine" if index % 3 else "all broken")
-    write_shared_case(root, "case-nokey", "http://127.0.0.1:9", key_env="NODEVAL_UNSET_KEY")  # an infrastructure error
+    write_shared_case(
+        root, "case-nokey", "http://127.0.0.1:9", key_env="NODEVAL_UNSET_KEY"
+    )  # an infrastructure error
     serial = project.runpytest("--nodeval-mode", "live", "-v", "-p", "no:randomly")
     serial_report = _report(project)
-    pooled = project.runpytest("--nodeval-mode", "live", "--nodeval-concurrency", "4", "-v", "-p", "no:randomly")
+    pooled = project.runpytest(
+        "--nodeval-mode", "live", "--nodeval-concurrency", "4", "-v", "-p", "no:randomly"
+    )
     pooled_report = _report(project)
-    expected = ["case-0", "case-1", "case-2", "case-3", "case-4", "case-5", "case-6", "case-7", "case-nokey"]
+    expected = [
+        "case-0",
+        "case-1",
+        "case-2",
+        "case-3",
+        "case-4",
+        "case-5",
+        "case-6",
+        "case-7",
+        "case-nokey",
+    ]
     assert _order(serial) == _order(pooled) == expected
     assert _attempts(pooled_report) == _attempts(serial_report)
-    assert [a["outcome"] for a in _attempts(pooled_report)] == ["failed", "passed", "passed", "failed", "passed",
-                                                                "passed", "failed", "passed", "error"]
+    assert [a["outcome"] for a in _attempts(pooled_report)] == [
+        "failed",
+        "passed",
+        "passed",
+        "failed",
+        "passed",
+        "passed",
+        "failed",
+        "passed",
+        "error",
+    ]
     nokey = pooled_report.case("case-nokey").attempts[0]
     assert nokey.infra_error and "NODEVAL_UNSET_KEY" in (nokey.reason or "")
     assert pooled.ret == serial.ret == 1
 
 
-OWN_AGENTS = '''
+OWN_AGENTS = """
 import pytest
 from pytest_nodeval import expect
 
@@ -220,7 +302,7 @@ def test_broken(nodeval_attempt):
 @pytest.mark.nodeval_case("own-other", agent=sync_agent)
 def test_other_agent(nodeval_attempt):
     nodeval_attempt.run(async_agent)
-'''
+"""
 
 
 def _own_agent_project(project: pytest.Pytester, url: str) -> None:
@@ -230,43 +312,77 @@ def _own_agent_project(project: pytest.Pytester, url: str) -> None:
     (root / "test_own.py").write_text(OWN_AGENTS.format(url=url))
 
 
-def test_own_agents_declared_on_the_marker_run_ahead_sync_and_async(project: pytest.Pytester,
-                                                                    counting_llm: CountingLLM) -> None:
+def test_own_agents_declared_on_the_marker_run_ahead_sync_and_async(
+    project: pytest.Pytester, counting_llm: CountingLLM
+) -> None:
     _own_agent_project(project, counting_llm.served.url)
-    args = ("scenarios/test_own.py", "--nodeval-mode", "live", "-p", "no:randomly", "-k", "test_sync or test_async")
+    args = (
+        "scenarios/test_own.py",
+        "--nodeval-mode",
+        "live",
+        "-p",
+        "no:randomly",
+        "-k",
+        "test_sync or test_async",
+    )
     project.runpytest(*args).assert_outcomes(passed=2)
     assert counting_llm.most == 1
     counting_llm.most = 0
-    project.runpytest(*args, "--repeat", "3", "--nodeval-concurrency", "6").assert_outcomes(passed=6)
+    project.runpytest(*args, "--repeat", "3", "--nodeval-concurrency", "6").assert_outcomes(
+        passed=6
+    )
     assert 1 < counting_llm.most <= 6
     report = _report(project)
     assert {(a.case_id, a.repeat, a.outcome) for c in report.cases for a in c.attempts} == {
-        ("own-sync", 1, "passed"), ("own-sync", 2, "passed"), ("own-sync", 3, "passed"),
-        ("own-async", 1, "passed"), ("own-async", 2, "passed"), ("own-async", 3, "passed")}
+        ("own-sync", 1, "passed"),
+        ("own-sync", 2, "passed"),
+        ("own-sync", 3, "passed"),
+        ("own-async", 1, "passed"),
+        ("own-async", 2, "passed"),
+        ("own-async", 3, "passed"),
+    }
 
 
-def test_a_failure_in_a_pooled_attempt_fails_that_test_only(project: pytest.Pytester, counting_llm: CountingLLM) -> None:
+def test_a_failure_in_a_pooled_attempt_fails_that_test_only(
+    project: pytest.Pytester, counting_llm: CountingLLM
+) -> None:
     _own_agent_project(project, counting_llm.served.url)
-    serial = project.runpytest("scenarios/test_own.py", "--nodeval-mode", "live", "-p", "no:randomly", "-v")
+    serial = project.runpytest(
+        "scenarios/test_own.py", "--nodeval-mode", "live", "-p", "no:randomly", "-v"
+    )
     serial_report = _report(project)
-    pooled = project.runpytest("scenarios/test_own.py", "--nodeval-mode", "live", "-p", "no:randomly", "-v",
-                               "--nodeval-concurrency", "4")
+    pooled = project.runpytest(
+        "scenarios/test_own.py",
+        "--nodeval-mode",
+        "live",
+        "-p",
+        "no:randomly",
+        "-v",
+        "--nodeval-concurrency",
+        "4",
+    )
     pooled_report = _report(project)
     pooled.assert_outcomes(passed=2, failed=3)
-    pooled.stdout.fnmatch_lines([
-        "*own-noinputs*inputs.yaml: missing; give the agent's inputs there*",
-        "*the agent fell over*",
-        "*declares agent=sync_agent, but run() was given async_agent*",
-    ])
+    pooled.stdout.fnmatch_lines(
+        [
+            "*own-noinputs*inputs.yaml: missing; give the agent's inputs there*",
+            "*the agent fell over*",
+            "*declares agent=sync_agent, but run() was given async_agent*",
+        ]
+    )
     assert _order(pooled) == _order(serial)
     assert _attempts(pooled_report) == _attempts(serial_report)
 
 
-def test_exit_first_stops_starting_attempts_and_the_rest_are_not_run(project: pytest.Pytester) -> None:
+def test_exit_first_stops_starting_attempts_and_the_rest_are_not_run(
+    project: pytest.Pytester,
+) -> None:
     root = project.path / "scenarios"
     for index in range(8):
         write_fake_case(root, f"case-{index}", "all broken" if index == 1 else "all fine")
-    result = project.runpytest("--nodeval-mode", "live", "-p", "no:randomly", "--nodeval-concurrency", "3", "-x")
+    result = project.runpytest(
+        "--nodeval-mode", "live", "-p", "no:randomly", "--nodeval-concurrency", "3", "-x"
+    )
     result.assert_outcomes(passed=1, failed=1)
     report = _report(project)
     assert report.totals.attempts == 8
@@ -275,8 +391,9 @@ def test_exit_first_stops_starting_attempts_and_the_rest_are_not_run(project: py
     assert len(started) < 8, "attempts beyond the window never started"
 
 
-def test_with_xdist_each_worker_keeps_several_attempts_in_flight(project: pytest.Pytester,
-                                                                  counting_llm: CountingLLM) -> None:
+def test_with_xdist_each_worker_keeps_several_attempts_in_flight(
+    project: pytest.Pytester, counting_llm: CountingLLM
+) -> None:
     pytest.importorskip("xdist")
     root = project.path / "scenarios"
     for index in range(12):
@@ -289,7 +406,7 @@ def test_with_xdist_each_worker_keeps_several_attempts_in_flight(project: pytest
     assert sorted(c.id for c in report.cases) == [f"case-{i:02d}" for i in range(12)]
 
 
-RERUN = '''
+RERUN = """
 import pytest
 from pathlib import Path
 
@@ -306,7 +423,7 @@ def counting_agent(ctx):
 @pytest.mark.nodeval_case("own-rerun", agent=counting_agent)
 def test_second_try_passes(nodeval_attempt):
     assert nodeval_attempt.run().output == "try 2"
-'''
+"""
 
 
 def test_a_rerun_of_a_pooled_attempt_runs_it_again(project: pytest.Pytester) -> None:
@@ -314,13 +431,20 @@ def test_a_rerun_of_a_pooled_attempt_runs_it_again(project: pytest.Pytester) -> 
     root = project.path / "scenarios"
     write_own_case(root, "own-rerun", ["go"])
     (root / "test_rerun.py").write_text(RERUN)
-    result = project.runpytest("scenarios/test_rerun.py", "--nodeval-mode", "live", "--nodeval-concurrency", "2",
-                               "--reruns", "1")
+    result = project.runpytest(
+        "scenarios/test_rerun.py",
+        "--nodeval-mode",
+        "live",
+        "--nodeval-concurrency",
+        "2",
+        "--reruns",
+        "1",
+    )
     assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
     assert (root / "tries.txt").read_text() == "2"
 
 
-WITH_FIXTURE = '''
+WITH_FIXTURE = """
 import pytest
 from pytest_nodeval import expect
 
@@ -335,16 +459,27 @@ def fake_agent(ctx):
 @pytest.mark.nodeval_case("own-fake", agent=fake_agent)
 def test_with_the_fake(nodeval_llm_server, nodeval_attempt):
     expect(nodeval_attempt.run()).output_contains("fine")
-'''
+"""
 
 
-def test_a_declared_agent_that_needs_a_fake_fixture_runs_inside_its_test(project: pytest.Pytester,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_declared_agent_that_needs_a_fake_fixture_runs_inside_its_test(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     root = project.path / "scenarios"
     write_own_case(root, "own-fake", ["a"])
-    _dump(root / "own-fake" / "input" / "llm.yaml", {"schema_version": 1, "responses": [{"text": "all fine"}]})
+    _dump(
+        root / "own-fake" / "input" / "llm.yaml",
+        {"schema_version": 1, "responses": [{"text": "all fine"}]},
+    )
     (root / "test_fixture.py").write_text(WITH_FIXTURE)
-    result = project.runpytest("scenarios/test_fixture.py", "--nodeval-mode", "live", "--nodeval-concurrency", "2",
-                               "--repeat", "2")
+    result = project.runpytest(
+        "scenarios/test_fixture.py",
+        "--nodeval-mode",
+        "live",
+        "--nodeval-concurrency",
+        "2",
+        "--repeat",
+        "2",
+    )
     result.assert_outcomes(passed=2)

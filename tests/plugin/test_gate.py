@@ -30,8 +30,14 @@ def test_refunds(nodeval_run, request):
 @pytest.fixture
 def project(nodeval_project: pytest.Pytester) -> pytest.Pytester:
     root = nodeval_project.path / "scenarios"
-    write_case(root, "refunds", script=[{"text": "Refunded."}], inputs=["refund"], assertions=[],
-               case={"min_pass_rate": 0.4})
+    write_case(
+        root,
+        "refunds",
+        script=[{"text": "Refunded."}],
+        inputs=["refund"],
+        assertions=[],
+        case={"min_pass_rate": 0.4},
+    )
     (root / "test_refunds.py").write_text(FLAKY)
     (root / "failing.json").write_text("[]")
     return nodeval_project
@@ -39,7 +45,9 @@ def project(nodeval_project: pytest.Pytester) -> pytest.Pytester:
 
 def _run(project: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, RunReport]:
     result = project.runpytest("scenarios/test_refunds.py", "--repeat", "10", *args)
-    report = RunReport.model_validate_json((project.path / "reports/latest/report.json").read_bytes())
+    report = RunReport.model_validate_json(
+        (project.path / "reports/latest/report.json").read_bytes()
+    )
     return result, report
 
 
@@ -50,12 +58,18 @@ def _bless(project: pytest.Pytester) -> Path:
     return baseline
 
 
-def test_a_real_regression_fails_with_the_gate_exit_code_and_names_the_case(project: pytest.Pytester) -> None:
+def test_a_real_regression_fails_with_the_gate_exit_code_and_names_the_case(
+    project: pytest.Pytester,
+) -> None:
     _bless(project)  # 10/10
-    (project.path / "scenarios" / "failing.json").write_text("[1, 2, 3, 4, 5, 6]")  # now 4/10, tolerated (>= 0.4)
+    (project.path / "scenarios" / "failing.json").write_text(
+        "[1, 2, 3, 4, 5, 6]"
+    )  # now 4/10, tolerated (>= 0.4)
     result, report = _run(project, "--nodeval-baseline=reports/baseline.json")
     assert result.ret == EXIT_GATE_FAILED
-    result.stdout.fnmatch_lines(["nodeval gate: FAIL (breached: *scenario_regression*)", "*refunds*"])
+    result.stdout.fnmatch_lines(
+        ["nodeval gate: FAIL (breached: *scenario_regression*)", "*refunds*"]
+    )
     assert report.exit_status == EXIT_GATE_FAILED and report.gate is not None
     assert "scenario_regression" in report.gate["breached"]
     moved = {c["case_id"]: c for c in report.gate["cases"]}
@@ -66,14 +80,22 @@ def test_an_unchanged_rerun_passes_the_gate(project: pytest.Pytester) -> None:
     _bless(project)
     result, report = _run(project, "--nodeval-baseline=reports/baseline.json")
     assert result.ret == 0
-    assert report.gate is not None and report.gate["breached"] == [] and report.gate["verdict"] == "OK"
+    assert (
+        report.gate is not None and report.gate["breached"] == [] and report.gate["verdict"] == "OK"
+    )
 
 
-def test_a_missing_baseline_is_an_error_naming_it_before_anything_runs(project: pytest.Pytester) -> None:
+def test_a_missing_baseline_is_an_error_naming_it_before_anything_runs(
+    project: pytest.Pytester,
+) -> None:
     result = project.runpytest("--nodeval-baseline=reports/nope.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --nodeval-baseline: *reports/nope.json: no such report or run directory*"])
-    assert "passed" not in result.stdout.str() and not (project.path / "reports" / "latest").exists()
+    result.stderr.fnmatch_lines(
+        ["ERROR: --nodeval-baseline: *reports/nope.json: no such report or run directory*"]
+    )
+    assert (
+        "passed" not in result.stdout.str() and not (project.path / "reports" / "latest").exists()
+    )
 
 
 def test_a_corrupt_baseline_is_an_error_naming_it(project: pytest.Pytester) -> None:
@@ -95,33 +117,57 @@ def test_new_and_missing_cases_are_listed(project: pytest.Pytester) -> None:
     baseline.write_text(json.dumps(data))
     result, report = _run(project, "--nodeval-baseline=reports/baseline.json")
     assert report.gate is not None
-    assert report.gate["new_cases"] == ["refunds"] and report.gate["missing_cases"] == ["retired-case"]
+    assert report.gate["new_cases"] == ["refunds"] and report.gate["missing_cases"] == [
+        "retired-case"
+    ]
     result.stdout.fnmatch_lines(["*new cases (1): refunds*", "*missing cases (1): retired-case*"])
 
 
 def test_an_interrupted_run_is_never_blessed(project: pytest.Pytester) -> None:
     (project.path / "scenarios" / "conftest.py").write_text(
         "import pytest\n\ndef pytest_runtest_call(item):\n    if item.callspec.params['nodeval_case'].repeat == 3:\n"
-        "        pytest.exit('stopped by the operator')\n")
-    result = project.runpytest("scenarios/test_refunds.py", "--repeat", "10", "--nodeval-update-baseline")
+        "        pytest.exit('stopped by the operator')\n"
+    )
+    result = project.runpytest(
+        "scenarios/test_refunds.py", "--repeat", "10", "--nodeval-update-baseline"
+    )
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert not (project.path / "reports" / "baseline.json").exists()
-    result.stdout.fnmatch_lines(["*--nodeval-update-baseline: *refusing to bless it as the baseline*"])
+    result.stdout.fnmatch_lines(
+        ["*--nodeval-update-baseline: *refusing to bless it as the baseline*"]
+    )
 
 
 def test_the_command_line_compares_and_blesses(project: pytest.Pytester) -> None:
     _run(project)
     run_dir = (project.path / "reports" / "latest").resolve()
     nodeval = [sys.executable, "-m", "pytest_nodeval.cli"]
-    saved = subprocess.run([*nodeval, "baseline", "--save", str(run_dir), "--to", "base.json"], cwd=project.path,
-                           capture_output=True, text=True)
+    saved = subprocess.run(
+        [*nodeval, "baseline", "--save", str(run_dir), "--to", "base.json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+    )
     assert saved.returncode == 0, saved.stderr
-    compared = subprocess.run([*nodeval, "baseline", "--against", "base.json", "--current", str(run_dir)],
-                              cwd=project.path, capture_output=True, text=True)
+    compared = subprocess.run(
+        [*nodeval, "baseline", "--against", "base.json", "--current", str(run_dir)],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+    )
     assert compared.returncode == 0 and "nodeval gate: OK" in compared.stdout
     assert json.loads((run_dir / "diff.json").read_text())["verdict"] == "OK"
-    listing = subprocess.run([*nodeval, "baseline", "--against", "reports"], cwd=project.path, capture_output=True, text=True)
-    assert listing.returncode == 4 and "holds" in listing.stderr and "name one of them" in listing.stderr
+    listing = subprocess.run(
+        [*nodeval, "baseline", "--against", "reports"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        listing.returncode == 4
+        and "holds" in listing.stderr
+        and "name one of them" in listing.stderr
+    )
 
 
 def test_history_keeps_every_run(project: pytest.Pytester) -> None:

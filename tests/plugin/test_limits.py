@@ -57,7 +57,9 @@ def test_fan_out(nodeval_attempt):
     observed = nodeval_attempt.run(agent)
     assert observed.output.count("ok") == {THREADS}
 """
-SLOW_OK = {"respond": {"text": "ok", "delay_s": 0.3, "usage": {"input_tokens": 5, "output_tokens": 1}}}
+SLOW_OK = {
+    "respond": {"text": "ok", "delay_s": 0.3, "usage": {"input_tokens": 5, "output_tokens": 1}}
+}
 
 
 @pytest.fixture
@@ -66,7 +68,9 @@ def project(nodeval_project: pytest.Pytester) -> pytest.Pytester:
     (case_dir / "input").mkdir(parents=True)
     (case_dir / "case.yaml").write_text("id: fan-out\n")
     (case_dir / "assertions.yaml").write_text("[]\n")  # the Python test checks it
-    (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["go"]}}))
+    (case_dir / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["go"]}})
+    )
     (nodeval_project.path / "scenarios" / "test_fan_out.py").write_text(AGENT)
     return nodeval_project
 
@@ -84,14 +88,26 @@ def _limits(project: pytest.Pytester, *lines: str) -> None:
 
 
 def _run(project: pytest.Pytester, repeat: int) -> tuple[pytest.RunResult, RunReport]:
-    result = project.runpytest("scenarios/test_fan_out.py", "--nodeval-mode", "live", "--repeat", str(repeat), "-n", "2",
-                               "-p", "no:randomly")
-    report = RunReport.model_validate_json((project.path / "reports" / "latest" / "report.json").read_bytes())
+    result = project.runpytest(
+        "scenarios/test_fan_out.py",
+        "--nodeval-mode",
+        "live",
+        "--repeat",
+        str(repeat),
+        "-n",
+        "2",
+        "-p",
+        "no:randomly",
+    )
+    report = RunReport.model_validate_json(
+        (project.path / "reports" / "latest" / "report.json").read_bytes()
+    )
     return result, report
 
 
-def test_in_flight_requests_stay_within_the_limit_across_workers(project: pytest.Pytester,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_flight_requests_stay_within_the_limit_across_workers(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with _serving(monkeypatch, [SLOW_OK]) as fake:
         _limits(project, "anthropic: rpm=60 inflight=4")
         result, report = _run(project, repeat=4)
@@ -108,7 +124,9 @@ def test_in_flight_requests_stay_within_the_limit_across_workers(project: pytest
         assert fake.max_in_flight > 4
 
 
-def test_a_429_burst_is_retried_counted_and_passes(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_429_burst_is_retried_counted_and_passes(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     burst = {"respond": {"fault": {"kind": "rate_limit", "retry_after_s": 0.05}}, "times": 5}
     _limits(project, "anthropic: rpm=60 inflight=4 retries=6")
     with _serving(monkeypatch, [burst, SLOW_OK]) as fake:
@@ -122,8 +140,9 @@ def test_a_429_burst_is_retried_counted_and_passes(project: pytest.Pytester, mon
     result.stdout.fnmatch_lines(["*5 LLM request(s) retried*"])
 
 
-def test_a_permanent_503_is_an_infrastructure_error_in_no_pass_rate(project: pytest.Pytester,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_permanent_503_is_an_infrastructure_error_in_no_pass_rate(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     down = {"respond": {"fault": {"kind": "unavailable", "retry_after_s": 0.01}}}
     _limits(project, "anthropic: inflight=4 retries=2")
     with _serving(monkeypatch, [down]) as fake:
@@ -132,10 +151,14 @@ def test_a_permanent_503_is_an_infrastructure_error_in_no_pass_rate(project: pyt
     case = report.cases[0]
     assert [a.infra_error for a in case.attempts] == [True, True]
     assert all("ServiceUnavailableError" in (a.reason or "") for a in case.attempts)
-    assert case.stats.pass_rate is None and case.stats.failed == 0 and report.suite.pass_rate is None
+    assert (
+        case.stats.pass_rate is None and case.stats.failed == 0 and report.suite.pass_rate is None
+    )
     assert report.totals.infra_errors == 2 and report.totals.failed == 0
     assert len(fake.requests) == 2 * THREADS * 3  # every call: one try and two retries
-    assert [a.retries for a in case.attempts] == [THREADS * 2] * 2  # every call retried twice before giving up
+    assert [a.retries for a in case.attempts] == [
+        THREADS * 2
+    ] * 2  # every call retried twice before giving up
 
 
 def test_a_bad_limits_line_is_a_usage_error_naming_it(project: pytest.Pytester) -> None:

@@ -18,8 +18,11 @@ def _schema_of(path: Path) -> Path:
     return (path.parent / first.partition("$schema=")[2]).resolve()
 
 
-def test_new_cases_record_and_replay_green(nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_new_cases_record_and_replay_green(
+    nodeval_project: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     monkeypatch.chdir(nodeval_project.path)
     assert main(["new", "greeting"]) == 0
@@ -35,13 +38,22 @@ def test_new_cases_record_and_replay_green(nodeval_project: pytest.Pytester, mon
     result.assert_outcomes(passed=2)
 
 
-def test_new_refuses_an_existing_id_and_a_bad_one(nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_new_refuses_an_existing_id_and_a_bad_one(
+    nodeval_project: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.chdir(nodeval_project.path)
     assert main(["new", "greeting"]) == 0
     before = sorted(p.name for p in (nodeval_project.path / "scenarios" / "greeting").iterdir())
     assert main(["new", "greeting"]) == 4
     assert main(["new", "Bad Id"]) == 4
     err = capsys.readouterr().err
-    assert "case 'greeting' already exists at scenarios/greeting" in err and "'Bad Id' is not a valid case id" in err
-    assert sorted(p.name for p in (nodeval_project.path / "scenarios" / "greeting").iterdir()) == before
+    assert (
+        "case 'greeting' already exists at scenarios/greeting" in err
+        and "'Bad Id' is not a valid case id" in err
+    )
+    assert (
+        sorted(p.name for p in (nodeval_project.path / "scenarios" / "greeting").iterdir())
+        == before
+    )

@@ -32,30 +32,56 @@ def _case(project: pytest.Pytester) -> Path:
     case_dir = project.path / "scenarios" / "foreign"
     (case_dir / "input").mkdir(parents=True)
     (case_dir / "case.yaml").write_text("id: foreign\n")
-    (case_dir / "assertions.yaml").write_text(yaml.safe_dump([{"kind": "output_contains", "text": "ready"}]))
-    (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump(
-        {"user": {"kind": "scripted", "inputs": ["first?", "second?"]}}))
-    (case_dir / "input" / "llm.yaml").write_text(yaml.safe_dump({"responses": [{"text": "ready"}] * 4}))
+    (case_dir / "assertions.yaml").write_text(
+        yaml.safe_dump([{"kind": "output_contains", "text": "ready"}])
+    )
+    (case_dir / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["first?", "second?"]}})
+    )
+    (case_dir / "input" / "llm.yaml").write_text(
+        yaml.safe_dump({"responses": [{"text": "ready"}] * 4})
+    )
     (project.path / "scenarios" / "test_foreign.py").write_text(FOREIGN)
     return case_dir
 
 
-def _recorded_events(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+def _recorded_events(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> list[dict[str, Any]]:
     """The foreign case recorded with no key and no base_url: the clients find the running fake."""
     for env in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(env, raising=False)
     case_dir = _case(project)
     project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=1)
-    return [json.loads(line) for line in (case_dir / "journal" / "events.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line)
+        for line in (case_dir / "journal" / "events.jsonl").read_text().splitlines()
+    ]
 
 
-def test_sdk_clients_use_the_running_fake_and_events_carry_their_turn(nodeval_project: pytest.Pytester,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sdk_clients_use_the_running_fake_and_events_carry_their_turn(
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     events = _recorded_events(nodeval_project, monkeypatch)
-    assert [e["payload"]["provider"] for e in events if e["type"] == "llm.request"] == ["anthropic", "openai"] * 2
-    turns = [(e["type"], e["turn"]) for e in events if e["type"] in ("io.input", "llm.request", "io.output")]
-    assert turns == [("io.input", 1), ("llm.request", 1), ("llm.request", 1), ("io.output", 1),
-                     ("io.input", 2), ("llm.request", 2), ("llm.request", 2), ("io.output", 2)]
+    assert [e["payload"]["provider"] for e in events if e["type"] == "llm.request"] == [
+        "anthropic",
+        "openai",
+    ] * 2
+    turns = [
+        (e["type"], e["turn"])
+        for e in events
+        if e["type"] in ("io.input", "llm.request", "io.output")
+    ]
+    assert turns == [
+        ("io.input", 1),
+        ("llm.request", 1),
+        ("llm.request", 1),
+        ("io.output", 1),
+        ("io.input", 2),
+        ("llm.request", 2),
+        ("llm.request", 2),
+        ("io.output", 2),
+    ]
     nodeval_project.runpytest().assert_outcomes(passed=1)  # and it replays
 
 
@@ -102,7 +128,7 @@ async def summarise(client, text):
     return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
 '''
 
-WORKED = '''
+WORKED = """
 import pytest
 import shop
 from pytest_nodeval import tool
@@ -132,35 +158,60 @@ def test_refunds(nodeval_attempt, nodeval_llm_server):
 def test_summaries(nodeval_attempt, nodeval_llm_server):
     observed = nodeval_attempt.run(streaming_agent)
     assert observed.status == "ok", observed.metrics()
-'''
+"""
 
 
 def _worked_case(root: Path, case_id: str, script: dict, expected: str) -> None:
     case_dir = root / case_id
     (case_dir / "input").mkdir(parents=True)
     (case_dir / "case.yaml").write_text(f"id: {case_id}\n")
-    (case_dir / "assertions.yaml").write_text(yaml.safe_dump([{"kind": "output_contains", "text": expected}]))
-    (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump(
-        {"user": {"kind": "scripted", "inputs": ["Please refund order A-1042."]}}))
+    (case_dir / "assertions.yaml").write_text(
+        yaml.safe_dump([{"kind": "output_contains", "text": expected}])
+    )
+    (case_dir / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["Please refund order A-1042."]}})
+    )
     (case_dir / "input" / "llm.yaml").write_text(yaml.safe_dump(script))
 
 
 def test_the_foreign_agent_example_records_against_the_fake_and_replays_offline(
-        nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, block_network: Any) -> None:
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, block_network: Any
+) -> None:
     for env in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(env, raising=False)
     root = nodeval_project.path / "scenarios"
     (root / "shop.py").write_text(SHOP)
     (root / "test_worked.py").write_text(WORKED)
-    _worked_case(root, "refunds", {"rules": [
-        {"when": {"after_tool_result": True}, "respond": {"text": "Order A-1042 is refunded."}},
-        {"when": {"last_user_contains": "refund"},
-         "respond": {"tool_calls": [{"name": "refund", "args": {"order_id": "A-1042"}}]}}]}, "refunded")
-    _worked_case(root, "summaries", {"responses": [{"text": "A refund was asked for order A-1042."}]}, "A-1042")
+    _worked_case(
+        root,
+        "refunds",
+        {
+            "rules": [
+                {
+                    "when": {"after_tool_result": True},
+                    "respond": {"text": "Order A-1042 is refunded."},
+                },
+                {
+                    "when": {"last_user_contains": "refund"},
+                    "respond": {"tool_calls": [{"name": "refund", "args": {"order_id": "A-1042"}}]},
+                },
+            ]
+        },
+        "refunded",
+    )
+    _worked_case(
+        root,
+        "summaries",
+        {"responses": [{"text": "A refund was asked for order A-1042."}]},
+        "A-1042",
+    )
     nodeval_project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=2)
     calls = root / "refund-calls.txt"
     assert calls.read_text() == "A-1042\n", "the tool ran once, live"
-    events = [json.loads(line) for line in (root / "summaries" / "journal" / "events.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(line)
+        for line in (root / "summaries" / "journal" / "events.jsonl").read_text().splitlines()
+    ]
     assert any(e["type"] == "llm.response" and e["payload"].get("sse") for e in events), "streamed"
     block_network()
     nodeval_project.runpytest().assert_outcomes(passed=2)

@@ -46,22 +46,32 @@ record_agent(agent)
 
 
 def _nodeval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_nodeval.cli", *args], cwd=cwd, capture_output=True,
-                          text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_nodeval.cli", *args], cwd=cwd, capture_output=True, text=True
+    )
 
 
 def _own_agent_case(root: Path, *, assertions: list[dict[str, object]] | None = None) -> Path:
     case_dir = root / "orders"
     (case_dir / "input").mkdir(parents=True)
     (case_dir / "case.yaml").write_text("id: orders\n")
-    (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["where?"]}}))
-    (case_dir / "assertions.yaml").write_text(yaml.safe_dump(
-        assertions if assertions is not None else [{"kind": "output_contains", "text": "shipped"}]))
+    (case_dir / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["where?"]}})
+    )
+    (case_dir / "assertions.yaml").write_text(
+        yaml.safe_dump(
+            assertions
+            if assertions is not None
+            else [{"kind": "output_contains", "text": "shipped"}]
+        )
+    )
     (root / "orders_agent.py").write_text(AGENT)
     return case_dir
 
 
-def test_a_record_script_writes_the_journal_after_its_checks(nodeval_project: pytest.Pytester) -> None:
+def test_a_record_script_writes_the_journal_after_its_checks(
+    nodeval_project: pytest.Pytester,
+) -> None:
     root = nodeval_project.path / "scenarios"
     case_dir = _own_agent_case(root)
     (case_dir / "_record").mkdir()
@@ -74,7 +84,9 @@ def test_a_record_script_writes_the_journal_after_its_checks(nodeval_project: py
     assert again.returncode == 0 and "same " in again.stdout
 
 
-def test_a_record_script_whose_recording_fails_the_checks_leaves_no_journal(nodeval_project: pytest.Pytester) -> None:
+def test_a_record_script_whose_recording_fails_the_checks_leaves_no_journal(
+    nodeval_project: pytest.Pytester,
+) -> None:
     root = nodeval_project.path / "scenarios"
     case_dir = _own_agent_case(root, assertions=[{"kind": "output_contains", "text": "lost"}])
     (case_dir / "_record").mkdir()
@@ -84,10 +96,14 @@ def test_a_record_script_whose_recording_fails_the_checks_leaves_no_journal(node
     assert not (case_dir / "journal").exists()
 
 
-def test_a_failing_record_script_is_reported_with_its_output_escaped(nodeval_project: pytest.Pytester) -> None:
+def test_a_failing_record_script_is_reported_with_its_output_escaped(
+    nodeval_project: pytest.Pytester,
+) -> None:
     case_dir = _own_agent_case(nodeval_project.path / "scenarios")
     (case_dir / "_record").mkdir()
-    (case_dir / "_record" / "record.py").write_text("import sys\nsys.exit('agent crashed \\x1b[2J here')\n")
+    (case_dir / "_record" / "record.py").write_text(
+        "import sys\nsys.exit('agent crashed \\x1b[2J here')\n"
+    )
     done = _nodeval(nodeval_project.path, "record", "scenarios/orders")
     assert done.returncode == 1
     assert "_record/record.py exited 1: agent crashed \\x1b[2J here" in done.stderr
@@ -105,21 +121,27 @@ def test_an_own_agent_case_records_through_its_bound_test(nodeval_project: pytes
     nodeval_project.runpytest("scenarios").assert_outcomes(passed=1)  # and it replays
 
 
-def test_an_own_agent_case_without_a_way_to_record_says_how_to_add_one(nodeval_project: pytest.Pytester) -> None:
+def test_an_own_agent_case_without_a_way_to_record_says_how_to_add_one(
+    nodeval_project: pytest.Pytester,
+) -> None:
     _own_agent_case(nodeval_project.path / "scenarios")
     done = _nodeval(nodeval_project.path, "record", "scenarios/orders")
     assert done.returncode == 1
     assert "no test under" in done.stderr and "@pytest.mark.nodeval_case('orders')" in done.stderr
 
 
-def test_an_own_agent_case_is_not_collected_as_an_engine_test(nodeval_project: pytest.Pytester) -> None:
+def test_an_own_agent_case_is_not_collected_as_an_engine_test(
+    nodeval_project: pytest.Pytester,
+) -> None:
     root = nodeval_project.path / "scenarios"
     _own_agent_case(root)
     result = nodeval_project.runpytest("scenarios", "--collect-only", "-q")
     assert "case.yaml" not in result.stdout.str()
     (root / "test_orders.py").write_text(BOUND_TEST)
     result = nodeval_project.runpytest("scenarios", "--collect-only", "-q")
-    result.stdout.fnmatch_lines(["scenarios/test_orders.py::test_orders[[]orders[]]", "1 test collected*"])
+    result.stdout.fnmatch_lines(
+        ["scenarios/test_orders.py::test_orders[[]orders[]]", "1 test collected*"]
+    )
 
 
 def test_nodeval_case_runs_only_the_tests_bound_to_a_case(nodeval_project: pytest.Pytester) -> None:
@@ -137,7 +159,9 @@ def test_a_root_records_every_case_and_says_what_changed(nodeval_project: pytest
     root = nodeval_project.path / "scenarios"
     write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
     write_case(root, "fresh", script=ANSWER, inputs=["hi"], assertions=[], record=False)
-    write_case(root, "hello", script=ANSWER * 2, inputs=["hi", "and again"], assertions=[], record=False)
+    write_case(
+        root, "hello", script=ANSWER * 2, inputs=["hi", "and again"], assertions=[], record=False
+    )
     done = _nodeval(nodeval_project.path, "record", "scenarios", "--world", "local")
     assert done.returncode == 0, done.stderr
     assert "2 case(s): 2 recorded (2 new or changed), 0 not recorded" in done.stdout
@@ -147,10 +171,19 @@ def test_a_root_records_every_case_and_says_what_changed(nodeval_project: pytest
 
 def test_record_honours_the_case_world_backend(nodeval_project: pytest.Pytester) -> None:
     root = nodeval_project.path / "scenarios"
-    case_dir = write_case(root, "counted", script=[{"tool_calls": [{"name": "shell", "args": {"command": "echo hi"}}]},
-                                                  {"text": "done"}],
-                          inputs=["count"], assertions=[], tools=["shell"], record=False,
-                          case={"world": {"backend": "local"}})
+    case_dir = write_case(
+        root,
+        "counted",
+        script=[
+            {"tool_calls": [{"name": "shell", "args": {"command": "echo hi"}}]},
+            {"text": "done"},
+        ],
+        inputs=["count"],
+        assertions=[],
+        tools=["shell"],
+        record=False,
+        case={"world": {"backend": "local"}},
+    )
     done = _nodeval(nodeval_project.path, "record", "scenarios/counted")
     assert done.returncode == 0, done.stderr
     assert "in a local world" in done.stdout, "auto would take Docker or bubblewrap here"
@@ -162,20 +195,35 @@ def test_record_honours_the_case_world_backend(nodeval_project: pytest.Pytester)
     assert "in a bwrap world" in done.stdout, "--world wins over the case"
 
 
-def test_record_falls_back_to_bubblewrap_when_docker_has_no_world_image(nodeval_project: pytest.Pytester,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_record_falls_back_to_bubblewrap_when_docker_has_no_world_image(
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ..world.conftest import require_backend
 
     require_backend("docker")
     require_backend("bwrap")
     monkeypatch.setenv("NODEVAL_BASE_IMAGE", "nodeval-test-absent:none")
     root = nodeval_project.path / "scenarios"
-    write_case(root, "counted", script=[{"tool_calls": [{"name": "shell", "args": {"command": "echo hi"}}]},
-                                        {"text": "done"}],
-               inputs=["count"], assertions=[], tools=["shell"], record=False)
+    write_case(
+        root,
+        "counted",
+        script=[
+            {"tool_calls": [{"name": "shell", "args": {"command": "echo hi"}}]},
+            {"text": "done"},
+        ],
+        inputs=["count"],
+        assertions=[],
+        tools=["shell"],
+        record=False,
+    )
     done = _nodeval(nodeval_project.path, "record", "scenarios/counted")
     assert done.returncode == 0, done.stderr
-    assert "the Docker engine has no world image" in done.stderr and "recording in bubblewrap instead" in done.stderr
+    assert (
+        "the Docker engine has no world image" in done.stderr
+        and "recording in bubblewrap instead" in done.stderr
+    )
     assert "in a bwrap world" in done.stdout
     refused = _nodeval(nodeval_project.path, "record", "scenarios/counted", "--world", "docker")
-    assert refused.returncode != 0 and "no base image" in refused.stdout + refused.stderr, "an explicit --world is kept"
+    assert refused.returncode != 0 and "no base image" in refused.stdout + refused.stderr, (
+        "an explicit --world is kept"
+    )

@@ -28,15 +28,34 @@ def _stable(report: RunReport) -> dict[str, Any]:
 
 def _run(project: pytest.Pytester, *args: str) -> RunReport:
     project.runpytest(*args)
-    return RunReport.model_validate_json((project.path / "reports" / "latest" / "report.json").read_bytes())
+    return RunReport.model_validate_json(
+        (project.path / "reports" / "latest" / "report.json").read_bytes()
+    )
 
 
 def test_n2_and_n0_write_the_same_report(nodeval_project: pytest.Pytester) -> None:
     root = nodeval_project.path / "scenarios"
-    write_case(root, "answer", script=[{"text": "Hello."}], inputs=["hi"], assertions=[{"kind": "output_contains", "text": "hello"}])
-    write_case(root, "shell", script=[{"tool_calls": [{"name": "shell", "args": {"command": "echo 1"}}]}, {"text": "1"}],
-               inputs=["count"], assertions=[{"kind": "tool_called", "tool": "shell"}])
-    write_case(root, "wrong", script=[{"text": "No."}], inputs=["hi"], assertions=[{"kind": "output_contains", "text": "yes"}])
+    write_case(
+        root,
+        "answer",
+        script=[{"text": "Hello."}],
+        inputs=["hi"],
+        assertions=[{"kind": "output_contains", "text": "hello"}],
+    )
+    write_case(
+        root,
+        "shell",
+        script=[{"tool_calls": [{"name": "shell", "args": {"command": "echo 1"}}]}, {"text": "1"}],
+        inputs=["count"],
+        assertions=[{"kind": "tool_called", "tool": "shell"}],
+    )
+    write_case(
+        root,
+        "wrong",
+        script=[{"text": "No."}],
+        inputs=["hi"],
+        assertions=[{"kind": "output_contains", "text": "yes"}],
+    )
     serial = _run(nodeval_project, "--repeat", "2", "-p", "no:randomly")
     parallel = _run(nodeval_project, "--repeat", "2", "-n", "2")
     assert serial.totals.attempts == 6
@@ -60,8 +79,12 @@ def test_a_worker_killed_mid_attempt_is_counted_not_lost(nodeval_project: pytest
     write_case(root, "answer", script=[{"text": "Hello."}], inputs=["hi"], assertions=[])
     (root / "test_crash.py").write_text(CRASH)
     result = nodeval_project.runpytest("scenarios/test_crash.py", "--repeat", "3", "-n", "2")
-    assert result.ret == 7, "a crashed worker is the infrastructure's: its own exit status, not the agent's 1"
-    report = RunReport.model_validate_json((nodeval_project.path / "reports" / "latest" / "report.json").read_bytes())
+    assert result.ret == 7, (
+        "a crashed worker is the infrastructure's: its own exit status, not the agent's 1"
+    )
+    report = RunReport.model_validate_json(
+        (nodeval_project.path / "reports" / "latest" / "report.json").read_bytes()
+    )
     case = report.case("answer")
     assert len(case.attempts) == 3
     crashed = [a for a in case.attempts if a.repeat == 2]

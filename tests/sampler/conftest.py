@@ -24,13 +24,17 @@ DISK_USAGE = [
 ]
 
 
-def mock_config(script: list[dict[str, Any]], *, tools: list[str] | None = None, **limits: Any) -> EngineConfig:
-    return EngineConfig.model_validate({
-        "providers": [{"name": "mock", "model": "mock-1", "script": script}],
-        "system_prompt": "You are a careful support assistant.",
-        "tools": tools or [],
-        "limits": limits,
-    })
+def mock_config(
+    script: list[dict[str, Any]], *, tools: list[str] | None = None, **limits: Any
+) -> EngineConfig:
+    return EngineConfig.model_validate(
+        {
+            "providers": [{"name": "mock", "model": "mock-1", "script": script}],
+            "system_prompt": "You are a careful support assistant.",
+            "tools": tools or [],
+            "limits": limits,
+        }
+    )
 
 
 def files_under(path: Path) -> list[Path]:
@@ -65,6 +69,10 @@ def sampler_warnings(caplog: pytest.LogCaptureFixture) -> Callable[[], list[logg
     caplog.set_level(logging.INFO, logger="pytest_nodeval.sampler")
 
     def warnings() -> list[logging.LogRecord]:
-        return [r for r in caplog.records if r.name == "pytest_nodeval.sampler" and r.levelno >= logging.WARNING]
+        return [
+            r
+            for r in caplog.records
+            if r.name == "pytest_nodeval.sampler" and r.levelno >= logging.WARNING
+        ]
 
     return warnings

@@ -15,55 +15,106 @@ from pytest_nodeval.sampler import Sampler, run_with_sampler
 from pytest_nodeval.sampling.promote import PromoteOptions, distinctive_piece, promote
 from pytest_nodeval.sampling.store import list_samples
 
-from .conftest import ANSWERS, CARD, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, mock_config
+from .conftest import (
+    ANSWERS,
+    CARD,
+    DISK_USAGE,
+    EMAIL,
+    SECRET_INPUT,
+    assert_no_secret_in,
+    mock_config,
+)
 
 
-def _capture(make_sampler: Callable[..., Sampler], script: list[dict[str, Any]], inputs: list[str],
-             session_id: str, out_dir: Path, **limits: Any) -> Path:
+def _capture(
+    make_sampler: Callable[..., Sampler],
+    script: list[dict[str, Any]],
+    inputs: list[str],
+    session_id: str,
+    out_dir: Path,
+    **limits: Any,
+) -> Path:
     sampler = make_sampler(rate=1.0, out_dir=out_dir)
-    run_with_sampler(mock_config(script, tools=["shell"], **limits), inputs, sampler, session_id=session_id)
+    run_with_sampler(
+        mock_config(script, tools=["shell"], **limits), inputs, sampler, session_id=session_id
+    )
     assert sampler.flush(timeout=10)
     return next(s.path for s in list_samples(out_dir) if s.info and s.info.session_id == session_id)
 
 
 @pytest.fixture
 def disk_sample(tmp_path: Path, make_sampler: Callable[..., Sampler]) -> Path:
-    return _capture(make_sampler, DISK_USAGE, [f"How big is the workspace? Reply to {EMAIL}"], "disk-1",
-                    tmp_path / "samples")
+    return _capture(
+        make_sampler,
+        DISK_USAGE,
+        [f"How big is the workspace? Reply to {EMAIL}"],
+        "disk-1",
+        tmp_path / "samples",
+    )
 
 
 def test_promote_writes_a_case_for_review(tmp_path: Path, disk_sample: Path) -> None:
     cases = tmp_path / "scenarios"
-    promoted = promote(disk_sample, PromoteOptions("disk-usage", cases, owner="ops-team", tags=("pr",)))
+    promoted = promote(
+        disk_sample, PromoteOptions("disk-usage", cases, owner="ops-team", tags=("pr",))
+    )
     case_dir = cases / "disk-usage"
     assert promoted.case_dir == case_dir and promoted.replay_problems == []
 
     spec = load_case(case_dir).spec
-    assert (spec.id, spec.owner, spec.freshness, spec.model_baseline) == ("disk-usage", "ops-team", "90d", "mock-1")
+    assert (spec.id, spec.owner, spec.freshness, spec.model_baseline) == (
+        "disk-usage",
+        "ops-team",
+        "90d",
+        "mock-1",
+    )
     assert spec.tags == ["promoted", "pr"]
     for name in ("header.json", "events.jsonl"):
-        assert (case_dir / "journal" / name).read_bytes() == (disk_sample / "journal" / name).read_bytes()
-    assert (case_dir / "input/config.yaml").read_bytes() == (disk_sample / "input/config.yaml").read_bytes()
+        assert (case_dir / "journal" / name).read_bytes() == (
+            disk_sample / "journal" / name
+        ).read_bytes()
+    assert (case_dir / "input/config.yaml").read_bytes() == (
+        disk_sample / "input/config.yaml"
+    ).read_bytes()
     inputs = yaml.safe_load((case_dir / "input/inputs.yaml").read_text())
-    assert inputs == {"user": {"kind": "scripted", "inputs": ["How big is the workspace? Reply to [REDACTED]"]}}
+    assert inputs == {
+        "user": {"kind": "scripted", "inputs": ["How big is the workspace? Reply to [REDACTED]"]}
+    }
 
     text = (case_dir / "assertions.yaml").read_text()
     schema_line, _, text = text.partition("\n")
-    assert schema_line == "# yaml-language-server: $schema=../../.nodeval/schemas/assertions.schema.json"
+    assert (
+        schema_line
+        == "# yaml-language-server: $schema=../../.nodeval/schemas/assertions.schema.json"
+    )
     assert text.startswith("# Proposed by `nodeval promote` from the trace of sample")
     kinds = [a.kind for a in AssertionsFile.model_validate(yaml.safe_load(text)).assertions]
-    assert kinds == ["same_tool_sequence", "tool_called", "no_errors", "output_contains", "max_turns"]
+    assert kinds == [
+        "same_tool_sequence",
+        "tool_called",
+        "no_errors",
+        "output_contains",
+        "max_turns",
+    ]
     assert "text: 12M in total" in text and "value: 4" in text
     assert_no_secret_in(case_dir)
 
 
 def test_a_promoted_case_replays_green_with_no_network(
-        nodeval_project: pytest.Pytester, disk_sample: Path, no_network: list[Any],
-        capsys: pytest.CaptureFixture[str]) -> None:
+    nodeval_project: pytest.Pytester,
+    disk_sample: Path,
+    no_network: list[Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     cases = nodeval_project.path / "scenarios"
-    assert main(["promote", str(disk_sample), "--id", "disk-from-prod", "--cases-dir", str(cases)]) == 0
+    assert (
+        main(["promote", str(disk_sample), "--id", "disk-from-prod", "--cases-dir", str(cases)])
+        == 0
+    )
     assert "replay check: green in deterministic mode" in capsys.readouterr().out
-    assert main(["promote", str(disk_sample), "--id", "another-case", "--cases-dir", str(cases)]) == 0
+    assert (
+        main(["promote", str(disk_sample), "--id", "another-case", "--cases-dir", str(cases)]) == 0
+    )
 
     result = nodeval_project.runpytest("-k", "disk-from-prod")
     result.assert_outcomes(passed=1, deselected=1)
@@ -71,18 +122,28 @@ def test_a_promoted_case_replays_green_with_no_network(
 
 
 def test_secrets_in_tool_results_are_redacted_and_the_case_still_replays(
-        tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+    tmp_path: Path, make_sampler: Callable[..., Sampler]
+) -> None:
     # The secret reaches the journal as a tool's output, JSON-encoded inside the next request.
-    leaky = [{"tool_calls": [{"name": "shell", "args": {"command": f"printf 'card:\\n{CARD}\\nmail:\\n{EMAIL}'"}}]},
-             {"text": "I found the billing details."}]
-    sample = _capture(make_sampler, leaky, ["Show the billing details"], "leaky-1", tmp_path / "samples")
+    leaky = [
+        {
+            "tool_calls": [
+                {"name": "shell", "args": {"command": f"printf 'card:\\n{CARD}\\nmail:\\n{EMAIL}'"}}
+            ]
+        },
+        {"text": "I found the billing details."},
+    ]
+    sample = _capture(
+        make_sampler, leaky, ["Show the billing details"], "leaky-1", tmp_path / "samples"
+    )
     assert_no_secret_in(tmp_path / "samples")
     promoted = promote(sample, PromoteOptions("billing-details", tmp_path / "scenarios"))
     assert promoted.replay_problems == []
 
 
 def test_promoting_onto_an_existing_id_fails_clearly(
-        tmp_path: Path, disk_sample: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, disk_sample: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cases = tmp_path / "scenarios"
     assert main(["promote", str(disk_sample), "--id", "disk-usage", "--cases-dir", str(cases)]) == 0
     (cases / "disk-usage" / "assertions.yaml").write_text("- kind: no_errors\n")  # a person's edits
@@ -91,10 +152,24 @@ def test_promoting_onto_an_existing_id_fails_clearly(
     assert main(["promote", str(disk_sample), "--id", "disk-usage", "--cases-dir", str(cases)]) == 4
     assert capsys.readouterr().err == (
         f"nodeval promote: {cases / 'disk-usage'} already exists; promote never overwrites a case. "
-        "Choose another --id, or pass --force to replace it\n")
+        "Choose another --id, or pass --force to replace it\n"
+    )
     assert (cases / "disk-usage" / "assertions.yaml").read_text() == "- kind: no_errors\n"
 
-    assert main(["promote", str(disk_sample), "--id", "disk-usage", "--cases-dir", str(cases), "--force"]) == 0
+    assert (
+        main(
+            [
+                "promote",
+                str(disk_sample),
+                "--id",
+                "disk-usage",
+                "--cases-dir",
+                str(cases),
+                "--force",
+            ]
+        )
+        == 0
+    )
     assert "\n# Proposed" in (cases / "disk-usage" / "assertions.yaml").read_text()
     assert [p.name for p in cases.iterdir()] == ["disk-usage"], "no staging leftovers"
 
@@ -103,26 +178,47 @@ def test_an_id_used_by_another_case_directory_is_refused(tmp_path: Path, disk_sa
     cases = tmp_path / "scenarios"
     promote(disk_sample, PromoteOptions("disk-usage", cases))
     (cases / "disk-usage").rename(cases / "renamed-dir")
-    with pytest.raises(Exception, match=r"case id 'disk-usage' is already used by .*renamed-dir/case.yaml"):
+    with pytest.raises(
+        Exception, match=r"case id 'disk-usage' is already used by .*renamed-dir/case.yaml"
+    ):
         promote(disk_sample, PromoteOptions("disk-usage", cases))
 
 
-@pytest.mark.parametrize(("case_id", "rule"), [
-    ("Disk Usage", "must be lower case letters"),
-    ("disk-r2", "must not end in -r<digits>"),
-])
+@pytest.mark.parametrize(
+    ("case_id", "rule"),
+    [
+        ("Disk Usage", "must be lower case letters"),
+        ("disk-r2", "must not end in -r<digits>"),
+    ],
+)
 def test_an_invalid_id_is_refused_with_the_case_yaml_rule(
-        tmp_path: Path, disk_sample: Path, capsys: pytest.CaptureFixture[str], case_id: str, rule: str) -> None:
-    assert main(["promote", str(disk_sample), "--id", case_id, "--cases-dir", str(tmp_path / "scenarios")]) == 4
+    tmp_path: Path, disk_sample: Path, capsys: pytest.CaptureFixture[str], case_id: str, rule: str
+) -> None:
+    assert (
+        main(
+            [
+                "promote",
+                str(disk_sample),
+                "--id",
+                case_id,
+                "--cases-dir",
+                str(tmp_path / "scenarios"),
+            ]
+        )
+        == 4
+    )
     err = capsys.readouterr().err
     assert f"--id {case_id!r} is not a valid case id: it {rule}" in err
     assert not (tmp_path / "scenarios").exists()
 
 
 def test_a_failed_sample_is_promoted_honestly(
-        tmp_path: Path, make_sampler: Callable[..., Sampler], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, make_sampler: Callable[..., Sampler], capsys: pytest.CaptureFixture[str]
+) -> None:
     looping = [{"tool_calls": [{"name": "shell", "args": {"command": "echo again"}}]}] * 3
-    sample = _capture(make_sampler, looping, [SECRET_INPUT], "loop-1", tmp_path / "samples", max_turns=2)
+    sample = _capture(
+        make_sampler, looping, [SECRET_INPUT], "loop-1", tmp_path / "samples", max_turns=2
+    )
     cases = tmp_path / "scenarios"
     assert main(["promote", str(sample), "--id", "loops-forever", "--cases-dir", str(cases)]) == 0
     err = capsys.readouterr().err
@@ -138,16 +234,31 @@ def test_a_failed_sample_is_promoted_honestly(
 
 
 def test_a_sample_can_be_named_by_its_id(
-        tmp_path: Path, disk_sample: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["promote", disk_sample.name, "--id", "by-id", "--samples-dir", str(disk_sample.parent),
-                 "--cases-dir", str(tmp_path / "scenarios")])
+    tmp_path: Path, disk_sample: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "promote",
+            disk_sample.name,
+            "--id",
+            "by-id",
+            "--samples-dir",
+            str(disk_sample.parent),
+            "--cases-dir",
+            str(tmp_path / "scenarios"),
+        ]
+    )
     assert code == 0 and (tmp_path / "scenarios" / "by-id" / "case.yaml").is_file()
-    assert main(["promote", "no-such-sample", "--id", "x", "--samples-dir", str(disk_sample.parent)]) == 4
+    assert (
+        main(["promote", "no-such-sample", "--id", "x", "--samples-dir", str(disk_sample.parent)])
+        == 4
+    )
     assert "no-such-sample: no such sample directory" in capsys.readouterr().err
 
 
 def test_nodeval_samples_lists_candidates_newest_first(
-        tmp_path: Path, make_sampler: Callable[..., Sampler], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, make_sampler: Callable[..., Sampler], capsys: pytest.CaptureFixture[str]
+) -> None:
     out_dir = tmp_path / "samples"
     _capture(make_sampler, ANSWERS, ["hello"], "first", out_dir)
     _capture(make_sampler, [{"error": "upstream model overloaded"}], ["hello"], "second", out_dir)
@@ -165,14 +276,18 @@ def test_nodeval_samples_lists_candidates_newest_first(
     assert capsys.readouterr().out.startswith("no samples in ")
 
 
-@pytest.mark.parametrize(("text", "piece"), [
-    ("The workspace uses 12M in total.", "12M in total"),
-    ("Sent to [REDACTED] at 10:30 today", "10:30 today"),
-    ("Ok.", None),
-    ("Your refund was processed successfully", "successfully"),
-])
-def test_the_output_piece_is_short_specific_and_never_redacted(text: str, piece: str | None) -> None:
+@pytest.mark.parametrize(
+    ("text", "piece"),
+    [
+        ("The workspace uses 12M in total.", "12M in total"),
+        ("Sent to [REDACTED] at 10:30 today", "10:30 today"),
+        ("Ok.", None),
+        ("Your refund was processed successfully", "successfully"),
+    ],
+)
+def test_the_output_piece_is_short_specific_and_never_redacted(
+    text: str, piece: str | None
+) -> None:
     assert distinctive_piece(text) == piece
     if piece:
         assert piece.lower() in text.lower()
-

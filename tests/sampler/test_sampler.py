@@ -24,9 +24,20 @@ from pytest_nodeval.sampler import (
 )
 from pytest_nodeval.sampling.store import SampleInfo, list_samples
 
-from .conftest import ANSWERS, DISK_USAGE, EMAIL, SECRET_INPUT, assert_no_secret_in, files_under, mock_config
+from .conftest import (
+    ANSWERS,
+    DISK_USAGE,
+    EMAIL,
+    SECRET_INPUT,
+    assert_no_secret_in,
+    files_under,
+    mock_config,
+)
 
-FAILS_ON_REFUND = [{"when": {"input_contains": "refund"}, "error": "upstream model overloaded"}, *ANSWERS]
+FAILS_ON_REFUND = [
+    {"when": {"input_contains": "refund"}, "error": "upstream model overloaded"},
+    *ANSWERS,
+]
 
 
 def _candidate(sample_dir: Path) -> Any:
@@ -40,7 +51,9 @@ def _samples_by_session(out_dir: Path) -> dict[str, Path]:
 # -- the "done when" ------------------------------------------------------------------
 
 
-def test_rate_failures_and_redaction_over_many_sessions(tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+def test_rate_failures_and_redaction_over_many_sessions(
+    tmp_path: Path, make_sampler: Callable[..., Sampler]
+) -> None:
     # Sessions here take a millisecond, far faster than real ones: let the queue hold them all.
     sampler = make_sampler(rate=0.1, failure_capture=True, queue_size=1000)
     config = mock_config(FAILS_ON_REFUND)
@@ -57,7 +70,9 @@ def test_rate_failures_and_redaction_over_many_sessions(tmp_path: Path, make_sam
     assert len(failed) == 50
     assert failed <= set(captured), "every failed session is captured"
     sampled = set(captured) - failed
-    assert sampled == {s for s in succeeded if is_sampled(s, 0.1)}, "the decision is the session id's"
+    assert sampled == {s for s in succeeded if is_sampled(s, 0.1)}, (
+        "the decision is the session id's"
+    )
     assert abs(len(sampled) / len(succeeded) - 0.1) < 0.04
     for session_id, directory in captured.items():
         candidate = _candidate(directory).payload
@@ -71,8 +86,12 @@ def test_rate_failures_and_redaction_over_many_sessions(tmp_path: Path, make_sam
 
 @pytest.mark.parametrize("breakage", ["a file where out_dir should be", "disk full", "size cap"])
 def test_a_broken_out_dir_leaves_the_session_alone_and_logs_once(
-        tmp_path: Path, make_sampler: Callable[..., Sampler], sampler_warnings: Callable[[], list[Any]],
-        monkeypatch: pytest.MonkeyPatch, breakage: str) -> None:
+    tmp_path: Path,
+    make_sampler: Callable[..., Sampler],
+    sampler_warnings: Callable[[], list[Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    breakage: str,
+) -> None:
     config = mock_config(ANSWERS)
     expected = run_with_sampler(config, [SECRET_INPUT], None, session_id="s-1")
     blocker = tmp_path / "blocker"
@@ -80,6 +99,7 @@ def test_a_broken_out_dir_leaves_the_session_alone_and_logs_once(
     if breakage == "a file where out_dir should be":
         sampler, hint = make_sampler(rate=1.0, out_dir=blocker / "samples"), "writable directory"
     elif breakage == "disk full":
+
         def no_space(path: Path, text: str) -> None:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
@@ -95,7 +115,9 @@ def test_a_broken_out_dir_leaves_the_session_alone_and_logs_once(
     [record] = sampler_warnings()
     assert "session s-1 was not captured" in record.getMessage() and hint in record.getMessage()
     samples_dir = tmp_path / "samples"
-    assert (list(samples_dir.iterdir()) if samples_dir.is_dir() else []) == [], "no sample, no staging leftovers"
+    assert (list(samples_dir.iterdir()) if samples_dir.is_dir() else []) == [], (
+        "no sample, no staging leftovers"
+    )
 
 
 # -- the decision -------------------------------------------------------------------------------
@@ -111,6 +133,7 @@ def test_the_decision_is_reproducible_and_uniform() -> None:
 
 def test_off_unless_active_in_code_and_enabled_in_the_environment(tmp_path: Path) -> None:
     events = _finished_session_events()
+
     def sampler(environ: dict[str, str], active: bool = True) -> Sampler:
         return Sampler(SamplerSettings(active=active, rate=1.0, out_dir=tmp_path), environ=environ)
 
@@ -125,7 +148,8 @@ def test_off_unless_active_in_code_and_enabled_in_the_environment(tmp_path: Path
 
 
 def test_an_unknown_switch_value_keeps_it_off_and_says_so(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sampler_warnings: Callable[[], list[Any]]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sampler_warnings: Callable[[], list[Any]]
+) -> None:
     monkeypatch.setenv("NODEVAL_SAMPLER", "maybe")
     sampler = Sampler(SamplerSettings(active=True, out_dir=tmp_path))
     assert not sampler.enabled
@@ -133,13 +157,18 @@ def test_an_unknown_switch_value_keeps_it_off_and_says_so(
     assert "NODEVAL_SAMPLER='maybe' is not one of" in record.getMessage()
 
 
-@pytest.mark.parametrize(("setting", "value", "message"), [
-    ("rate", 1.5, "rate must be a number from 0 to 1, got 1.5"),
-    ("max_bytes", 0, "max_bytes must be a positive number of bytes, got 0"),
-    ("queue_size", 0, "queue_size must be a positive integer, got 0"),
-    ("redactors", ("not a function",), "redactors must be callables"),
-])
-def test_bad_settings_name_the_setting_and_the_value(setting: str, value: Any, message: str) -> None:
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("rate", 1.5, "rate must be a number from 0 to 1, got 1.5"),
+        ("max_bytes", 0, "max_bytes must be a positive number of bytes, got 0"),
+        ("queue_size", 0, "queue_size must be a positive integer, got 0"),
+        ("redactors", ("not a function",), "redactors must be callables"),
+    ],
+)
+def test_bad_settings_name_the_setting_and_the_value(
+    setting: str, value: Any, message: str
+) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         SamplerSettings(**{setting: value})
 
@@ -148,7 +177,8 @@ def test_bad_settings_name_the_setting_and_the_value(setting: str, value: Any, m
 
 
 def test_a_sample_is_a_case_shaped_journal_that_says_why_it_was_kept(
-        tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+    tmp_path: Path, make_sampler: Callable[..., Sampler]
+) -> None:
     sampler = make_sampler(rate=1.0)
     config = mock_config(DISK_USAGE, tools=["shell"])
     run_with_sampler(config, ["How big is the workspace?"], sampler, session_id="layout-1")
@@ -156,7 +186,11 @@ def test_a_sample_is_a_case_shaped_journal_that_says_why_it_was_kept(
     [stored] = list_samples(tmp_path / "samples")
 
     assert {p.relative_to(stored.path).as_posix() for p in files_under(stored.path)} == {
-        "sample.json", "journal/header.json", "journal/events.jsonl", "input/config.yaml"}
+        "sample.json",
+        "journal/header.json",
+        "journal/events.jsonl",
+        "input/config.yaml",
+    }
     journal = read_journal(stored.path / "journal")
     assert journal.header.source == "sample" and journal.header.session_id == "layout-1"
     assert journal.header.redaction == ["secrets", "pii"]
@@ -164,13 +198,23 @@ def test_a_sample_is_a_case_shaped_journal_that_says_why_it_was_kept(
     types = [e.type for e in journal.events]
     assert types[-2:] == ["session.end", "eval.candidate"]
     assert [e.seq for e in journal.events] == list(range(1, len(types) + 1))
-    assert EngineConfig.model_validate(yaml.safe_load((stored.path / "input/config.yaml").read_text())) == config
+    assert (
+        EngineConfig.model_validate(yaml.safe_load((stored.path / "input/config.yaml").read_text()))
+        == config
+    )
     info = SampleInfo.model_validate_json((stored.path / "sample.json").read_text())
-    assert (info.reason, info.status, info.events, info.error) == ("sampled", "ok", len(types), None)
+    assert (info.reason, info.status, info.events, info.error) == (
+        "sampled",
+        "ok",
+        len(types),
+        None,
+    )
     assert stored.path.name.endswith("-layout-1")
 
 
-def test_user_redactors_run_after_the_default_one(tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+def test_user_redactors_run_after_the_default_one(
+    tmp_path: Path, make_sampler: Callable[..., Sampler]
+) -> None:
     def customer_names(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
         return json.loads(json.dumps(payload).replace("Zebulon", "[CUSTOMER]"))
 
@@ -180,11 +224,16 @@ def test_user_redactors_run_after_the_default_one(tmp_path: Path, make_sampler: 
     [stored] = list_samples(tmp_path / "samples")
     events = (stored.path / "journal/events.jsonl").read_text()
     assert "I am [CUSTOMER], [REDACTED]" in events and "Zebulon" not in events
-    assert read_journal(stored.path / "journal").header.redaction == ["secrets", "pii", "customer_names"]
+    assert read_journal(stored.path / "journal").header.redaction == [
+        "secrets",
+        "pii",
+        "customer_names",
+    ]
 
 
 def test_a_failing_redactor_drops_the_sample_without_quoting_it(
-        tmp_path: Path, make_sampler: Callable[..., Sampler], sampler_warnings: Callable[[], list[Any]]) -> None:
+    tmp_path: Path, make_sampler: Callable[..., Sampler], sampler_warnings: Callable[[], list[Any]]
+) -> None:
     def broken(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"cannot handle {payload}")
 
@@ -201,10 +250,14 @@ def test_a_failing_redactor_drops_the_sample_without_quoting_it(
 # -- failures of the session itself ---------------------------------------------------------------
 
 
-def test_a_session_that_hits_a_limit_is_a_failure(tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+def test_a_session_that_hits_a_limit_is_a_failure(
+    tmp_path: Path, make_sampler: Callable[..., Sampler]
+) -> None:
     looping = [{"tool_calls": [{"name": "shell", "args": {"command": "true"}}]}] * 3
     sampler = make_sampler(rate=0.0)
-    result = run_with_sampler(mock_config(looping, tools=["shell"], max_turns=2), ["Loop"], sampler, session_id="lim")
+    result = run_with_sampler(
+        mock_config(looping, tools=["shell"], max_turns=2), ["Loop"], sampler, session_id="lim"
+    )
     assert sampler.flush(timeout=10)
     assert result.status == "limit"
     candidate = _candidate(_samples_by_session(tmp_path / "samples")["lim"]).payload
@@ -212,7 +265,8 @@ def test_a_session_that_hits_a_limit_is_a_failure(tmp_path: Path, make_sampler: 
 
 
 def test_an_exception_reaches_the_caller_unchanged_and_is_captured(
-        tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+    tmp_path: Path, make_sampler: Callable[..., Sampler]
+) -> None:
     class CrashingUser:
         def next_input(self, last_output: str | None) -> Any:
             raise RuntimeError(f"session store unavailable for {EMAIL}")
@@ -229,7 +283,9 @@ def test_an_exception_reaches_the_caller_unchanged_and_is_captured(
     assert candidate.error == "RuntimeError: session store unavailable for [REDACTED]"
 
 
-def test_a_users_own_agent_is_sampled_too(tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+def test_a_users_own_agent_is_sampled_too(
+    tmp_path: Path, make_sampler: Callable[..., Sampler]
+) -> None:
     def agent(ctx: Any) -> None:
         for text in ctx.inputs():
             raise ValueError(f"cannot parse {text!r}")
@@ -248,7 +304,8 @@ def test_a_users_own_agent_is_sampled_too(tmp_path: Path, make_sampler: Callable
 
 
 def test_a_full_queue_drops_the_session_and_never_blocks_production(
-        tmp_path: Path, make_sampler: Callable[..., Sampler], sampler_warnings: Callable[[], list[Any]]) -> None:
+    tmp_path: Path, make_sampler: Callable[..., Sampler], sampler_warnings: Callable[[], list[Any]]
+) -> None:
     writing, release = threading.Event(), threading.Event()
 
     def slow(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -271,7 +328,9 @@ def test_a_full_queue_drops_the_session_and_never_blocks_production(
     assert sampler.stats.dropped == 1
 
 
-def test_the_oldest_samples_are_evicted_first(tmp_path: Path, make_sampler: Callable[..., Sampler]) -> None:
+def test_the_oldest_samples_are_evicted_first(
+    tmp_path: Path, make_sampler: Callable[..., Sampler]
+) -> None:
     config = mock_config(ANSWERS)
     probe = make_sampler(rate=1.0, out_dir=tmp_path / "probe")
     run_with_sampler(config, ["hello"], probe, session_id="evict-0")
@@ -291,7 +350,14 @@ def test_the_oldest_samples_are_evicted_first(tmp_path: Path, make_sampler: Call
 def _outcome(result: Any) -> tuple[Any, ...]:
     # Not `usage`: the mock estimates input tokens from the request, which includes the
     # remaining time budget, so two identical sessions may differ by a token.
-    return result.status, result.reason, result.error_kind, result.infra, result.output, result.turns
+    return (
+        result.status,
+        result.reason,
+        result.error_kind,
+        result.infra,
+        result.output,
+        result.turns,
+    )
 
 
 def _finished_session_events() -> list[Any]:
@@ -299,7 +365,9 @@ def _finished_session_events() -> list[Any]:
     from pytest_nodeval.runner.session import journal_header
 
     writer = JournalWriter(None, journal_header("live", None))
-    writer.emit("session.start", {"engine": "e", "version": "1", "session_id": writer.header.session_id})
+    writer.emit(
+        "session.start", {"engine": "e", "version": "1", "session_id": writer.header.session_id}
+    )
     writer.emit("io.input", {"text": "hi"})
     writer.emit("session.end", {"status": "ok"})
     return writer.events

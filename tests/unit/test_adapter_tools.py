@@ -46,20 +46,29 @@ def _case(root: Path) -> Path:
     (root / "input").mkdir(parents=True)
     (root / "case.yaml").write_text("id: tools-case\n")
     (root / "assertions.yaml").write_text("[]\n")  # none on purpose: the tests check it
-    (root / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["A-1"]}}))
+    (root / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["A-1"]}})
+    )
     return root
 
 
 def test_a_failing_local_tool_is_journaled_and_replayed_without_running(tmp_path: Path) -> None:
     case_dir = _case(tmp_path / "case")
     RAN.clear()
-    live = run_agent_case(agent, load_case(case_dir), AttemptSettings(mode="record"), tmp_path / "rec")
+    live = run_agent_case(
+        agent, load_case(case_dir), AttemptSettings(mode="record"), tmp_path / "rec"
+    )
     results = [e.payload for e in live.events if e.type == "tool.result"]
-    assert [(r.ok, r.error) for r in results] == [(True, None), (False, "ValueError: card declined")]
+    assert [(r.ok, r.error) for r in results] == [
+        (True, None),
+        (False, "ValueError: card declined"),
+    ]
     assert results[0].result == {"order_id": "A-1", "charged": 100}
     assert RAN == ["charge A-1", "charge bad"]
     RAN.clear()
-    replay = run_agent_case(agent, load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep")
+    replay = run_agent_case(
+        agent, load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep"
+    )
     assert RAN == [] and replay.divergence is None
     assert live.output == "100 charged; second failed: card declined"
     # Replay cannot rebuild the original exception: it raises ToolFailed with the recorded error.
@@ -69,10 +78,14 @@ def test_a_failing_local_tool_is_journaled_and_replayed_without_running(tmp_path
 def test_an_async_tool_is_journaled_and_replayed(tmp_path: Path) -> None:
     case_dir = _case(tmp_path / "case")
     RAN.clear()
-    live = run_agent_case(async_agent, load_case(case_dir), AttemptSettings(mode="record"), tmp_path / "rec")
+    live = run_agent_case(
+        async_agent, load_case(case_dir), AttemptSettings(mode="record"), tmp_path / "rec"
+    )
     assert live.output == "sent: done" and RAN == ["notify done"]
     RAN.clear()
-    replay = run_agent_case(async_agent, load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep")
+    replay = run_agent_case(
+        async_agent, load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "rep"
+    )
     assert replay.output == "sent: done" and RAN == []
 
 

@@ -30,7 +30,9 @@ POLICY = GatePolicy()
 DROP = POLICY.fail_on_scenario_drop
 
 
-def take(baseline: tuple[int, int], draws: list[bool], cap: int, level: float, threshold: float = DROP):
+def take(
+    baseline: tuple[int, int], draws: list[bool], cap: int, level: float, threshold: float = DROP
+):
     """Run one case as the plugin does: ask before every attempt; return (taken, decision)."""
     design = adaptive_design(cap)
     taken: list[bool] = []
@@ -98,13 +100,24 @@ def test_sequential_p_is_the_smallest_look_p_over_its_share() -> None:
     )
     assert sequential_p(9, 10, outcomes, design) == pytest.approx(min(1.0, expected))
     # one look: the design is the fixed one, and so is its p
-    assert sequential_p(9, 10, outcomes[:3], adaptive_design(3)) == boschloo_regression_p(9, 10, 1, 3)
+    assert sequential_p(9, 10, outcomes[:3], adaptive_design(3)) == boschloo_regression_p(
+        9, 10, 1, 3
+    )
     # a count cut short between looks is tested with the next look's share
     cut = sequential_p(9, 10, outcomes[:7], design)
-    assert cut == pytest.approx(min(1.0, min(
-        boschloo_regression_p(9, 10, sum(outcomes[:n]), n) / share
-        for n, share in ((3, design.shares[0]), (5, design.shares[1]), (7, design.shares[2]))
-    )))
+    assert cut == pytest.approx(
+        min(
+            1.0,
+            min(
+                boschloo_regression_p(9, 10, sum(outcomes[:n]), n) / share
+                for n, share in (
+                    (3, design.shares[0]),
+                    (5, design.shares[1]),
+                    (7, design.shares[2]),
+                )
+            ),
+        )
+    )
 
 
 def test_first_stop_replays_the_run_decisions() -> None:
@@ -124,7 +137,9 @@ def test_unchanged_cases_are_declared_regressed_at_most_at_the_level(rate: float
     regressed = 0
     for _ in range(runs):
         baseline = int((rng.random(20) < rate).sum())
-        _, decision = take((baseline, 20), (rng.random(20) < rate).tolist(), cap=20, level=level, threshold=0.0)
+        _, decision = take(
+            (baseline, 20), (rng.random(20) < rate).tolist(), cap=20, level=level, threshold=0.0
+        )
         regressed += decision.stop is AdaptiveStop.REGRESSED
     assert regressed <= level * runs
 
@@ -139,10 +154,18 @@ def test_unchanged_adaptive_runs_fail_at_most_one_percent_through_compare() -> N
         baseline, current = [], []
         for j, rate in enumerate(rates):
             base = CaseSample(f"c{j}", tuple((rng.random(10) < rate).tolist()))
-            taken, decision = take((base.passed, base.attempts), (rng.random(10) < rate).tolist(), 10, level)
+            taken, decision = take(
+                (base.passed, base.attempts), (rng.random(10) < rate).tolist(), 10, level
+            )
             baseline.append(base)
-            current.append(CaseSample(f"c{j}", tuple(taken), adaptive_cap=10,
-                                      adaptive_decided=decision.stop is not AdaptiveStop.CAP))
+            current.append(
+                CaseSample(
+                    f"c{j}",
+                    tuple(taken),
+                    adaptive_cap=10,
+                    adaptive_decided=decision.stop is not AdaptiveStop.CAP,
+                )
+            )
             attempts += len(taken)
         failed += compare(baseline, current, POLICY).verdict is Verdict.FAIL
     assert failed <= 0.01 * runs
@@ -153,8 +176,13 @@ def test_compare_tests_an_adaptive_case_with_its_sequential_p() -> None:
     outcomes = (False,) * 5
     baseline = [CaseSample("a", (True,) * 40)]
     fixed = compare(baseline, [CaseSample("a", outcomes)], POLICY).cases[0].pass_rate
-    adaptive = compare(baseline, [CaseSample("a", outcomes, adaptive_cap=40, adaptive_decided=True)],
-                       POLICY).cases[0].pass_rate
+    adaptive = (
+        compare(
+            baseline, [CaseSample("a", outcomes, adaptive_cap=40, adaptive_decided=True)], POLICY
+        )
+        .cases[0]
+        .pass_rate
+    )
     assert fixed is not None and adaptive is not None
     assert fixed.p_value == boschloo_regression_p(40, 40, 0, 5)
     assert adaptive.p_value == sequential_p(40, 40, outcomes, adaptive_design(40))
@@ -165,7 +193,9 @@ def test_compare_tests_an_adaptive_case_with_its_sequential_p() -> None:
 def test_a_decided_adaptive_case_is_not_inconclusive_an_undecided_one_is() -> None:
     baseline = [CaseSample("a", (True,) * 10)]
     dropped = (True, False, True)  # -33 pp, far from significant among 1 case at 3 attempts
-    decided = compare(baseline, [CaseSample("a", dropped, adaptive_cap=10, adaptive_decided=True)], POLICY)
+    decided = compare(
+        baseline, [CaseSample("a", dropped, adaptive_cap=10, adaptive_decided=True)], POLICY
+    )
     undecided = compare(baseline, [CaseSample("a", dropped, adaptive_cap=10)], POLICY)
     assert decided.cases[0].pass_rate.verdict is Verdict.OK
     assert undecided.cases[0].pass_rate.verdict is Verdict.INCONCLUSIVE
@@ -177,14 +207,36 @@ def test_the_report_page_and_terminal_say_how_many_repeats_a_case_took() -> None
     from pytest_nodeval.report.terminal import case_lines
     from pytest_nodeval.stats.run_stats import case_stats
 
-    attempts = [AttemptRecord(nodeid=f"n{r}", case_id="c", repeat=r, outcome="passed" if r <= 3 else "skipped")
-                for r in range(1, 11)]
-    adaptive = CaseAdaptive(cap=10, repeats=3, skipped=7, stop="no regression",
-                            reason="adaptive: decided after 3 repeats (no regression)")
-    case = CaseReport(id="c", verdict="passed", stats=case_stats([True] * 3, [], [0] * 3), attempts=attempts,
-                      adaptive=adaptive)
-    assert case_row(0, case, None, [], "b", [None] * 10)["adaptive"] == "3 of 10 repeats, no regression"
-    assert case_row(0, case.model_copy(update={"adaptive": None}), None, [], "b", [None] * 10)["adaptive"] is None
+    attempts = [
+        AttemptRecord(
+            nodeid=f"n{r}", case_id="c", repeat=r, outcome="passed" if r <= 3 else "skipped"
+        )
+        for r in range(1, 11)
+    ]
+    adaptive = CaseAdaptive(
+        cap=10,
+        repeats=3,
+        skipped=7,
+        stop="no regression",
+        reason="adaptive: decided after 3 repeats (no regression)",
+    )
+    case = CaseReport(
+        id="c",
+        verdict="passed",
+        stats=case_stats([True] * 3, [], [0] * 3),
+        attempts=attempts,
+        adaptive=adaptive,
+    )
+    assert (
+        case_row(0, case, None, [], "b", [None] * 10)["adaptive"]
+        == "3 of 10 repeats, no regression"
+    )
+    assert (
+        case_row(0, case.model_copy(update={"adaptive": None}), None, [], "b", [None] * 10)[
+            "adaptive"
+        ]
+        is None
+    )
     from pytest_nodeval.report.models import Totals
 
     report = SimpleNamespace(cases=[case], totals=Totals())

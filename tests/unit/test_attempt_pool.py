@@ -61,7 +61,9 @@ def test_world_slots_cap_the_jobs_that_open_a_world() -> None:
     pool = AttemptPool(4, world_slots=1)
     worlds = [pool.submit(jobs.job(f"w{i}", world=True)) for i in range(3)]
     plain = [pool.submit(jobs.job(f"p{i}")) for i in range(2)]
-    jobs.wait_started(3)  # one world job and both plain ones; the other world jobs wait for the slot
+    jobs.wait_started(
+        3
+    )  # one world job and both plain ones; the other world jobs wait for the slot
     assert jobs.now == 3
     jobs.release.set()
     assert [f.result(WAIT) for f in worlds + plain] == ["w0", "w1", "w2", "p0", "p1"]
@@ -119,7 +121,11 @@ def test_the_start_gate_can_refuse_a_start_and_settles_every_started_job() -> No
     def fails() -> None:
         raise RuntimeError("x")
 
-    a, b, c = pool.submit(Job("a", lambda: 1)), pool.submit(Job("b", lambda: 2)), pool.submit(Job("c", fails))
+    a, b, c = (
+        pool.submit(Job("a", lambda: 1)),
+        pool.submit(Job("b", lambda: 2)),
+        pool.submit(Job("c", fails)),
+    )
     assert a.result(WAIT) == 1
     with pytest.raises(NotStarted, match="over budget"):
         b.result(WAIT)
@@ -127,7 +133,9 @@ def test_the_start_gate_can_refuse_a_start_and_settles_every_started_job() -> No
         c.result(WAIT)
     pool.stop(wait=True)
     assert gate.reserved == ["a", "b", "c"]
-    assert gate.settled == [("a", 1, None), ("c", None, "RuntimeError")], "a refused job is never settled"
+    assert gate.settled == [("a", 1, None), ("c", None, "RuntimeError")], (
+        "a refused job is never settled"
+    )
 
 
 class SlowGate(Gate):
@@ -178,8 +186,11 @@ def _scheduler(chunk: int, tests: int, nodes: int) -> tuple[Any, list[Node]]:
     pytest.importorskip("xdist")
     from pytest_nodeval.plugin.schedule import ChunkedLoadScheduling
 
-    config = SimpleNamespace(getvalue=lambda name: [f"{nodes}*popen"] if name == "tx" else None,
-                             getoption=lambda name: None, hook=None)
+    config = SimpleNamespace(
+        getvalue=lambda name: [f"{nodes}*popen"] if name == "tx" else None,
+        getoption=lambda name: None,
+        hook=None,
+    )
     sched = ChunkedLoadScheduling(config, None, chunk=chunk)  # type: ignore[arg-type]
     workers = [Node(f"gw{i}") for i in range(nodes)]
     collection = [f"test_{i}" for i in range(tests)]

@@ -21,7 +21,9 @@ ANSWER = [{"text": "Hello there."}]
 
 
 def test_the_head_is_case_yaml_alone_and_load_reads_the_rest(tmp_path: Path) -> None:
-    directory = write_case(tmp_path, "alpha", script=ANSWER, inputs=["hi"], record=False, case={"tags": ["pr"]})
+    directory = write_case(
+        tmp_path, "alpha", script=ANSWER, inputs=["hi"], record=False, case={"tags": ["pr"]}
+    )
     (directory / "assertions.yaml").write_text("- kind: output_contains\n  text: [unclosed\n")
     head = read_case_head(directory)
     assert (head.id, head.spec.tags) == ("alpha", ["pr"])
@@ -44,7 +46,9 @@ def test_find_case_dirs_does_not_search_inside_a_case(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def journals(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     root = tmp_path_factory.mktemp("journals")
-    return [write_case(root, f"case-{i}", script=ANSWER, inputs=["hi"]) / "journal" for i in range(3)]
+    return [
+        write_case(root, f"case-{i}", script=ANSWER, inputs=["hi"]) / "journal" for i in range(3)
+    ]
 
 
 def _size(journal: Path) -> int:
@@ -56,7 +60,9 @@ def _get(cache: JournalCache, journal: Path) -> object:
     return cache.get(journal, stat.st_mtime_ns, stat.st_size)
 
 
-def test_the_journal_cache_is_bounded_by_bytes_least_recently_used_out(journals: list[Path]) -> None:
+def test_the_journal_cache_is_bounded_by_bytes_least_recently_used_out(
+    journals: list[Path],
+) -> None:
     a, b, c = journals
     cache = JournalCache(max_bytes=_size(a) + max(_size(b), _size(c)))
     first_a = _get(cache, a)
@@ -64,13 +70,17 @@ def test_the_journal_cache_is_bounded_by_bytes_least_recently_used_out(journals:
     _get(cache, b)
     _get(cache, a)  # a is now the most recently used
     _get(cache, c)  # over the bound: b goes
-    assert len(cache) == 2 and cache.bytes == _size(a) + _size(c) <= cache.max_bytes < _size(a) + _size(b) + _size(c)
+    assert len(cache) == 2 and cache.bytes == _size(a) + _size(c) <= cache.max_bytes < _size(
+        a
+    ) + _size(b) + _size(c)
     assert _get(cache, a) is first_a
     _get(cache, b)
     assert cache.bytes <= cache.max_bytes
 
 
-def test_the_journal_cache_rereads_a_rewritten_journal_and_keeps_no_oversized_one(journals: list[Path]) -> None:
+def test_the_journal_cache_rereads_a_rewritten_journal_and_keeps_no_oversized_one(
+    journals: list[Path],
+) -> None:
     a = journals[0]
     cache = JournalCache(max_bytes=10 * _size(a))
     first = _get(cache, a)

@@ -26,47 +26,91 @@ from pytest_nodeval.runner.cost import (
 
 
 def test_anthropic_cache_counts_are_added_to_its_input_tokens() -> None:
-    body = {"model": "claude-sonnet-4-6", "usage": {"input_tokens": 100, "output_tokens": 50,
-                                                    "cache_read_input_tokens": 600, "cache_creation_input_tokens": 300}}
-    assert extract_usage(body, None) == {"input_tokens": 1000, "output_tokens": 50,
-                                         "cache_read_tokens": 600, "cache_write_tokens": 300}
+    body = {
+        "model": "claude-sonnet-4-6",
+        "usage": {
+            "input_tokens": 100,
+            "output_tokens": 50,
+            "cache_read_input_tokens": 600,
+            "cache_creation_input_tokens": 300,
+        },
+    }
+    assert extract_usage(body, None) == {
+        "input_tokens": 1000,
+        "output_tokens": 50,
+        "cache_read_tokens": 600,
+        "cache_write_tokens": 300,
+    }
 
 
 def test_an_anthropic_stream_gives_its_cache_counts_in_message_start() -> None:
-    start = {"type": "message_start", "message": {"model": "claude-x", "usage": {
-        "input_tokens": 100, "output_tokens": 1, "cache_read_input_tokens": 600, "cache_creation_input_tokens": 0}}}
+    start = {
+        "type": "message_start",
+        "message": {
+            "model": "claude-x",
+            "usage": {
+                "input_tokens": 100,
+                "output_tokens": 1,
+                "cache_read_input_tokens": 600,
+                "cache_creation_input_tokens": 0,
+            },
+        },
+    }
     delta = {"type": "message_delta", "usage": {"output_tokens": 42}}
     sse = "".join(f"event: {d['type']}\ndata: {json.dumps(d)}\n\n" for d in (start, delta))
-    assert extract_usage(None, sse) == {"input_tokens": 700, "output_tokens": 42,
-                                        "cache_read_tokens": 600, "cache_write_tokens": 0}
+    assert extract_usage(None, sse) == {
+        "input_tokens": 700,
+        "output_tokens": 42,
+        "cache_read_tokens": 600,
+        "cache_write_tokens": 0,
+    }
     assert extract_model(None, sse) == "claude-x"
 
 
-@pytest.mark.parametrize("usage", [
-    {"prompt_tokens": 1000, "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens": 600}},
-    {"input_tokens": 1000, "output_tokens": 50, "input_tokens_details": {"cached_tokens": 600}},
-])
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {
+            "prompt_tokens": 1000,
+            "completion_tokens": 50,
+            "prompt_tokens_details": {"cached_tokens": 600},
+        },
+        {"input_tokens": 1000, "output_tokens": 50, "input_tokens_details": {"cached_tokens": 600}},
+    ],
+)
 def test_openai_cached_tokens_are_part_of_its_prompt_tokens(usage: dict[str, Any]) -> None:
-    assert extract_usage({"usage": usage}, None) == {"input_tokens": 1000, "output_tokens": 50,
-                                                     "cache_read_tokens": 600, "cache_write_tokens": 0}
+    assert extract_usage({"usage": usage}, None) == {
+        "input_tokens": 1000,
+        "output_tokens": 50,
+        "cache_read_tokens": 600,
+        "cache_write_tokens": 0,
+    }
 
 
 # --- price lines ------------------------------------------------------------------------
 
 
 def test_a_price_line_reads_usd_per_million_and_caches_default_to_input() -> None:
-    assert parse_price_line("my-model: input=3.00 output=15 cache_read=0.30 cache_write=3.75") == \
-        ("my-model", Price(3.0, 15.0, 0.3, 3.75))
+    assert parse_price_line("my-model: input=3.00 output=15 cache_read=0.30 cache_write=3.75") == (
+        "my-model",
+        Price(3.0, 15.0, 0.3, 3.75),
+    )
     assert parse_price_line("org/*: input=2 output=8") == ("org/*", Price(2.0, 8.0, 2.0, 2.0))
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("my-model input=3 output=15", "is not 'model: input=USD"),
-    ("my-model: input=3 output=15 cached=1", "'cached=1' is not key=USD with key one of input, output"),
-    ("my-model: input=three output=15", "input='three' is not a price"),
-    ("my-model: input=-1 output=15", "input='-1' is not a price"),
-    ("my-model: output=15", "missing input"),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("my-model input=3 output=15", "is not 'model: input=USD"),
+        (
+            "my-model: input=3 output=15 cached=1",
+            "'cached=1' is not key=USD with key one of input, output",
+        ),
+        ("my-model: input=three output=15", "input='three' is not a price"),
+        ("my-model: input=-1 output=15", "input='-1' is not a price"),
+        ("my-model: output=15", "missing input"),
+    ],
+)
 def test_a_bad_price_line_says_what_is_wrong(line: str, message: str) -> None:
     with pytest.raises(ValueError, match=None) as caught:
         parse_price_line(line)
@@ -76,20 +120,35 @@ def test_a_bad_price_line_says_what_is_wrong(line: str, message: str) -> None:
 # --- an attempt's cost -------------------------------------------------------------------
 
 
-def _call(provider: str, api: str, model: str, usage: dict[str, int] | None, answered: str | None = None) -> list[Any]:
+def _call(
+    provider: str, api: str, model: str, usage: dict[str, int] | None, answered: str | None = None
+) -> list[Any]:
     request = LlmRequest(provider=provider, api=api, body={"model": model})
     response = LlmResponse(provider=provider, usage=usage, model=answered)
-    return [SimpleNamespace(type="llm.request", payload=request), SimpleNamespace(type="llm.response", payload=response)]
+    return [
+        SimpleNamespace(type="llm.request", payload=request),
+        SimpleNamespace(type="llm.response", payload=response),
+    ]
 
 
 def test_an_override_prices_every_kind_of_token() -> None:
-    usage = {"input_tokens": 1_000_000, "output_tokens": 200_000, "cache_read_tokens": 500_000,
-             "cache_write_tokens": 100_000}
+    usage = {
+        "input_tokens": 1_000_000,
+        "output_tokens": 200_000,
+        "cache_read_tokens": 500_000,
+        "cache_write_tokens": 100_000,
+    }
     events = _call("anthropic", "anthropic.messages", "private-1", usage)
-    cost = attempt_cost(events, parse_prices(["private-1: input=3 output=15 cache_read=0.3 cache_write=3.75"]))
+    cost = attempt_cost(
+        events, parse_prices(["private-1: input=3 output=15 cache_read=0.3 cache_write=3.75"])
+    )
     # 400k uncached x $3 + 500k read x $0.30 + 100k written x $3.75 + 200k out x $15, per million
     assert cost.cost_usd == pytest.approx(1.2 + 0.15 + 0.375 + 3.0)
-    assert (cost.cache_read_tokens, cost.cache_write_tokens, cost.unpriced) == (500_000, 100_000, ())
+    assert (cost.cache_read_tokens, cost.cache_write_tokens, cost.unpriced) == (
+        500_000,
+        100_000,
+        (),
+    )
 
 
 def test_the_price_table_knows_public_models_offline(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,15 +157,32 @@ def test_the_price_table_knows_public_models_offline(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    usage = {"input_tokens": 1000, "output_tokens": 100, "cache_read_tokens": 200, "cache_write_tokens": 100}
+    usage = {
+        "input_tokens": 1000,
+        "output_tokens": 100,
+        "cache_read_tokens": 200,
+        "cache_write_tokens": 100,
+    }
     events = _call("anthropic", "anthropic.messages", "claude-sonnet-4-6", usage)
     # genai-prices 0.2.3: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million
-    assert attempt_cost(events, {}).cost_usd == pytest.approx((700 * 3 + 100 * 15 + 200 * 0.3 + 100 * 3.75) / 1e6)
+    assert attempt_cost(events, {}).cost_usd == pytest.approx(
+        (700 * 3 + 100 * 15 + 200 * 0.3 + 100 * 3.75) / 1e6
+    )
 
 
 def test_a_model_without_a_price_makes_the_cost_unknown_not_zero() -> None:
-    events = (_call("anthropic", "anthropic.messages", "claude-sonnet-4-6", {"input_tokens": 10, "output_tokens": 1})
-              + _call("openai", "openai.chat", "asked-model", {"input_tokens": 10, "output_tokens": 1}, "house-model-7"))
+    events = _call(
+        "anthropic",
+        "anthropic.messages",
+        "claude-sonnet-4-6",
+        {"input_tokens": 10, "output_tokens": 1},
+    ) + _call(
+        "openai",
+        "openai.chat",
+        "asked-model",
+        {"input_tokens": 10, "output_tokens": 1},
+        "house-model-7",
+    )
     cost = attempt_cost(events, {})
     assert cost.cost_usd is None and cost.unpriced == ("house-model-7",)  # the model that answered
     assert attempt_cost(events, parse_prices(["house-*: input=1 output=1"])).cost_usd is not None
@@ -115,7 +191,9 @@ def test_a_model_without_a_price_makes_the_cost_unknown_not_zero() -> None:
 def test_the_mock_provider_costs_nothing_unless_priced() -> None:
     events = _call("mock", "mock", "mock-1", {"input_tokens": 1_000_000, "output_tokens": 0})
     assert attempt_cost(events, {}).cost_usd == 0.0
-    assert attempt_cost(events, parse_prices(["mock-1: input=2 output=2"])).cost_usd == pytest.approx(2.0)
+    assert attempt_cost(
+        events, parse_prices(["mock-1: input=2 output=2"])
+    ).cost_usd == pytest.approx(2.0)
 
 
 def test_failed_calls_without_usage_cost_nothing() -> None:
@@ -160,7 +238,9 @@ def test_once_costs_are_unknown_the_estimate_is_zero(tmp_path: Path) -> None:
     budget = Budget(tmp_path, limit_usd=0.10)
     budget.settle(budget.reserve("a"), None)
     held = budget.reserve("a")
-    assert held.allowed and budget.reserve("a").allowed, "an unpriced run does not wait attempt by attempt"
+    assert held.allowed and budget.reserve("a").allowed, (
+        "an unpriced run does not wait attempt by attempt"
+    )
 
 
 def test_the_estimate_prefers_the_case_then_the_baseline_then_the_run(tmp_path: Path) -> None:
@@ -193,8 +273,10 @@ def test_processes_share_one_budget(tmp_path: Path) -> None:
     # Counts come back in files: a multiprocessing.Queue does not pickle once pytester
     # tests in this process have re-imported multiprocessing.connection.
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_reserve_and_settle, args=(str(tmp_path), 10, f"started-{i}"))
-               for i in range(3)]
+    workers = [
+        context.Process(target=_reserve_and_settle, args=(str(tmp_path), 10, f"started-{i}"))
+        for i in range(3)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -210,33 +292,66 @@ def test_processes_share_one_budget(tmp_path: Path) -> None:
 # --- per case and per run -----------------------------------------------------------------
 
 
-def _attempt(repeat: int, outcome: str, cost: float | None, unpriced: tuple[str, ...] = (), reason: str | None = None) -> Any:
+def _attempt(
+    repeat: int,
+    outcome: str,
+    cost: float | None,
+    unpriced: tuple[str, ...] = (),
+    reason: str | None = None,
+) -> Any:
     from pytest_nodeval.report.models import AttemptRecord
 
-    return AttemptRecord(nodeid=f"c[{repeat}]", case_id="c", repeat=repeat, outcome=outcome,  # type: ignore[arg-type]
-                         cost_usd=cost, cost_unpriced=list(unpriced), reason=reason)
+    return AttemptRecord(
+        nodeid=f"c[{repeat}]",
+        case_id="c",
+        repeat=repeat,
+        outcome=outcome,  # type: ignore[arg-type]
+        cost_usd=cost,
+        cost_unpriced=list(unpriced),
+        reason=reason,
+    )
 
 
-def test_attempts_that_never_called_a_model_add_nothing_and_an_unpriced_one_makes_it_unknown() -> None:
+def test_attempts_that_never_called_a_model_add_nothing_and_an_unpriced_one_makes_it_unknown() -> (
+    None
+):
     from pytest_nodeval.report.aggregate import aggregate
     from pytest_nodeval.report.models import BUDGET_REASON, CaseMeta
 
-    known = [_attempt(1, "passed", 0.25), _attempt(2, "failed", 0.05),
-             _attempt(3, "not_run", None, reason=f"{BUDGET_REASON}: the run spent $0.30")]
+    known = [
+        _attempt(1, "passed", 0.25),
+        _attempt(2, "failed", 0.05),
+        _attempt(3, "not_run", None, reason=f"{BUDGET_REASON}: the run spent $0.30"),
+    ]
     cases, totals, _ = aggregate(known, {"c": CaseMeta(id="c")})
-    assert (cases[0].cost_usd, cases[0].cost_per_attempt_usd) == (pytest.approx(0.30), pytest.approx(0.15))
+    assert (cases[0].cost_usd, cases[0].cost_per_attempt_usd) == (
+        pytest.approx(0.30),
+        pytest.approx(0.15),
+    )
     assert (totals.cost_usd, totals.not_run_budget, totals.not_run) == (pytest.approx(0.30), 1, 1)
-    cases, totals, _ = aggregate([*known, _attempt(4, "passed", None, ("house-7",))], {"c": CaseMeta(id="c")})
+    cases, totals, _ = aggregate(
+        [*known, _attempt(4, "passed", None, ("house-7",))], {"c": CaseMeta(id="c")}
+    )
     assert cases[0].cost_usd is None and totals.cost_usd is None
-    assert (totals.cost_priced_usd, totals.cost_unpriced_attempts, totals.cost_unpriced_models) == \
-        (pytest.approx(0.30), 1, ["house-7"])
+    assert (totals.cost_priced_usd, totals.cost_unpriced_attempts, totals.cost_unpriced_models) == (
+        pytest.approx(0.30),
+        1,
+        ["house-7"],
+    )
 
 
 def test_a_gemini_call_names_its_model_in_the_path() -> None:
-    request = LlmRequest(provider="gemini", api="gemini.generate_content",
-                         path="/v1beta/models/gemini-2.5-flash:generateContent", body={"contents": []})
+    request = LlmRequest(
+        provider="gemini",
+        api="gemini.generate_content",
+        path="/v1beta/models/gemini-2.5-flash:generateContent",
+        body={"contents": []},
+    )
     response = LlmResponse(provider="gemini", usage={"input_tokens": 1_000_000, "output_tokens": 0})
-    events = [SimpleNamespace(type="llm.request", payload=request), SimpleNamespace(type="llm.response", payload=response)]
+    events = [
+        SimpleNamespace(type="llm.request", payload=request),
+        SimpleNamespace(type="llm.response", payload=response),
+    ]
     cost = attempt_cost(events, parse_prices(["gemini-2.5-flash: input=0.30 output=2.50"]))
     assert cost.cost_usd == pytest.approx(0.30)
     assert attempt_cost(events, {}).cost_usd is not None  # genai-prices knows it

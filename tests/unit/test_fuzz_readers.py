@@ -20,14 +20,47 @@ from pytest_nodeval.journal.reader import read_golden, read_journal
 SEED = Path(__file__).parents[2] / "scenarios" / "disk-usage"
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
-                    st.text(max_size=20))
-json_values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=12)
-keys = st.sampled_from(["id", "repeat", "tags", "providers", "tools", "limits", "user", "kind", "inputs",
-                        "assertions", "tool", "args", "regex", "where", "type", "name", "model", "script"])
-documents = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)), max_leaves=15)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+keys = st.sampled_from(
+    [
+        "id",
+        "repeat",
+        "tags",
+        "providers",
+        "tools",
+        "limits",
+        "user",
+        "kind",
+        "inputs",
+        "assertions",
+        "tool",
+        "args",
+        "regex",
+        "where",
+        "type",
+        "name",
+        "model",
+        "script",
+    ]
+)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)),
+    max_leaves=15,
+)
 
 
 def _fresh_case() -> Path:
@@ -53,24 +86,39 @@ def test_any_bytes_in_events_jsonl(data: bytes) -> None:
 
 
 @FUZZ
-@given(st.lists(st.dictionaries(st.sampled_from(["seq", "ts", "type", "turn", "payload"]), json_values), max_size=5))
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["seq", "ts", "type", "turn", "payload"]), json_values),
+        max_size=5,
+    )
+)
 def test_any_json_lines_in_events_jsonl(lines: list[dict[str, Any]]) -> None:
     case_dir = _fresh_case()
-    (case_dir / "journal" / "events.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (case_dir / "journal" / "events.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines)
+    )
     _only_ours(lambda: read_golden(case_dir / "journal"))
 
 
 @FUZZ
-@given(st.one_of(st.binary(max_size=200).map(lambda b: b.decode("latin-1")), json_values.map(json.dumps)))
+@given(
+    st.one_of(
+        st.binary(max_size=200).map(lambda b: b.decode("latin-1")), json_values.map(json.dumps)
+    )
+)
 def test_anything_in_header_json(text: str) -> None:
     case_dir = _fresh_case()
-    (case_dir / "journal" / "header.json").write_text(text, encoding="utf-8", errors="surrogateescape")
+    (case_dir / "journal" / "header.json").write_text(
+        text, encoding="utf-8", errors="surrogateescape"
+    )
     _only_ours(lambda: read_golden(case_dir / "journal"))
 
 
 @FUZZ
-@given(st.sampled_from(["case.yaml", "input/config.yaml", "input/inputs.yaml", "assertions.yaml"]),
-       st.one_of(documents.map(lambda d: yaml.safe_dump(d)), st.binary(max_size=200)))
+@given(
+    st.sampled_from(["case.yaml", "input/config.yaml", "input/inputs.yaml", "assertions.yaml"]),
+    st.one_of(documents.map(lambda d: yaml.safe_dump(d)), st.binary(max_size=200)),
+)
 def test_anything_in_a_case_file(name: str, content: str | bytes) -> None:
     case_dir = _fresh_case()
     path = case_dir / name

@@ -104,7 +104,9 @@ def test_twelve_scenario_suite_fails_the_suite_gate_only_at_stats_md_levels() ->
     assert gate(diff, GateName.SUITE_PASS_RATE).verdict is Verdict.FAIL
     assert diff.breached == [GateName.SUITE_PASS_RATE]
     # At the default budget (suite level 0.005) the same p = 0.03125 is only INCONCLUSIVE.
-    default = gate(compare(suite(BASELINE_PASSES), suite(CURRENT_PASSES), POLICY), GateName.SUITE_PASS_RATE)
+    default = gate(
+        compare(suite(BASELINE_PASSES), suite(CURRENT_PASSES), POLICY), GateName.SUITE_PASS_RATE
+    )
     assert default.verdict is Verdict.INCONCLUSIVE
 
 
@@ -143,7 +145,9 @@ def test_the_suite_p_value_is_the_weighted_sign_flip_test_at_any_size() -> None:
 def test_single_attempt_pass_to_fail_flip_in_replay_is_a_regression() -> None:
     baseline = [sample(f"c{j}", 1, 1) for j in range(50)]
     current = [sample("c0", 0, 1), *baseline[1:]]
-    diff = compare(baseline, current, POLICY, baseline_mode="deterministic", current_mode="deterministic")
+    diff = compare(
+        baseline, current, POLICY, baseline_mode="deterministic", current_mode="deterministic"
+    )
     flipped = diff.cases[0].pass_rate
     assert flipped is not None
     assert flipped.verdict is Verdict.FAIL
@@ -300,7 +304,9 @@ def test_the_token_bootstrap_is_reproducible_and_follows_the_seed() -> None:
     assert other.numbers["lower_bound"] != first
 
 
-def priced(run: list[CaseSample], scale: float = 1.0, noise_seed: int | None = None) -> list[CaseSample]:
+def priced(
+    run: list[CaseSample], scale: float = 1.0, noise_seed: int | None = None
+) -> list[CaseSample]:
     """The run with a cost per attempt: its tokens at $3 per million, scaled, with noise if seeded."""
     rng = np.random.default_rng(noise_seed)
     return [
@@ -333,8 +339,10 @@ def test_cost_growth_fails_only_when_large_and_significant() -> None:
 
 
 def test_cost_growth_from_one_noisy_case_is_inconclusive() -> None:
-    baseline = [dataclasses.replace(sample("a", 3, 3), costs=(0.01, 0.50, 0.02)),
-                dataclasses.replace(sample("b", 3, 3), costs=(0.10,) * 3)]
+    baseline = [
+        dataclasses.replace(sample("a", 3, 3), costs=(0.01, 0.50, 0.02)),
+        dataclasses.replace(sample("b", 3, 3), costs=(0.10,) * 3),
+    ]
     current = [dataclasses.replace(sample("a", 3, 3), costs=(0.01, 0.90, 0.02)), baseline[1]]
     result = gate(compare(baseline, current, POLICY), GateName.COST)
     assert result.numbers["ratio"] == pytest.approx((0.93 / 3 + 0.1) / (0.53 / 3 + 0.1))
@@ -345,10 +353,18 @@ def test_cost_growth_from_one_noisy_case_is_inconclusive() -> None:
 def test_the_cost_gate_is_a_plain_threshold_between_replays() -> None:
     baseline = priced(realistic_run(seed=1))
     replay = {"baseline_mode": "deterministic", "current_mode": "deterministic"}
-    assert gate(compare(baseline, priced(realistic_run(seed=1), 1.2), POLICY, **replay), GateName.COST).verdict \
+    assert (
+        gate(
+            compare(baseline, priced(realistic_run(seed=1), 1.2), POLICY, **replay), GateName.COST
+        ).verdict
         is Verdict.FAIL
-    assert gate(compare(baseline, priced(realistic_run(seed=1), 1.1), POLICY, **replay), GateName.COST).verdict \
+    )
+    assert (
+        gate(
+            compare(baseline, priced(realistic_run(seed=1), 1.1), POLICY, **replay), GateName.COST
+        ).verdict
         is Verdict.OK
+    )
 
 
 def test_a_free_baseline_only_warns_about_a_run_that_costs() -> None:
@@ -356,7 +372,9 @@ def test_a_free_baseline_only_warns_about_a_run_that_costs() -> None:
     result = gate(compare(free, priced(realistic_run(seed=1)), POLICY), GateName.COST)
     assert (result.verdict, result.reason) == (Verdict.WARN, "baseline recorded no cost")
     # A baseline written before costs existed has none: nothing to compare, nothing to say.
-    older = gate(compare(realistic_run(seed=1), priced(realistic_run(seed=1)), POLICY), GateName.COST)
+    older = gate(
+        compare(realistic_run(seed=1), priced(realistic_run(seed=1)), POLICY), GateName.COST
+    )
     assert (older.verdict, older.reason) == (Verdict.OK, "no cost figures in both runs")
 
 

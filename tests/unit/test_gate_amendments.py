@@ -32,7 +32,9 @@ POLICY = GatePolicy()
 REPLAY = {"baseline_mode": "deterministic", "current_mode": "deterministic"}
 
 
-def sample(case_id: str, passed: int, attempts: int, latencies_ms: tuple[float, ...] = ()) -> CaseSample:
+def sample(
+    case_id: str, passed: int, attempts: int, latencies_ms: tuple[float, ...] = ()
+) -> CaseSample:
     return CaseSample(case_id, (True,) * passed + (False,) * (attempts - passed), latencies_ms)
 
 
@@ -71,10 +73,15 @@ def test_replay_suite_gate_is_a_plain_threshold() -> None:
     assert suite_gate.verdict is Verdict.FAIL
     assert suite_gate.numbers["level"] is None
     two = [sample(f"c{j}", 0 if j < 2 else 2, 2) for j in range(50)]  # 4 pp: under 5 pp
-    assert gate(compare(baseline, two, POLICY, **REPLAY), GateName.SUITE_PASS_RATE).verdict is Verdict.OK
+    assert (
+        gate(compare(baseline, two, POLICY, **REPLAY), GateName.SUITE_PASS_RATE).verdict
+        is Verdict.OK
+    )
 
 
-@pytest.mark.parametrize(("factor", "verdict"), [(1.3, Verdict.FAIL), (40.0, Verdict.FAIL), (1.2, Verdict.OK)])
+@pytest.mark.parametrize(
+    ("factor", "verdict"), [(1.3, Verdict.FAIL), (40.0, Verdict.FAIL), (1.2, Verdict.OK)]
+)
 def test_replay_latency_is_the_plain_per_case_threshold(factor: float, verdict: Verdict) -> None:
     # The journal's latencies are fixed: +30% on a 1 s case FAILs although it is under 500 ms.
     baseline = [sample("tool", 3, 3, (1000.0,) * 3), sample("other", 3, 3, (800.0,) * 3)]
@@ -126,7 +133,9 @@ def test_live_single_attempt_flip_is_inconclusive_and_names_the_repeats_that_dec
 
 @pytest.mark.parametrize("mode", ["full", "record"])
 def test_single_attempt_flips_in_full_and_record_mode_are_not_failed(mode: str) -> None:
-    diff = compare([sample("c", 1, 1)], [sample("c", 0, 1)], POLICY, baseline_mode=mode, current_mode=mode)
+    diff = compare(
+        [sample("c", 1, 1)], [sample("c", 0, 1)], POLICY, baseline_mode=mode, current_mode=mode
+    )
     assert gate(diff, GateName.SCENARIO_REGRESSION).verdict is Verdict.INCONCLUSIVE
 
 
@@ -142,19 +151,32 @@ def test_runs_of_different_modes_carry_a_note_shown_in_the_table() -> None:
 
 
 def test_an_unknown_mode_is_rejected_with_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="unknown run mode 'replay'.*deterministic, full, live, record"):
+    with pytest.raises(
+        ValueError, match="unknown run mode 'replay'.*deterministic, full, live, record"
+    ):
         compare([], [], POLICY, baseline_mode="replay")
 
 
 def test_report_compare_passes_both_reports_modes() -> None:
     from pytest_nodeval.report.baseline import compare as compare_reports
 
-    attempt = SimpleNamespace(outcome="passed", infra_error=False, latency_ms=None, tokens=0, cost_usd=None)
-    failed = SimpleNamespace(outcome="failed", infra_error=False, latency_ms=None, tokens=0, cost_usd=None)
-    baseline = SimpleNamespace(mode="deterministic", cases=[SimpleNamespace(id="c", attempts=[attempt] * 2)])
-    current = SimpleNamespace(mode="deterministic", cases=[SimpleNamespace(id="c", attempts=[attempt, failed])])
+    attempt = SimpleNamespace(
+        outcome="passed", infra_error=False, latency_ms=None, tokens=0, cost_usd=None
+    )
+    failed = SimpleNamespace(
+        outcome="failed", infra_error=False, latency_ms=None, tokens=0, cost_usd=None
+    )
+    baseline = SimpleNamespace(
+        mode="deterministic", cases=[SimpleNamespace(id="c", attempts=[attempt] * 2)]
+    )
+    current = SimpleNamespace(
+        mode="deterministic", cases=[SimpleNamespace(id="c", attempts=[attempt, failed])]
+    )
     diff = compare_reports(baseline, current, POLICY)  # type: ignore[arg-type]
-    assert diff.deterministic and diff.breached == [GateName.SUITE_PASS_RATE, GateName.SCENARIO_REGRESSION]
+    assert diff.deterministic and diff.breached == [
+        GateName.SUITE_PASS_RATE,
+        GateName.SCENARIO_REGRESSION,
+    ]
 
 
 # --- the false-alarm budget (issue 14.4, A1) -----------------------------------------------
@@ -184,7 +206,10 @@ def test_five_collapses_among_fifty_cases_need_family_wise_significance_to_fail(
     assert scenario.verdict is Verdict.INCONCLUSIVE
     assert len(scenario.case_ids) == 5
     collapsed = [sample(f"c{j:02d}", 0 if j < 5 else 10, 10) for j in range(50)]
-    assert gate(compare(baseline, collapsed, POLICY), GateName.SCENARIO_REGRESSION).verdict is Verdict.FAIL
+    assert (
+        gate(compare(baseline, collapsed, POLICY), GateName.SCENARIO_REGRESSION).verdict
+        is Verdict.FAIL
+    )
 
 
 def test_collapse_floor_is_the_boschloo_p_of_r_of_r_against_none() -> None:
@@ -200,7 +225,9 @@ def test_collapse_floor_is_the_boschloo_p_of_r_of_r_against_none() -> None:
 # --- latency: pooled p95, two-stage cluster bootstrap (issue 14.3, A4) --------------------
 
 
-def lognormal_run(rng: np.random.Generator, medians: np.ndarray, repeats: int) -> list[tuple[float, ...]]:
+def lognormal_run(
+    rng: np.random.Generator, medians: np.ndarray, repeats: int
+) -> list[tuple[float, ...]]:
     return [tuple(float(x) for x in m * rng.lognormal(0, 0.35, repeats)) for m in medians]
 
 
@@ -212,7 +239,10 @@ def test_a_suite_wide_slowdown_fails_on_the_pooled_p95() -> None:
 
     def scaled(factor: float) -> list[CaseSample]:
         # Every attempt slower by the same factor: the pooled p95 moves by exactly that much.
-        return [sample(f"c{j:02d}", 10, 10, tuple(factor * x for x in lat)) for j, lat in enumerate(base_latencies)]
+        return [
+            sample(f"c{j:02d}", 10, 10, tuple(factor * x for x in lat))
+            for j, lat in enumerate(base_latencies)
+        ]
 
     result = gate(compare(baseline, scaled(1.5), POLICY), GateName.LATENCY_P95)
     assert result.verdict is Verdict.FAIL, result.reason
@@ -221,9 +251,17 @@ def test_a_suite_wide_slowdown_fails_on_the_pooled_p95() -> None:
     assert result.numbers["lower_bound"] is not None and result.numbers["lower_bound"] > 1.0
     # x1.3 is material, but at the gate's 0.125% the two-stage bootstrap of 50 x 10 cannot
     # separate it from noise (benchmarks/README.md gives the power): a re-run, not a pass.
-    assert gate(compare(baseline, scaled(1.3), POLICY), GateName.LATENCY_P95).verdict is Verdict.INCONCLUSIVE
-    same = [sample(f"c{j:02d}", 10, 10, lat) for j, lat in enumerate(lognormal_run(rng, medians, 10))]
-    assert gate(compare(baseline, same, POLICY), GateName.LATENCY_P95).verdict in (Verdict.OK, Verdict.WARN)
+    assert (
+        gate(compare(baseline, scaled(1.3), POLICY), GateName.LATENCY_P95).verdict
+        is Verdict.INCONCLUSIVE
+    )
+    same = [
+        sample(f"c{j:02d}", 10, 10, lat) for j, lat in enumerate(lognormal_run(rng, medians, 10))
+    ]
+    assert gate(compare(baseline, same, POLICY), GateName.LATENCY_P95).verdict in (
+        Verdict.OK,
+        Verdict.WARN,
+    )
 
 
 def test_the_pooled_bootstrap_matches_a_direct_two_stage_resampling() -> None:
@@ -242,7 +280,9 @@ def test_the_pooled_bootstrap_matches_a_direct_two_stage_resampling() -> None:
         js = r.integers(0, 4, 4)
         a = np.concatenate([base[j][r.integers(0, len(base[j]), len(base[j]))] for j in js])
         b = np.concatenate([cur[j][r.integers(0, len(cur[j]), len(cur[j]))] for j in js])
-        ratios.append(quantile(b, 0.95, method="harrell-davis") / quantile(a, 0.95, method="harrell-davis"))
+        ratios.append(
+            quantile(b, 0.95, method="harrell-davis") / quantile(a, 0.95, method="harrell-davis")
+        )
     assert bound == pytest.approx(float(np.quantile(ratios, 0.05)), rel=0.05)
 
 

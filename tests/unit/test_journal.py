@@ -40,8 +40,16 @@ def test_round_trip_keeps_types_order_and_payloads(tmp_path: Path) -> None:
 
 
 def test_every_event_type_has_its_own_model() -> None:
-    assert {"session.start", "io.ask.response", "llm.response", "world.snapshot", "eval.candidate",
-            "skill.discover", "plan.created", "plan.result"} <= set(EVENT_MODELS)
+    assert {
+        "session.start",
+        "io.ask.response",
+        "llm.response",
+        "world.snapshot",
+        "eval.candidate",
+        "skill.discover",
+        "plan.created",
+        "plan.result",
+    } <= set(EVENT_MODELS)
     assert len(EVENT_MODELS) == 21
 
 
@@ -74,7 +82,12 @@ def test_unknown_event_types_are_kept_with_a_warning(tmp_path: Path) -> None:
     _write(tmp_path / "j", BASIC[:2])
     events = tmp_path / "j" / "events.jsonl"
     with events.open("a") as handle:
-        handle.write(json.dumps({"seq": 3, "ts": "t", "type": "memory.write", "turn": 1, "payload": {"k": 1}}) + "\n")
+        handle.write(
+            json.dumps(
+                {"seq": 3, "ts": "t", "type": "memory.write", "turn": 1, "payload": {"k": 1}}
+            )
+            + "\n"
+        )
     with pytest.warns(NodevalWarning, match=r"events.jsonl:3: unknown event type 'memory.write'"):
         journal = read_journal(tmp_path / "j")
     assert isinstance(journal.events[-1], UnknownEvent)
@@ -111,20 +124,47 @@ def test_the_writer_refuses_types_it_does_not_define(tmp_path: Path) -> None:
 
 def test_secrets_never_reach_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACME_API_KEY", "acme-live-7f3a9c2e1b")
-    _write(tmp_path / "j", [
-        ("llm.response", {"provider": "p", "headers": {"content-type": "application/json"},
-                          "body": {"note": "key sk-ant-api03-abcdefghijklmnop and Bearer abc.def.ghijkl",
-                                   "Authorization": "Bearer xyz", "echo": "acme-live-7f3a9c2e1b"}}),
-        ("tool.result", {"tool": "t", "call_id": "c", "ok": True, "result": {"cookie": "sid=123", "x-api-key": "k"}}),
-    ])
+    _write(
+        tmp_path / "j",
+        [
+            (
+                "llm.response",
+                {
+                    "provider": "p",
+                    "headers": {"content-type": "application/json"},
+                    "body": {
+                        "note": "key sk-ant-api03-abcdefghijklmnop and Bearer abc.def.ghijkl",
+                        "Authorization": "Bearer xyz",
+                        "echo": "acme-live-7f3a9c2e1b",
+                    },
+                },
+            ),
+            (
+                "tool.result",
+                {
+                    "tool": "t",
+                    "call_id": "c",
+                    "ok": True,
+                    "result": {"cookie": "sid=123", "x-api-key": "k"},
+                },
+            ),
+        ],
+    )
     text = (tmp_path / "j" / "events.jsonl").read_text()
-    for secret in ("sk-ant-api03", "abc.def.ghijkl", "Bearer xyz", "acme-live-7f3a9c2e1b", "sid=123"):
+    for secret in (
+        "sk-ant-api03",
+        "abc.def.ghijkl",
+        "Bearer xyz",
+        "acme-live-7f3a9c2e1b",
+        "sid=123",
+    ):
         assert secret not in text
     assert text.count("[REDACTED]") == 6
 
 
 def test_a_writer_without_a_directory_keeps_the_journal_in_memory_only(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     writer = JournalWriter(None, journal_header("live", None))
     for type_name, payload in BASIC:

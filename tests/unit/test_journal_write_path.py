@@ -25,52 +25,98 @@ class CountingRedactor:
         self.inner = redact.secrets_redactor()
         self.seen: list[tuple[str, bool]] = []
 
-    def __call__(self, event_type: str, payload: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+    def __call__(
+        self, event_type: str, payload: dict[str, Any], text: str | None = None
+    ) -> dict[str, Any]:
         self.seen.append((event_type, text is not None))
         return self.inner(event_type, payload, text)
 
 
 def _golden(tmp_path: Path) -> Any:
     with JournalWriter(tmp_path / "golden", journal_header("record", None)) as writer:
-        writer.emit("llm.response", {"provider": "p", "status": 200, "headers": {}, "body": {"text": "hi " * 50},
-                                     "latency_ms": 12.5})
-        writer.emit("tool.result", {"tool": "shell", "call_id": "c1", "ok": True, "result": {"out": "3M"},
-                                    "latency_ms": 4.0})
+        writer.emit(
+            "llm.response",
+            {
+                "provider": "p",
+                "status": 200,
+                "headers": {},
+                "body": {"text": "hi " * 50},
+                "latency_ms": 12.5,
+            },
+        )
+        writer.emit(
+            "tool.result",
+            {
+                "tool": "shell",
+                "call_id": "c1",
+                "ok": True,
+                "result": {"out": "3M"},
+                "latency_ms": 4.0,
+            },
+        )
     return read_journal(tmp_path / "golden")
 
 
 def test_a_served_payload_is_written_verbatim_without_a_second_scan(tmp_path: Path) -> None:
     golden = _golden(tmp_path)
     redactor = CountingRedactor()
-    with JournalWriter(tmp_path / "observed", journal_header("replay", None), redactor, durable=False) as writer:
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), redactor, durable=False
+    ) as writer:
         writer.set_turn(3)
         served = [writer.emit_recorded(event) for event in golden.events]
     assert redactor.seen == [], "served payloads were redacted when recorded"
     assert [e.payload for e in served] == [e.payload for e in golden.events]
     assert all(s.payload is g.payload for s, g in zip(served, golden.events)), "shared, not copied"
     observed = read_journal(tmp_path / "observed").events
-    assert [(e.seq, e.turn, e.payload_dict()) for e in observed] == \
-        [(1, 3, golden.events[0].payload_dict()), (2, 3, golden.events[1].payload_dict())]
+    assert [(e.seq, e.turn, e.payload_dict()) for e in observed] == [
+        (1, 3, golden.events[0].payload_dict()),
+        (2, 3, golden.events[1].payload_dict()),
+    ]
 
 
 def test_session_events_are_never_served_from_a_journal(tmp_path: Path) -> None:
     with JournalWriter(tmp_path / "golden", journal_header("record", None)) as writer:
-        start = writer.emit("session.start", {"engine": "e", "version": "1", "session_id": "s", "mode": "record"})
-    with JournalWriter(None, journal_header("replay", None)) as writer, pytest.raises(ValueError, match="session.start"):
+        start = writer.emit(
+            "session.start", {"engine": "e", "version": "1", "session_id": "s", "mode": "record"}
+        )
+    with (
+        JournalWriter(None, journal_header("replay", None)) as writer,
+        pytest.raises(ValueError, match="session.start"),
+    ):
         writer.emit_recorded(start)
 
 
 def test_a_request_is_scanned_once_on_its_text_as_sent_and_secrets_still_go(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    body = {"model": "m", "messages": [{"role": "user", "content": "my key is sk-ant-abcdefghijklmnop"}]}
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "my key is sk-ant-abcdefghijklmnop"}],
+    }
     sent = json.dumps(body)
     redactor = CountingRedactor()
     dumps = []
     real_dumps = json.dumps
-    monkeypatch.setattr(redact.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k))
-    with JournalWriter(tmp_path / "observed", journal_header("replay", None), redactor, durable=False) as writer:
-        writer.emit("llm.request", {"provider": "p", "api": "a", "method": "POST", "path": "/v1/messages",
-                                    "stream": False, "body": json.loads(sent)}, owned=True, text=sent)
+    monkeypatch.setattr(
+        redact.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k)
+    )
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), redactor, durable=False
+    ) as writer:
+        writer.emit(
+            "llm.request",
+            {
+                "provider": "p",
+                "api": "a",
+                "method": "POST",
+                "path": "/v1/messages",
+                "stream": False,
+                "body": json.loads(sent),
+            },
+            owned=True,
+            text=sent,
+        )
     assert redactor.seen == [("llm.request", True)]
     assert dumps == [], "the scan read the text it was given instead of serialising the payload"
     line = (tmp_path / "observed" / "events.jsonl").read_text()
@@ -79,20 +125,41 @@ def test_a_request_is_scanned_once_on_its_text_as_sent_and_secrets_still_go(
 
 def _exchange_journal(tmp_path: Path) -> Any:
     with JournalWriter(tmp_path / "golden", journal_header("record", None)) as writer:
-        writer.emit("llm.request", {"provider": "p", "api": "mock", "method": "POST", "path": "/mock",
-                                    "stream": False, "body": {"messages": [{"role": "user", "text": "hi"}]}})
-        writer.emit("llm.response", {"provider": "p", "status": 200, "headers": {}, "body": {"text": "hello"},
-                                     "latency_ms": 3.0})
+        writer.emit(
+            "llm.request",
+            {
+                "provider": "p",
+                "api": "mock",
+                "method": "POST",
+                "path": "/mock",
+                "stream": False,
+                "body": {"messages": [{"role": "user", "text": "hi"}]},
+            },
+        )
+        writer.emit(
+            "llm.response",
+            {
+                "provider": "p",
+                "status": 200,
+                "headers": {},
+                "body": {"text": "hello"},
+                "latency_ms": 3.0,
+            },
+        )
     return read_journal(tmp_path / "golden")
 
 
-def test_a_request_equal_to_the_recording_is_journaled_as_the_recorded_event(tmp_path: Path) -> None:
+def test_a_request_equal_to_the_recording_is_journaled_as_the_recorded_event(
+    tmp_path: Path,
+) -> None:
     from pytest_nodeval.journal.replay import ReplayStash
 
     golden = _exchange_journal(tmp_path)
     redactor = CountingRedactor()
     stash = ReplayStash(golden, case="c")
-    with JournalWriter(tmp_path / "observed", journal_header("replay", None), redactor, durable=False) as writer:
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), redactor, durable=False
+    ) as writer:
         response = stash.serve_llm(writer, "p", golden.events[0].payload_dict())
     assert response["body"] == {"text": "hello"}
     assert redactor.seen == [], "an equal request and the served response need no scan"
@@ -104,16 +171,22 @@ def test_a_diverging_request_is_journaled_as_sent_before_the_replay_stops(tmp_pa
 
     golden = _exchange_journal(tmp_path)
     stash = ReplayStash(golden, case="c")
-    sent = {**golden.events[0].payload_dict(), "body": {"messages": [{"role": "user", "text": "bye"}]}}
-    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+    sent = {
+        **golden.events[0].payload_dict(),
+        "body": {"messages": [{"role": "user", "text": "bye"}]},
+    }
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), durable=False
+    ) as writer:
         with pytest.raises(ReplayStopped):
             stash.serve_llm(writer, "p", sent)
     assert [e.type for e in writer.events] == ["llm.request"]
     assert writer.events[0].payload_dict()["body"] == sent["body"]
 
 
-def test_a_request_sent_byte_for_byte_as_recorded_is_served_without_parsing(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_request_sent_byte_for_byte_as_recorded_is_served_without_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Matched on the golden journal's own bytes: nothing is parsed, and the line is written as recorded."""
     from pytest_nodeval.journal import replay
 
@@ -121,20 +194,30 @@ def test_a_request_sent_byte_for_byte_as_recorded_is_served_without_parsing(tmp_
     request = golden.events[0]
     sent = json.dumps(request.payload_dict()["body"], separators=(",", ":")).encode()
     stash = replay.ReplayStash(golden, case="c")
-    assert stash.serve_llm_exact(None, "p", "mock", "POST", "/mock", sent + b" ") is None, "other bytes: parse"
+    assert stash.serve_llm_exact(None, "p", "mock", "POST", "/mock", sent + b" ") is None, (
+        "other bytes: parse"
+    )
     parsed = []
     monkeypatch.setattr(replay.json, "loads", lambda *a, **k: parsed.append(a), raising=False)
-    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), durable=False
+    ) as writer:
         served = stash.serve_llm_exact(writer, "p", "mock", "POST", "/mock", sent)
     assert served is not None and served["body"] == {"text": "hello"} and parsed == []
     golden_lines = (tmp_path / "golden" / "events.jsonl").read_bytes().split(b"\n")[:2]
     observed_lines = (tmp_path / "observed" / "events.jsonl").read_bytes().split(b"\n")[:2]
     for golden_line, observed_line in zip(golden_lines, observed_lines, strict=True):
-        assert observed_line.split(b',"payload":')[1] == golden_line.split(b',"payload":')[1], "written as recorded"
-    assert [e.payload for e in read_journal(tmp_path / "observed").events] == [e.payload for e in golden.events[:2]]
+        assert observed_line.split(b',"payload":')[1] == golden_line.split(b',"payload":')[1], (
+            "written as recorded"
+        )
+    assert [e.payload for e in read_journal(tmp_path / "observed").events] == [
+        e.payload for e in golden.events[:2]
+    ]
 
 
-def test_a_served_exchange_is_not_serialised_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_served_exchange_is_not_serialised_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both payloads of an exchange go to the observed journal as the golden journal's text."""
     from pytest_nodeval.journal import replay
     from pytest_nodeval.journal.events import EVENT_MODELS
@@ -144,32 +227,46 @@ def test_a_served_exchange_is_not_serialised_again(tmp_path: Path, monkeypatch: 
     dumped = []
     for kind in ("llm.request", "llm.response"):
         model = EVENT_MODELS[kind]
-        monkeypatch.setattr(model, "model_dump_json", lambda self, **k: dumped.append(self.type) or "{}")
+        monkeypatch.setattr(
+            model, "model_dump_json", lambda self, **k: dumped.append(self.type) or "{}"
+        )
     stash = replay.ReplayStash(golden, case="c")
-    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), durable=False
+    ) as writer:
         stash.serve_llm(writer, "p", sent)
     assert dumped == []
 
 
 def test_a_flat_payload_is_not_copied_through_json_and_its_strings_are_still_scanned(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pytest_nodeval.journal import writer as writer_module
 
     dumps = []
     real_dumps = json.dumps
-    monkeypatch.setattr(writer_module.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k))
-    monkeypatch.setattr(redact.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k))
-    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+    monkeypatch.setattr(
+        writer_module.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k)
+    )
+    monkeypatch.setattr(
+        redact.json, "dumps", lambda *a, **k: dumps.append(a) or real_dumps(*a, **k)
+    )
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), durable=False
+    ) as writer:
         writer.emit("io.output", {"text": "here it is: Bearer abcdefghijklmnop"})
         writer.emit("agent.turn.end", {"stop_reason": "end_turn"})
-        writer.emit("tool.call", {"tool": "shell", "call_id": "c1", "args": {"command": "ls"}})  # nested: copied
+        writer.emit(
+            "tool.call", {"tool": "shell", "call_id": "c1", "args": {"command": "ls"}}
+        )  # nested: copied
     assert len(dumps) == 2, "only the nested payload went through JSON (scan + copy)"
     text = (tmp_path / "observed" / "events.jsonl").read_text()
     assert "abcdefghijklmnop" not in text and redact.REDACTED in text
 
 
-def test_matching_a_request_never_dumps_the_recorded_one_to_a_dict(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_matching_a_request_never_dumps_the_recorded_one_to_a_dict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A 40 KB request body dumped per call (and once more per event at seeding) cost more than the replay."""
     from pytest_nodeval.journal import replay
     from pytest_nodeval.journal.events import EVENT_MODELS
@@ -177,10 +274,14 @@ def test_matching_a_request_never_dumps_the_recorded_one_to_a_dict(tmp_path: Pat
     golden = _exchange_journal(tmp_path)
     dumped = []
     request_model = EVENT_MODELS["llm.request"]
-    monkeypatch.setattr(request_model, "payload_dict", lambda self: dumped.append(self.seq) or {}, raising=True)
+    monkeypatch.setattr(
+        request_model, "payload_dict", lambda self: dumped.append(self.seq) or {}, raising=True
+    )
     stash = replay.ReplayStash(golden, case="c")
     sent = golden.events[0].payload.model_dump()
-    with JournalWriter(tmp_path / "observed", journal_header("replay", None), durable=False) as writer:
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), durable=False
+    ) as writer:
         stash.serve_llm(writer, "p", sent)
     assert dumped == []
 
@@ -188,10 +289,20 @@ def test_matching_a_request_never_dumps_the_recorded_one_to_a_dict(tmp_path: Pat
 def test_a_stricter_redactor_still_sees_a_served_payload(tmp_path: Path) -> None:
     """Serving verbatim is only for the secrets redactor golden journals were written with."""
     with JournalWriter(tmp_path / "golden", journal_header("record", None)) as writer:
-        writer.emit("tool.result", {"tool": "crm", "call_id": "c1", "ok": True, "result": {"email": "ann@example.com"},
-                                    "latency_ms": 1.0})
+        writer.emit(
+            "tool.result",
+            {
+                "tool": "crm",
+                "call_id": "c1",
+                "ok": True,
+                "result": {"email": "ann@example.com"},
+                "latency_ms": 1.0,
+            },
+        )
     golden = read_journal(tmp_path / "golden")
-    with JournalWriter(tmp_path / "sample", journal_header("sample", None), redact.pii_redactor) as writer:
+    with JournalWriter(
+        tmp_path / "sample", journal_header("sample", None), redact.pii_redactor
+    ) as writer:
         served = writer.emit_recorded(golden.events[0])
     assert served.payload_dict()["result"] == {"email": redact.REDACTED}
     assert "ann@example.com" not in (tmp_path / "sample" / "events.jsonl").read_text()

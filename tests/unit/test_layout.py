@@ -20,7 +20,9 @@ ENTRY_MODULE = "pytest_nodeval.plugin"
 # may import modules of its own unit and of units in lower layers; units that share a
 # layer do not know each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pytest_nodeval",),  # the root __init__: __version__ and the table of lazily imported public names
+    (
+        "pytest_nodeval",
+    ),  # the root __init__: __version__ and the table of lazily imported public names
     ("errors", "modes", "text"),
     ("yamlfiles",),
     ("journal", "world", "stats"),
@@ -32,7 +34,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plugin",),
     ("sampling", "protocol"),
     ("commands",),
-    ("cli", "gate", "sampler", "schemas"),  # the command line and the public faces of the gate and the sampler
+    (
+        "cli",
+        "gate",
+        "sampler",
+        "schemas",
+    ),  # the command line and the public faces of the gate and the sampler
 )
 
 
@@ -86,7 +93,8 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
 def _is_type_checking(test: ast.expr) -> bool:
     """`if TYPE_CHECKING:` or `if typing.TYPE_CHECKING:` (not `if not TYPE_CHECKING:`)."""
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _absolute(here: str, node: ast.ImportFrom) -> str:
@@ -107,7 +115,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(module)
         for target in sorted(graph.get(module, ())):
             if state.get(target) == "open":
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state and (cycle := visit(target)) is not None:
                 return cycle
         state[module] = "done"
@@ -124,14 +132,18 @@ def unit_of(module: str, package: str) -> str:
     return module.split(".")[1] if "." in module else package
 
 
-def layer_violations(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...], package: str) -> list[str]:
+def layer_violations(
+    graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...], package: str
+) -> list[str]:
     """Imports that go up the layers or sideways, and modules of a unit no layer lists."""
     rank = {unit: number for number, units in enumerate(layers) for unit in units}
     problems = []
     for module, targets in sorted(graph.items()):
         unit = unit_of(module, package)
         if unit not in rank:
-            problems.append(f"{module}: its unit {unit!r} is in no layer; add it to LAYERS and docs/architecture.md")
+            problems.append(
+                f"{module}: its unit {unit!r} is in no layer; add it to LAYERS and docs/architecture.md"
+            )
             continue
         for target in sorted(targets):
             other = unit_of(target, package)
@@ -165,8 +177,12 @@ def test_the_fakes_stand_alone() -> None:
     for path in sorted((REPO / "fakes").rglob("*.py")):
         for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
-            problems += [f"{path.relative_to(REPO)} imports {n}" for n in names if n.split(".")[0] == PACKAGE]
+            names += (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            )
+            problems += [
+                f"{path.relative_to(REPO)} imports {n}" for n in names if n.split(".")[0] == PACKAGE
+            ]
     assert problems == []
 
 
@@ -185,15 +201,18 @@ SYNTHETIC_LAYERS = (("pkg",), ("base",), ("low",), ("high",))
 
 @pytest.fixture
 def synthetic(tmp_path: Path) -> Path:
-    _write_package(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/base.py": "",
-        "pkg/low/__init__.py": "",
-        "pkg/low/a.py": "from ..base import thing\nfrom . import b\n",
-        "pkg/low/b.py": "",
-        "pkg/high/__init__.py": "",
-        "pkg/high/c.py": "from ..low.a import x\n\ndef lazy():\n    from ..low import b\n",
-    })
+    _write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/base.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/low/a.py": "from ..base import thing\nfrom . import b\n",
+            "pkg/low/b.py": "",
+            "pkg/high/__init__.py": "",
+            "pkg/high/c.py": "from ..low.a import x\n\ndef lazy():\n    from ..low import b\n",
+        },
+    )
     return tmp_path
 
 
@@ -214,25 +233,30 @@ def test_an_import_up_the_layers_is_named(synthetic: Path) -> None:
     (synthetic / "pkg/low/b.py").write_text("from ..high.c import lazy\n")
     graph = import_graph(synthetic, "pkg")
     assert layer_violations(graph, SYNTHETIC_LAYERS, "pkg") == [
-        "pkg.low.b imports pkg.high.c: 'high' is not below 'low'"]
+        "pkg.low.b imports pkg.high.c: 'high' is not below 'low'"
+    ]
     assert find_cycle(graph) == ["pkg.high.c", "pkg.low.a", "pkg.low.b", "pkg.high.c"]
 
 
 def test_type_checking_imports_are_not_dependencies(synthetic: Path) -> None:
     (synthetic / "pkg/low/b.py").write_text(
         "import typing\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..high.c import lazy\n"
-        "if typing.TYPE_CHECKING:\n    from ..high import c\n")
+        "if typing.TYPE_CHECKING:\n    from ..high import c\n"
+    )
     assert layer_violations(import_graph(synthetic, "pkg"), SYNTHETIC_LAYERS, "pkg") == []
 
 
 def test_an_import_under_not_type_checking_runs_and_counts(synthetic: Path) -> None:
     (synthetic / "pkg/low/b.py").write_text(
-        "from typing import TYPE_CHECKING\nif not TYPE_CHECKING:\n    from ..high.c import lazy\n")
+        "from typing import TYPE_CHECKING\nif not TYPE_CHECKING:\n    from ..high.c import lazy\n"
+    )
     assert layer_violations(import_graph(synthetic, "pkg"), SYNTHETIC_LAYERS, "pkg") == [
-        "pkg.low.b imports pkg.high.c: 'high' is not below 'low'"]
+        "pkg.low.b imports pkg.high.c: 'high' is not below 'low'"
+    ]
 
 
 def test_a_unit_in_no_layer_is_named(synthetic: Path) -> None:
     _write_package(synthetic, {"pkg/stray.py": ""})
     assert layer_violations(import_graph(synthetic, "pkg"), SYNTHETIC_LAYERS, "pkg") == [
-        "pkg.stray: its unit 'stray' is in no layer; add it to LAYERS and docs/architecture.md"]
+        "pkg.stray: its unit 'stray' is in no layer; add it to LAYERS and docs/architecture.md"
+    ]

@@ -17,8 +17,15 @@ def _tests(*attempts: tuple[str, str, int]) -> dict[str, tuple[str, int]]:
     return {nodeid: (case_id, repeat) for nodeid, case_id, repeat in attempts}
 
 
-def _run(tally: Tally, nodeid: str, start: float, end: float, outcome: str = "passed", infra: bool = False,
-         cost: float | None = None) -> None:
+def _run(
+    tally: Tally,
+    nodeid: str,
+    start: float,
+    end: float,
+    outcome: str = "passed",
+    infra: bool = False,
+    cost: float | None = None,
+) -> None:
     tally.start(nodeid, start)
     tally.result(nodeid, outcome, infra, cost, end)
     tally.finish(nodeid, end)
@@ -157,14 +164,28 @@ def test_every_event_costs_the_same_however_many_tests_there_are() -> None:
     assert CountingDict.walked == 1
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(0.2, "1s"), (45, "45s"), (61, "2m"), (720, "12m"),
-                                               (3600, "1h00m"), (3 * 3600 + 5 * 60 + 1, "3h06m")])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.2, "1s"),
+        (45, "45s"),
+        (61, "2m"),
+        (720, "12m"),
+        (3600, "1h00m"),
+        (3 * 3600 + 5 * 60 + 1, "3h06m"),
+    ],
+)
 def test_format_eta(seconds: float, text: str) -> None:
     assert format_eta(seconds) == text
 
 
 def test_the_line_says_spend_and_eta_only_when_known() -> None:
-    known = Snapshot(total=600, done=120, in_flight=8, failed=3, infra=1, spend_usd=1.234, eta_s=700)
-    assert format_line(known) == "nodeval: 120/600 attempts, 8 in flight, 3 failed, 1 infra, $1.23, ETA 12m"
+    known = Snapshot(
+        total=600, done=120, in_flight=8, failed=3, infra=1, spend_usd=1.234, eta_s=700
+    )
+    assert (
+        format_line(known)
+        == "nodeval: 120/600 attempts, 8 in flight, 3 failed, 1 infra, $1.23, ETA 12m"
+    )
     unknown = Snapshot(total=6, done=0, in_flight=1, failed=0, infra=0, spend_usd=None, eta_s=None)
     assert format_line(unknown) == "nodeval: 0/6 attempts, 1 in flight, 0 failed, 0 infra"

@@ -15,8 +15,19 @@ FACES = ("pytest_nodeval", "pytest_nodeval.gate", "pytest_nodeval.sampler")
 
 # What `from pytest_nodeval import ...` exported before the package had subpackages.
 EXPORTED_BEFORE_SUBPACKAGES = {
-    "expect", "Expect", "AgentContext", "tool", "ToolFailed", "Observed", "World", "ExecResult",
-    "SimulatedUser", "NodevalError", "ReplayDivergence", "NodevalWarning", "__version__",
+    "expect",
+    "Expect",
+    "AgentContext",
+    "tool",
+    "ToolFailed",
+    "Observed",
+    "World",
+    "ExecResult",
+    "SimulatedUser",
+    "NodevalError",
+    "ReplayDivergence",
+    "NodevalWarning",
+    "__version__",
 }
 
 
@@ -53,7 +64,9 @@ def test_every_name_a_public_module_exports_imports_and_is_documented(face: str)
 
 
 @pytest.mark.parametrize(("face", "name", "defined_in"), documented_rows())
-def test_docs_api_names_the_module_that_defines_each_name(face: str, name: str, defined_in: str) -> None:
+def test_docs_api_names_the_module_that_defines_each_name(
+    face: str, name: str, defined_in: str
+) -> None:
     public = getattr(importlib.import_module(face), name)
     assert getattr(importlib.import_module(defined_in), name) is public
 
@@ -61,5 +74,13 @@ def test_docs_api_names_the_module_that_defines_each_name(face: str, name: str, 
 def test_the_gate_keeps_its_import_path() -> None:
     from pytest_nodeval.gate import CaseSample, GatePolicy, compare
 
-    assert compare([CaseSample("a", (True,), (1.0,), (1,))], [CaseSample("a", (False,), (1.0,), (1,))],
-                   GatePolicy()).cases[0].case_id == "a"
+    assert (
+        compare(
+            [CaseSample("a", (True,), (1.0,), (1,))],
+            [CaseSample("a", (False,), (1.0,), (1,))],
+            GatePolicy(),
+        )
+        .cases[0]
+        .case_id
+        == "a"
+    )

@@ -8,8 +8,12 @@ import pytest
 
 from pytest_nodeval.journal.redact import REDACTED, chain, default_redactor, pii_redactor
 
-SECRETS = ["sk-ant-api03-abcdefghijkl", "sk-proj-abcdefghijklmnopqrstuv", "Bearer abcdefghijklmnop",
-           "AIzaSyA1234567890abcdefghijklmnopqrstu"]
+SECRETS = [
+    "sk-ant-api03-abcdefghijkl",
+    "sk-proj-abcdefghijklmnopqrstuv",
+    "Bearer abcdefghijklmnop",
+    "AIzaSyA1234567890abcdefghijklmnopqrstu",
+]
 PII = ["jane.doe@example.com", "4111 1111 1111 1111", "4111-1111-1111-1111"]
 
 
@@ -20,8 +24,9 @@ def test_pii_redactor_removes_secrets_wherever_they_stand(secret: str, before: s
     plain = pii_redactor("io.input", {"text": text})["text"]
     encoded = pii_redactor("io.input", {"text": json.dumps({"s": text})})["text"]
     assert secret not in plain and REDACTED in plain
-    assert secret not in encoded and json.loads(encoded)["s"] == plain, \
+    assert secret not in encoded and json.loads(encoded)["s"] == plain, (
         "redacting JSON-encoded text gives what encoding the redacted text gives"
+    )
 
 
 @pytest.mark.parametrize("secret", SECRETS)
@@ -31,7 +36,9 @@ def test_the_journal_default_removes_credentials_but_keeps_addresses(secret: str
     assert secret not in redacted and "jane.doe@example.com" in redacted
 
 
-@pytest.mark.parametrize("text", ["session 3f2a12345678901234567b", "order ORD-12345", "at 2026-11-30 12:00"])
+@pytest.mark.parametrize(
+    "text", ["session 3f2a12345678901234567b", "order ORD-12345", "at 2026-11-30 12:00"]
+)
 def test_ordinary_identifiers_are_kept(text: str) -> None:
     assert pii_redactor("io.input", {"text": text})["text"] == text
 
@@ -60,10 +67,14 @@ class _EnvironLosingAKey(dict):  # type: ignore[type-arg]
         return list(self)
 
 
-def test_secret_env_values_survive_a_key_deleted_while_copying(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secret_env_values_survive_a_key_deleted_while_copying(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import os
 
     from pytest_nodeval.journal.redact import secret_env_values
 
-    monkeypatch.setattr(os, "environ", _EnvironLosingAKey({"SERVICE_API_KEY": "k" * 20, "HOME": "/root"}))
+    monkeypatch.setattr(
+        os, "environ", _EnvironLosingAKey({"SERVICE_API_KEY": "k" * 20, "HOME": "/root"})
+    )
     assert secret_env_values() == ("k" * 20,)

@@ -15,7 +15,11 @@ from pytest_nodeval.runner.session import AttemptSettings, run_case
 from ..conftest import write_case
 
 SCRIPT = [
-    {"tool_calls": [{"name": "shell", "args": {"command": "echo 12M > usage.txt && cat usage.txt"}}]},
+    {
+        "tool_calls": [
+            {"name": "shell", "args": {"command": "echo 12M > usage.txt && cat usage.txt"}}
+        ]
+    },
     {"tool_calls": [{"name": "ask_user", "args": {"question": "Which unit do you prefer?"}}]},
     {"text": "The workspace uses 12M."},
 ]
@@ -35,13 +39,22 @@ def _comparable(events: list[Any]) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def case_dir(tmp_path: Path) -> Path:
-    return write_case(tmp_path, "disk-usage", script=SCRIPT, inputs=["How much space is used?"],
-                      answers=[{"text": "megabytes"}])
+    return write_case(
+        tmp_path,
+        "disk-usage",
+        script=SCRIPT,
+        inputs=["How much space is used?"],
+        answers=[{"text": "megabytes"}],
+    )
 
 
-def test_replay_reproduces_the_recorded_stream_offline(case_dir: Path, tmp_path: Path, no_network: list[Any]) -> None:
+def test_replay_reproduces_the_recorded_stream_offline(
+    case_dir: Path, tmp_path: Path, no_network: list[Any]
+) -> None:
     golden = read_journal(case_dir / "journal").events
-    observed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed")
+    observed = run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed"
+    )
     assert observed.divergence is None
     assert observed.status == "ok"
     assert _comparable(observed.events) == _comparable(golden)
@@ -50,9 +63,13 @@ def test_replay_reproduces_the_recorded_stream_offline(case_dir: Path, tmp_path:
 
 
 def test_replay_does_not_run_side_effecting_tools(case_dir: Path, tmp_path: Path) -> None:
-    observed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed")
+    observed = run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed"
+    )
     assert observed.world_backend is None  # no world was started
-    result = next(e for e in observed.events if e.type == "tool.result" and e.payload.tool == "shell")
+    result = next(
+        e for e in observed.events if e.type == "tool.result" and e.payload.tool == "shell"
+    )
     assert result.payload.result["stdout"] == "12M\n"
 
 
@@ -63,13 +80,20 @@ def _edit_config(case_dir: Path, **changes: Any) -> None:
     path.write_text(yaml.safe_dump(config))
 
 
-def test_a_changed_system_prompt_is_a_divergence_with_seq_and_diff(case_dir: Path, tmp_path: Path) -> None:
+def test_a_changed_system_prompt_is_a_divergence_with_seq_and_diff(
+    case_dir: Path, tmp_path: Path
+) -> None:
     _edit_config(case_dir, system_prompt="You are a sloppy assistant.")
-    observed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed")
+    observed = run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed"
+    )
     assert observed.status == "divergence"
     message = observed.divergence or ""
     assert "at seq 7 (llm.request to 'mock')" in message
-    assert "at system: recorded 'You are a careful assistant.', now 'You are a sloppy assistant.'" in message
+    assert (
+        "at system: recorded 'You are a careful assistant.', now 'You are a sloppy assistant.'"
+        in message
+    )
     assert '- "system": "You are a careful assistant.",' in message
     assert '+ "system": "You are a sloppy assistant.",' in message
     assert "nodeval record" in message
@@ -78,8 +102,12 @@ def test_a_changed_system_prompt_is_a_divergence_with_seq_and_diff(case_dir: Pat
 def test_a_changed_tool_argument_is_a_divergence(case_dir: Path, tmp_path: Path) -> None:
     journal = case_dir / "journal" / "events.jsonl"
     recorded_call = '"tool":"shell","call_id":"call_1_1","args":{"command":"echo 12M'
-    journal.write_text(journal.read_text().replace(recorded_call, recorded_call.replace("12M", "99M")))
-    observed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed")
+    journal.write_text(
+        journal.read_text().replace(recorded_call, recorded_call.replace("12M", "99M"))
+    )
+    observed = run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed"
+    )
     message = observed.divergence or ""
     assert "(tool.call call_1_1)" in message
     assert "at args.command: recorded 'echo 99M" in message and "now 'echo 12M" in message
@@ -90,18 +118,33 @@ def test_an_agent_that_stops_early_diverges(case_dir: Path, tmp_path: Path) -> N
     journal = case_dir / "journal" / "events.jsonl"
     lines = journal.read_text().splitlines()
     cut = next(i for i, line in enumerate(lines) if '"type":"agent.turn.start","turn":3' in line)
-    journal.write_text("\n".join([*lines[:cut], lines[-1]]) + "\n")  # still ends with its session.end
-    observed = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed")
-    assert "made an LLM call to 'mock' that the journal does not have, after its last recorded response to " \
-           "'mock' (seq " in (observed.divergence or "")
+    journal.write_text(
+        "\n".join([*lines[:cut], lines[-1]]) + "\n"
+    )  # still ends with its session.end
+    observed = run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed"
+    )
+    assert (
+        "made an LLM call to 'mock' that the journal does not have, after its last recorded response to "
+        "'mock' (seq " in (observed.divergence or "")
+    )
     assert f"diverged from its journal ({journal}):" in (observed.divergence or "")
 
 
-def test_strict_matching_notices_changes_default_matching_ignores(case_dir: Path, tmp_path: Path) -> None:
+def test_strict_matching_notices_changes_default_matching_ignores(
+    case_dir: Path, tmp_path: Path
+) -> None:
     journal = case_dir / "journal" / "events.jsonl"
-    journal.write_text(journal.read_text().replace('"tools":["shell","file","ask_user"]',
-                                                   '"tools":["shell","file","ask_user"],"metadata":1', 1))
+    journal.write_text(
+        journal.read_text().replace(
+            '"tools":["shell","file","ask_user"]',
+            '"tools":["shell","file","ask_user"],"metadata":1',
+            1,
+        )
+    )
     default = run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "a")
-    strict = run_case(load_case(case_dir), AttemptSettings(mode="deterministic", match="strict"), tmp_path / "b")
+    strict = run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic", match="strict"), tmp_path / "b"
+    )
     assert default.divergence is None
     assert strict.divergence is not None and "metadata" in strict.divergence

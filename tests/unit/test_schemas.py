@@ -17,7 +17,8 @@ def test_committed_schema_matches_the_model(name: str) -> None:
         committed = (directory / name).read_text()
         assert committed == render(schemas()[name]), (
             f"{directory.name}/{name} is out of date with its model; if the change is deliberate, run "
-            "`python -m pytest_nodeval.schemas` (and bump schema_version if readers would break)")
+            "`python -m pytest_nodeval.schemas` (and bump schema_version if readers would break)"
+        )
 
 
 @pytest.mark.parametrize("relative", sorted(USER_FILES))
@@ -60,12 +61,28 @@ WRONG_FILES = [  # (schema, document, the key the error must name)
     ("case.schema.json", {"id": "x", "colour": "blue"}, "colour"),
     ("case.schema.json", {"id": "x", "repeat": "many"}, "repeat"),
     ("case.schema.json", {"name": "no id"}, "id"),
-    ("config.schema.json", {"providers": [{"name": "mock", "model": "m"}], "prompt": "x"}, "prompt"),
-    ("config.schema.json", {"providers": [{"name": "mock", "model": "m"}], "limits": {"max_turns": "ten"}}, "max_turns"),
+    (
+        "config.schema.json",
+        {"providers": [{"name": "mock", "model": "m"}], "prompt": "x"},
+        "prompt",
+    ),
+    (
+        "config.schema.json",
+        {"providers": [{"name": "mock", "model": "m"}], "limits": {"max_turns": "ten"}},
+        "max_turns",
+    ),
     ("config.schema.json", {"system_prompt": "no providers"}, "providers"),
-    ("inputs.schema.json", {"user": {"kind": "scripted", "inputs": ["hi"], "colour": "x"}}, "colour"),
+    (
+        "inputs.schema.json",
+        {"user": {"kind": "scripted", "inputs": ["hi"], "colour": "x"}},
+        "colour",
+    ),
     ("inputs.schema.json", {"user": {"kind": "scripted", "inputs": "hi"}}, "inputs"),
-    ("inputs.schema.json", {"user": {"kind": "persona", "persona": "p", "reason": "r"}}, "provider"),
+    (
+        "inputs.schema.json",
+        {"user": {"kind": "persona", "persona": "p", "reason": "r"}},
+        "provider",
+    ),
     ("assertions.schema.json", [{"kind": "tool_called", "tool": "shell", "colour": 1}], "colour"),
     ("assertions.schema.json", [{"kind": "max_turns", "value": "three"}], "value"),
     ("assertions.schema.json", [{"kind": "tool_called"}], "tool"),
@@ -73,8 +90,11 @@ WRONG_FILES = [  # (schema, document, the key the error must name)
 ]
 
 
-@pytest.mark.parametrize(("schema", "document", "key"), WRONG_FILES,
-                         ids=[f"{s.split('.')[0]}-{k}-{i}" for i, (s, _, k) in enumerate(WRONG_FILES)])
+@pytest.mark.parametrize(
+    ("schema", "document", "key"),
+    WRONG_FILES,
+    ids=[f"{s.split('.')[0]}-{k}-{i}" for i, (s, _, k) in enumerate(WRONG_FILES)],
+)
 def test_a_wrong_file_fails_its_schema_naming_the_key(schema: str, document: Any, key: str) -> None:
     jsonschema = pytest.importorskip("jsonschema")
 
@@ -88,5 +108,9 @@ def test_a_wrong_file_fails_its_schema_naming_the_key(schema: str, document: Any
         error = pending.pop()
         said.append(error)
         pending += error.context
-    assert any(key in [str(p) for p in e.absolute_path] or repr(key) in e.message or f'"{key}"' in e.message
-               for e in said), [e.message for e in said]
+    assert any(
+        key in [str(p) for p in e.absolute_path]
+        or repr(key) in e.message
+        or f'"{key}"' in e.message
+        for e in said
+    ), [e.message for e in said]

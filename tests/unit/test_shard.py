@@ -21,12 +21,18 @@ def test_a_bad_shard_is_a_usage_error_saying_what_is_valid(value: str) -> None:
 
 def test_auto_reads_gitlab_counting_from_one_and_buildkite_counting_from_zero() -> None:
     assert parse_shard("auto", {"CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "3"}) == ShardSpec(1, 3)
-    assert parse_shard("auto", {"BUILDKITE_PARALLEL_JOB": "0", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}) == ShardSpec(1, 3)
-    assert parse_shard("auto", {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}) == ShardSpec(3, 3)
+    assert parse_shard(
+        "auto", {"BUILDKITE_PARALLEL_JOB": "0", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}
+    ) == ShardSpec(1, 3)
+    assert parse_shard(
+        "auto", {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}
+    ) == ShardSpec(3, 3)
 
 
 def test_auto_without_ci_variables_or_with_a_bad_index_is_a_usage_error() -> None:
-    with pytest.raises(pytest.UsageError, match="none of the CI variables CI_NODE_INDEX/CI_NODE_TOTAL"):
+    with pytest.raises(
+        pytest.UsageError, match="none of the CI variables CI_NODE_INDEX/CI_NODE_TOTAL"
+    ):
         parse_shard("auto", {})
     with pytest.raises(pytest.UsageError, match="CI_NODE_INDEX='0'.*counts from 1"):
         parse_shard("auto", {"CI_NODE_INDEX": "0", "CI_NODE_TOTAL": "3"})
@@ -71,7 +77,10 @@ def test_adding_or_removing_a_case_moves_few_others() -> None:
     moved, moved_by_packing = 0, 0
     for seed in range(5):
         weights = _suite(60, seed)
-        for changed in ({**weights, "case-new": 3000.0}, {u: w for u, w in weights.items() if u != "case-017"}):
+        for changed in (
+            {**weights, "case-new": 3000.0},
+            {u: w for u, w in weights.items() if u != "case-017"},
+        ):
             step = _moved(assign(weights, 4), assign(changed, 4))
             assert step <= 10  # of 60
             moved += step

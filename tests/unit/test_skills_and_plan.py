@@ -27,16 +27,21 @@ def test_skills_are_read_from_their_front_matter(tmp_path: Path) -> None:
     (tmp_path / "not-a-skill").mkdir()
     skills = discover_skills(tmp_path)
     assert [(s.name, s.description, s.path, s.body) for s in skills] == [
-        ("alpha", "First.", "a", "Do A."), ("beta", "Second.", "b", "Do B.")]
+        ("alpha", "First.", "a", "Do A."),
+        ("beta", "Second.", "b", "Do B."),
+    ]
 
 
-@pytest.mark.parametrize(("text", "said"), [
-    ("Just instructions, no front matter.\n", "no front matter"),
-    ("---\nname: [unclosed\n---\nx\n", "not valid YAML"),
-    ("---\ndescription: no name\n---\nx\n", "'name' must be"),
-    ("---\nname: Has Spaces\ndescription: d\n---\nx\n", "'name' must be"),
-    ("---\nname: ok\n---\nx\n", "'description' must be"),
-])
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("Just instructions, no front matter.\n", "no front matter"),
+        ("---\nname: [unclosed\n---\nx\n", "not valid YAML"),
+        ("---\ndescription: no name\n---\nx\n", "'name' must be"),
+        ("---\nname: Has Spaces\ndescription: d\n---\nx\n", "'name' must be"),
+        ("---\nname: ok\n---\nx\n", "'description' must be"),
+    ],
+)
 def test_a_bad_skill_file_is_an_error_naming_it(tmp_path: Path, text: str, said: str) -> None:
     path = _skill(tmp_path, "broken", text)
     with pytest.raises(ConfigError) as raised:
@@ -63,16 +68,25 @@ def test_a_plan_is_its_numbered_lines() -> None:
 
 
 def test_a_step_is_done_when_its_tool_was_called_after_the_steps_before_it() -> None:
-    steps = ["[shell] measure", "[file] write the summary", "[none] answer", "[file] mention the shell"]
+    steps = [
+        "[shell] measure",
+        "[file] write the summary",
+        "[none] answer",
+        "[file] mention the shell",
+    ]
     result = plan_result(steps, ["shell", "file", "file"], ["shell", "file"])
     assert [s["done"] for s in result["steps"]] == [True, True, None, True]
     assert (result["done"], result["checkable"], result["followed"]) == (3, 3, True)
     out_of_order = plan_result(steps[:2], ["file", "shell"], ["shell", "file"])
-    assert [s["done"] for s in out_of_order["steps"]] == [True, False] and not out_of_order["followed"]
+    assert [s["done"] for s in out_of_order["steps"]] == [True, False] and not out_of_order[
+        "followed"
+    ]
 
 
 def test_a_step_tagged_with_a_tool_the_agent_lacks_cannot_be_checked() -> None:
-    result = plan_result(["[browser] open the page", "skill talk in prose"], ["shell"], ["shell", "skill"])
+    result = plan_result(
+        ["[browser] open the page", "skill talk in prose"], ["shell"], ["shell", "skill"]
+    )
     assert [s["tool"] for s in result["steps"]] == [None, None]
     assert (result["checkable"], result["followed"]) == (0, False)
 
@@ -87,7 +101,9 @@ def _replay(case_dir: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
     from pytest_nodeval.case.directory import load_case
     from pytest_nodeval.runner.session import AttemptSettings, run_case
 
-    return run_case(load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "observed")
+    return run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "observed"
+    )
 
 
 def test_the_seed_replays_its_plan_and_skill_events(tmp_path: Path) -> None:
@@ -98,8 +114,16 @@ def test_the_seed_replays_its_plan_and_skill_events(tmp_path: Path) -> None:
     observed = _replay(case_dir, tmp_path)
     assert observed.divergence is None and observed.status == "ok"
     types = [e.type for e in observed.events]
-    assert types.count("skill.discover") == types.count("plan.created") == types.count("plan.result") == 1
-    assert all(r.status == "passed" for r in evaluate_all(load_case(case_dir).assertions, observed.evidence))
+    assert (
+        types.count("skill.discover")
+        == types.count("plan.created")
+        == types.count("plan.result")
+        == 1
+    )
+    assert all(
+        r.status == "passed"
+        for r in evaluate_all(load_case(case_dir).assertions, observed.evidence)
+    )
 
 
 def test_skills_are_discovered_live_in_replay_so_a_changed_skill_diverges(tmp_path: Path) -> None:

@@ -37,8 +37,12 @@ class _Site(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         routes: dict[str, Callable[[], None]] = {
             "/article": lambda: self._send("text/html; charset=utf-8", ARTICLE),
-            "/data.json": lambda: self._send("application/json", json.dumps({"version": "1.2.3"}).encode()),
-            "/notes.txt": lambda: self._send("text/plain; charset=latin-1", "café au lait".encode("latin-1")),
+            "/data.json": lambda: self._send(
+                "application/json", json.dumps({"version": "1.2.3"}).encode()
+            ),
+            "/notes.txt": lambda: self._send(
+                "text/plain; charset=latin-1", "café au lait".encode("latin-1")
+            ),
             "/image.png": lambda: self._send("image/png", b"\x89PNG\r\n\x1a\n"),
             "/to-article": lambda: self._redirect("/article"),
             "/to-elsewhere": lambda: self._redirect("http://elsewhere.test/secret"),
@@ -66,7 +70,9 @@ class _Site(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
     def _slow(self) -> None:
-        self.release.wait(30)  # longer than any limit in these tests; the test releases it at teardown
+        self.release.wait(
+            30
+        )  # longer than any limit in these tests; the test releases it at teardown
 
     def _huge(self) -> None:
         # No Content-Length: the client only learns the size by reading.
@@ -109,8 +115,15 @@ def _host(base: str) -> str:
     return base.removeprefix("http://")
 
 
-def _fetch(url: str, *, allow: list[str], timeout_s: float = 10.0, max_bytes: int = 2_000_000,
-           fake_url: str | None = None, fake: bool = False) -> ToolOutcome:
+def _fetch(
+    url: str,
+    *,
+    allow: list[str],
+    timeout_s: float = 10.0,
+    max_bytes: int = 2_000_000,
+    fake_url: str | None = None,
+    fake: bool = False,
+) -> ToolOutcome:
     spec = WebSpec(allow=allow, timeout_s=timeout_s, max_bytes=max_bytes, fake=fake)
     ctx = ToolContext(world=None, call_id="c1", timeout_s=30.0, ask=lambda call_id, question: "")
     return WebTool(spec, fake_url).run({"url": url}, ctx)
@@ -146,14 +159,18 @@ def test_a_host_not_allowed_is_refused_before_anything_is_sent(site: tuple[str, 
     base, _ = site
     outcome = _fetch(f"{base}/article", allow=["docs.example.com"])
     assert not outcome.ok
-    assert outcome.error == (f"{base}/article: host {_host(base)} is not allowed "
-                             "(web.allow in input/config.yaml: docs.example.com)")
+    assert outcome.error == (
+        f"{base}/article: host {_host(base)} is not allowed "
+        "(web.allow in input/config.yaml: docs.example.com)"
+    )
 
 
 def test_with_no_host_allowed_every_fetch_is_refused(site: tuple[str, list[int]]) -> None:
     base, _ = site
     outcome = _fetch(f"{base}/article", allow=[])
-    assert not outcome.ok and "is not allowed (web.allow in input/config.yaml: none)" in outcome.error
+    assert (
+        not outcome.ok and "is not allowed (web.allow in input/config.yaml: none)" in outcome.error
+    )
 
 
 def test_a_redirect_is_checked_against_the_allow_list_again(site: tuple[str, list[int]]) -> None:
@@ -162,8 +179,10 @@ def test_a_redirect_is_checked_against_the_allow_list_again(site: tuple[str, lis
     assert followed.ok and followed.result["url"] == f"{base}/article"
     refused = _fetch(f"{base}/to-elsewhere", allow=[_host(base)])
     assert not refused.ok
-    assert refused.error.startswith(f"{base}/to-elsewhere redirected to http://elsewhere.test/secret: "
-                                    "host elsewhere.test:80 is not allowed")
+    assert refused.error.startswith(
+        f"{base}/to-elsewhere redirected to http://elsewhere.test/secret: "
+        "host elsewhere.test:80 is not allowed"
+    )
 
 
 def test_a_fetch_that_does_not_answer_in_time_is_a_tool_error(site: tuple[str, list[int]]) -> None:
@@ -183,12 +202,16 @@ def test_a_50_mb_page_is_cut_off_at_the_limit(site: tuple[str, list[int]]) -> No
     assert sent[0] < FIFTY_MB  # the server could not send the rest: the client hung up
 
 
-def test_a_declared_size_over_the_limit_is_refused_without_reading(site: tuple[str, list[int]]) -> None:
+def test_a_declared_size_over_the_limit_is_refused_without_reading(
+    site: tuple[str, list[int]],
+) -> None:
     base, _ = site
     outcome = _fetch(f"{base}/huge-declared", allow=[_host(base)], max_bytes=1_000_000)
     assert not outcome.ok
-    assert outcome.error == (f"{base}/huge-declared: the page is {FIFTY_MB} bytes, more than the "
-                             "1000000-byte limit (web.max_bytes); nothing was read")
+    assert outcome.error == (
+        f"{base}/huge-declared: the page is {FIFTY_MB} bytes, more than the "
+        "1000000-byte limit (web.max_bytes); nothing was read"
+    )
 
 
 def test_a_non_2xx_status_is_a_tool_error(site: tuple[str, list[int]]) -> None:
@@ -203,40 +226,70 @@ def test_a_refused_connection_and_a_bad_url_are_tool_errors() -> None:
     assert "only http:// and https://" in _fetch("file:///etc/passwd", allow=["127.0.0.1"]).error
 
 
-@pytest.mark.parametrize(("host", "port", "allowed"), [
-    ("docs.example.com", 443, True),
-    ("docs.example.com", 8080, True),
-    ("DOCS.example.com.", 443, True),
-    ("evil-docs.example.com", 443, False),
-    ("127.0.0.1", 8123, True),
-    ("127.0.0.1", 8124, False),
-    ("api.example.org", 443, True),
-    ("example.org", 443, False),
-    ("::1", 8000, True),
-    ("::1", 8001, False),
-])
-def test_the_allow_list_matches_hosts_ports_and_subdomains(host: str, port: int, allowed: bool) -> None:
+@pytest.mark.parametrize(
+    ("host", "port", "allowed"),
+    [
+        ("docs.example.com", 443, True),
+        ("docs.example.com", 8080, True),
+        ("DOCS.example.com.", 443, True),
+        ("evil-docs.example.com", 443, False),
+        ("127.0.0.1", 8123, True),
+        ("127.0.0.1", 8124, False),
+        ("api.example.org", 443, True),
+        ("example.org", 443, False),
+        ("::1", 8000, True),
+        ("::1", 8001, False),
+    ],
+)
+def test_the_allow_list_matches_hosts_ports_and_subdomains(
+    host: str, port: int, allowed: bool
+) -> None:
     allow = ("docs.example.com", "127.0.0.1:8123", "*.example.org", "[::1]:8000")
     assert host_allowed(host, port, allow) is allowed
 
 
 def test_the_fake_answers_by_the_url_as_written(tmp_path: Any) -> None:
-    script = {"pages": [
-        {"url": "https://docs.example.com/install", "body": ARTICLE.decode()},
-        {"url": "https://docs.example.com/old", "status": 301, "location": "https://docs.example.com/install"},
-        {"url": "https://docs.example.com/away", "status": 302, "location": "https://tracker.example.net/"},
-    ]}
+    script = {
+        "pages": [
+            {"url": "https://docs.example.com/install", "body": ARTICLE.decode()},
+            {
+                "url": "https://docs.example.com/old",
+                "status": 301,
+                "location": "https://docs.example.com/install",
+            },
+            {
+                "url": "https://docs.example.com/away",
+                "status": 302,
+                "location": "https://tracker.example.net/",
+            },
+        ]
+    }
     with WebFake(script) as fake:
-        old = _fetch("https://docs.example.com/old", allow=["docs.example.com"], fake=True, fake_url=fake.url)
-        away = _fetch("https://docs.example.com/away", allow=["docs.example.com"], fake=True, fake_url=fake.url)
-        missing = _fetch("https://docs.example.com/nope", allow=["docs.example.com"], fake=True, fake_url=fake.url)
+        old = _fetch(
+            "https://docs.example.com/old", allow=["docs.example.com"], fake=True, fake_url=fake.url
+        )
+        away = _fetch(
+            "https://docs.example.com/away",
+            allow=["docs.example.com"],
+            fake=True,
+            fake_url=fake.url,
+        )
+        missing = _fetch(
+            "https://docs.example.com/nope",
+            allow=["docs.example.com"],
+            fake=True,
+            fake_url=fake.url,
+        )
     assert old.ok and old.result["url"] == "https://docs.example.com/install"
     assert "--quiet flag" in old.result["text"]
     assert not away.ok and "host tracker.example.net:443 is not allowed" in away.error
     assert missing.error == "https://docs.example.com/nope: HTTP 404 Not Found"
     assert [url for _, url in fake.requests] == [
-        "https://docs.example.com/old", "https://docs.example.com/install", "https://docs.example.com/away",
-        "https://docs.example.com/nope"]
+        "https://docs.example.com/old",
+        "https://docs.example.com/install",
+        "https://docs.example.com/away",
+        "https://docs.example.com/nope",
+    ]
 
 
 def _config(**sections: Any) -> dict[str, Any]:
@@ -244,7 +297,10 @@ def _config(**sections: Any) -> dict[str, Any]:
 
 
 def test_the_web_tool_needs_its_section() -> None:
-    with pytest.raises(ValidationError, match=r"'web' needs a `web:` section .* web: \{allow: \[docs.example.com\]\}"):
+    with pytest.raises(
+        ValidationError,
+        match=r"'web' needs a `web:` section .* web: \{allow: \[docs.example.com\]\}",
+    ):
         EngineConfig.model_validate(_config(tools=["web"]))
     EngineConfig.model_validate(_config(tools=["web"], web={"allow": []}))
 

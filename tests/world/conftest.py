@@ -22,7 +22,9 @@ SANDBOXED = ["docker", "bwrap"]
 def unavailable(reason: str) -> None:
     """Skip on a developer machine; fail in CI, where every backend must be present."""
     if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI is set, so a missing backend is a failure, not a skip)", pytrace=False)
+        pytest.fail(
+            f"{reason} (CI is set, so a missing backend is a failure, not a skip)", pytrace=False
+        )
     pytest.skip(reason)
 
 
@@ -68,8 +70,13 @@ def make_world(request: pytest.FixtureRequest, run_id: str) -> Iterator[MakeWorl
     """make_world(backend, seed_dir=None, limits=None, network=False): closed after the test (local: only seed_dir)."""
     opened: list[World] = []
 
-    def make(backend: str, *, seed_dir: Path | None = None, limits: WorldLimits | None = None,
-             network: bool = False) -> World:
+    def make(
+        backend: str,
+        *,
+        seed_dir: Path | None = None,
+        limits: WorldLimits | None = None,
+        network: bool = False,
+    ) -> World:
         world = _open(request, backend, run_id, seed_dir, limits, network)
         opened.append(world)
         return world
@@ -79,8 +86,14 @@ def make_world(request: pytest.FixtureRequest, run_id: str) -> Iterator[MakeWorl
         world.close()
 
 
-def _open(request: pytest.FixtureRequest, backend: str, run_id: str, seed_dir: Path | None,
-          limits: WorldLimits | None, network: bool) -> World:
+def _open(
+    request: pytest.FixtureRequest,
+    backend: str,
+    run_id: str,
+    seed_dir: Path | None,
+    limits: WorldLimits | None,
+    network: bool,
+) -> World:
     require_backend(backend)
     if backend == "local":
         from pytest_nodeval.world.local import LocalWorld

@@ -59,7 +59,8 @@ def killed_run_container(world_image: str) -> Iterator[str]:
     """The id of a world whose owner was SIGKILLed, as a crashed pytest run leaves it."""
     owner = subprocess.Popen(
         [sys.executable, "-c", _KILLED_RUN, world_image, f"killed-{uuid.uuid4().hex[:8]}"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert owner.stdout is not None
     container_id = owner.stdout.readline().strip()
@@ -146,9 +147,13 @@ def test_another_hosts_container_is_stale_only_when_old() -> None:
     assert is_stale(labels, keep_run_id=None, now=started + 120, foreign_max_age_s=60)
 
 
-
 def _all_world_names() -> set[str]:
-    return {c.name for c in docker_client().containers.list(all=True, filters={"label": "nodeval.managed=true"})}
+    return {
+        c.name
+        for c in docker_client().containers.list(
+            all=True, filters={"label": "nodeval.managed=true"}
+        )
+    }
 
 
 def test_a_zombie_owner_counts_as_gone() -> None:
@@ -161,8 +166,14 @@ def test_a_zombie_owner_counts_as_gone() -> None:
         while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
             assert time.monotonic() < deadline, "the child never became a zombie"
             time.sleep(0.01)
-        labels = {**owner_labels("zombie-run"), LABEL_PID: str(zombie.pid),
-                  LABEL_PID_START: Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]}
+        labels = {
+            **owner_labels("zombie-run"),
+            LABEL_PID: str(zombie.pid),
+            LABEL_PID_START: Path(f"/proc/{zombie.pid}/stat")
+            .read_text()
+            .rsplit(")", 1)[1]
+            .split()[19],
+        }
         assert is_stale(labels, keep_run_id=None, now=time.time(), foreign_max_age_s=3600)
     finally:
         zombie.wait()

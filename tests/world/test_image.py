@@ -38,8 +38,7 @@ def own_context(world_image: str, tmp_path: Path) -> Iterator[Path]:
     context = tmp_path / "context"
     context.mkdir()
     (context / "Dockerfile").write_text(
-        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
-        f"LABEL nodeval.test={uuid.uuid4().hex}\n"
+        f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nLABEL nodeval.test={uuid.uuid4().hex}\n"
     )
     yield context
     _remove_images_built_from(context)
@@ -59,8 +58,11 @@ def _remove_images_built_from(context: Path) -> None:
 def test_two_processes_at_once_build_it_once(own_context: Path, tmp_path: Path) -> None:
     go = tmp_path / "go"
     askers = [
-        subprocess.Popen([sys.executable, "-c", _ASK_FOR_IMAGE, str(own_context), str(tmp_path), str(go)],
-                         stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _ASK_FOR_IMAGE, str(own_context), str(tmp_path), str(go)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     time.sleep(1.5)  # both have imported and are waiting

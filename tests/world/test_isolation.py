@@ -51,11 +51,18 @@ def test_read_write_list_round_trip(world: World) -> None:
     assert world.list("out") == ["deep/"]
     assert world.list("/workspace") == ["docs/", "hello.txt", "out/", "top.txt"]
     # What the API wrote, commands see; what commands write, the API reads.
-    assert world.exec(["sh", "-c", "wc -c < out/deep/data.bin"], timeout_s=30).stdout.strip() == "1024"
+    assert (
+        world.exec(["sh", "-c", "wc -c < out/deep/data.bin"], timeout_s=30).stdout.strip() == "1024"
+    )
     world.exec(["sh", "-c", "echo from-command > made.txt && mkdir -p d/e"], timeout_s=30)
     assert world.read("made.txt") == b"from-command\n"
     assert snapshot(world, ["made.txt", "d/", "gone.txt"]) == {
-        "made.txt": {"exists": True, "content": "from-command\n", "encoding": "utf-8", "truncated": False},
+        "made.txt": {
+            "exists": True,
+            "content": "from-command\n",
+            "encoding": "utf-8",
+            "truncated": False,
+        },
         "d/": {"exists": True, "listing": ["e/"]},
         "gone.txt": {"exists": False},
     }
@@ -132,7 +139,9 @@ def test_a_command_over_its_time_limit_is_killed(world: World) -> None:
     assert result.timed_out and result.exit_code == KILLED_EXIT_CODE
     assert time.perf_counter() - start < 10
     # The background child died too: neither inside the world nor on the host is it left.
-    inside = world.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"], timeout_s=30).stdout
+    inside = world.exec(
+        ["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"], timeout_s=30
+    ).stdout
     assert marker not in inside
     assert _gone_from_host(marker)
 
@@ -158,7 +167,9 @@ def test_a_fast_command_is_not_reported_as_timed_out(world: World) -> None:
     assert (result.exit_code, result.timed_out) == (3, False)
 
 
-def test_a_runaway_allocation_is_stopped_by_the_memory_limit(make_world: MakeWorld, backend: str) -> None:
+def test_a_runaway_allocation_is_stopped_by_the_memory_limit(
+    make_world: MakeWorld, backend: str
+) -> None:
     world = make_world(backend, limits=WorldLimits(memory_mb=256))
     # str * n writes every byte, so the pages are really used (a calloc'd buffer would not be).
     result = world.exec([PY, "-c", "x = 'x' * (2 * 1024**3); print(len(x))"], timeout_s=60)
@@ -188,7 +199,9 @@ def test_a_fork_bomb_is_stopped_by_the_pids_limit(make_world: MakeWorld, backend
     result = world.exec([PY, "-c", FORK_BOMB], timeout_s=120)
     assert "refused:" in result.stdout, result
     started = int(result.stdout.split("started")[1])
-    assert 0 < started < 64  # the limit counts the world's other processes too (its init, the shell)
+    assert (
+        0 < started < 64
+    )  # the limit counts the world's other processes too (its init, the shell)
 
 
 def _require_enforced(world: World, limit: str) -> None:
@@ -201,14 +214,22 @@ def _require_enforced(world: World, limit: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["docker", "bwrap", "local"])
-def test_closing_a_world_kills_what_its_commands_left_running(make_world: MakeWorld, kind: str) -> None:
+def test_closing_a_world_kills_what_its_commands_left_running(
+    make_world: MakeWorld, kind: str
+) -> None:
     world = make_world(kind)
     marker = f"sleep 5{random.randrange(10**6)}"
     # setsid: the command leaves its process group, so a timeout's group kill would miss it.
-    started = world.exec(["sh", "-c", f"setsid {marker} >/dev/null 2>&1 </dev/null & echo started"], timeout_s=30)
+    started = world.exec(
+        ["sh", "-c", f"setsid {marker} >/dev/null 2>&1 </dev/null & echo started"], timeout_s=30
+    )
     assert started.stdout == "started\n"
-    if kind != "bwrap":  # bwrap's pid namespace, and everything in it, already ended with the command
-        assert host_processes_running(marker), "the detached command is not running, so the test proves nothing"
+    if (
+        kind != "bwrap"
+    ):  # bwrap's pid namespace, and everything in it, already ended with the command
+        assert host_processes_running(marker), (
+            "the detached command is not running, so the test proves nothing"
+        )
     world.close()
     assert _gone_from_host(marker)
     cgroup = getattr(world, "_cgroup", None)
@@ -223,14 +244,18 @@ def test_without_a_cgroup_bwrap_falls_back_and_names_what_it_cannot_cap(
     from pytest_nodeval.errors import NodevalWarning
     from pytest_nodeval.world import cgroup
 
-    monkeypatch.setattr(cgroup, "CGROUP_ROOT", tmp_path / "no-cgroups")  # as on a machine without them
+    monkeypatch.setattr(
+        cgroup, "CGROUP_ROOT", tmp_path / "no-cgroups"
+    )  # as on a machine without them
     with pytest.warns(NodevalWarning) as warned:
         world = make_world("bwrap", limits=WorldLimits(memory_mb=256))
     unenforced = world.limits_unenforced  # type: ignore[attr-defined]
     assert set(unenforced) == ({"cpus", "pids"} if os.geteuid() == 0 else {"cpus"})
     assert "no cgroup hierarchy is mounted" in unenforced["cpus"]
     assert "NOT enforced" in world.limits_description  # type: ignore[attr-defined]
-    assert sorted(str(w.message).split(" limit")[0].rsplit(" ", 1)[1] for w in warned) == sorted(unenforced)
+    assert sorted(str(w.message).split(" limit")[0].rsplit(" ", 1)[1] for w in warned) == sorted(
+        unenforced
+    )
     # Memory still has its rlimit: the hog is refused, not left to eat the host.
     result = world.exec([PY, "-c", "x = 'x' * (2 * 1024**3); print(len(x))"], timeout_s=60)
     assert result.exit_code != 0 and "MemoryError" in result.stderr, result
@@ -244,9 +269,14 @@ def test_with_a_cgroup_bwrap_enforces_every_limit(make_world: MakeWorld) -> None
         unavailable(f"bwrap cannot make a cgroup here: {world.limits_description}")  # type: ignore[attr-defined]
     assert "cgroup" in world.limits_enforced["cpus"]  # type: ignore[attr-defined]
     cgroup_dirs = world._cgroup.dirs  # type: ignore[attr-defined]
-    cpu_dirs = [d for d in cgroup_dirs if (d / "cpu.cfs_quota_us").exists() or (d / "cpu.max").exists()]
+    cpu_dirs = [
+        d for d in cgroup_dirs if (d / "cpu.cfs_quota_us").exists() or (d / "cpu.max").exists()
+    ]
     assert cpu_dirs
     for directory in cpu_dirs:
-        text = (directory / "cpu.cfs_quota_us").read_text() if (directory / "cpu.cfs_quota_us").exists() \
+        text = (
+            (directory / "cpu.cfs_quota_us").read_text()
+            if (directory / "cpu.cfs_quota_us").exists()
             else (directory / "cpu.max").read_text()
+        )
         assert text.split()[0] == "100000"  # 1.0 cpus = one period's worth

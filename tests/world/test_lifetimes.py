@@ -49,22 +49,49 @@ def agent_commands(marker: str, *, foreground: bool) -> str:
 
 def project_with_case(root: Path, marker: str, *, foreground: bool) -> Path:
     project = root / "project"
-    write_case(project / "scenarios", "lingering", tools=["shell"], inputs=["go"], record=False, assertions=[],
-               script=[{"tool_calls": [{"name": "shell", "args": {"command": agent_commands(marker, foreground=foreground)}}]},
-                       {"text": "done"}])
+    write_case(
+        project / "scenarios",
+        "lingering",
+        tools=["shell"],
+        inputs=["go"],
+        record=False,
+        assertions=[],
+        script=[
+            {
+                "tool_calls": [
+                    {
+                        "name": "shell",
+                        "args": {"command": agent_commands(marker, foreground=foreground)},
+                    }
+                ]
+            },
+            {"text": "done"},
+        ],
+    )
     (project / "pytest.ini").write_text(PROJECT_INI)
     return project
 
 
 def entry_command(entry: str, backend: str) -> list[str]:
     if entry == "pytest":
-        return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nodeval-mode", "live",
-                "--nodeval-world", backend]
+        return [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--nodeval-mode",
+            "live",
+            "--nodeval-world",
+            backend,
+        ]
     return [*CLI, "record", "scenarios/lingering", "--force", "--world", backend]
 
 
 def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+    return {
+        k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")
+    }
 
 
 # -- what is left ------------------------------------------------------------------------
@@ -92,13 +119,20 @@ def world_things_of(owner_pid: int) -> list[str]:
     from pytest_nodeval.world import cgroup
     from pytest_nodeval.world.select import backend_problem
 
-    things = [f"cgroup {d}" for d in cgroup._all_world_dirs() if (cgroup._owner(d) or (0, ""))[0] == owner_pid]
+    things = [
+        f"cgroup {d}"
+        for d in cgroup._all_world_dirs()
+        if (cgroup._owner(d) or (0, ""))[0] == owner_pid
+    ]
     if backend_problem("docker") is None:
         import docker
 
         client = docker.from_env()
         labels = ["nodeval.managed=true", f"nodeval.pid={owner_pid}"]
-        things += [f"container {c.name}" for c in client.containers.list(all=True, filters={"label": labels})]
+        things += [
+            f"container {c.name}"
+            for c in client.containers.list(all=True, filters={"label": labels})
+        ]
         client.close()
     return things
 
@@ -116,7 +150,9 @@ def leftovers(marker: str, owner_pids: list[int], within_s: float = 5.0) -> list
 def wait_for_marker(proc: subprocess.Popen[bytes], marker: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while not marked_processes(marker):
-        assert proc.poll() is None, f"the entry point ended (exit {proc.returncode}) before its command started"
+        assert proc.poll() is None, (
+            f"the entry point ended (exit {proc.returncode}) before its command started"
+        )
         assert time.monotonic() < deadline, "the agent's command never started"
         time.sleep(0.1)
 
@@ -152,28 +188,46 @@ def reap_on_failure(marker: str) -> Iterator[None]:
 # world, whose detached commands only `close` kills; pytest with every backend.
 ENDED = [("pytest", "docker"), ("pytest", "bwrap"), ("pytest", "local"), ("record", "local")]
 # SIGTERM: each entry point's own process gets it.
-TERMINATED = [("pytest", "docker"), ("pytest", "bwrap"), ("pytest", "local"), ("record", "docker"), ("record", "local")]
+TERMINATED = [
+    ("pytest", "docker"),
+    ("pytest", "bwrap"),
+    ("pytest", "local"),
+    ("record", "docker"),
+    ("record", "local"),
+]
 
 
 @pytest.mark.parametrize(("entry", "backend"), ENDED, ids=[f"{e}-{b}" for e, b in ENDED])
-def test_an_attempt_that_ends_leaves_nothing(entry: str, backend: str, marker: str, tmp_path: Path,
-                                             reap_on_failure: None) -> None:
+def test_an_attempt_that_ends_leaves_nothing(
+    entry: str, backend: str, marker: str, tmp_path: Path, reap_on_failure: None
+) -> None:
     require_backend(backend)
     project = project_with_case(tmp_path, marker, foreground=False)
-    proc = subprocess.Popen(entry_command(entry, backend), cwd=project, env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        entry_command(entry, backend),
+        cwd=project,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out.decode()[-3000:]
     assert leftovers(marker, [proc.pid]) == []
 
 
 @pytest.mark.parametrize(("entry", "backend"), TERMINATED, ids=[f"{e}-{b}" for e, b in TERMINATED])
-def test_sigterm_mid_attempt_leaves_nothing(entry: str, backend: str, marker: str, tmp_path: Path,
-                                            reap_on_failure: None) -> None:
+def test_sigterm_mid_attempt_leaves_nothing(
+    entry: str, backend: str, marker: str, tmp_path: Path, reap_on_failure: None
+) -> None:
     require_backend(backend)
     project = project_with_case(tmp_path, marker, foreground=True)
-    proc = subprocess.Popen(entry_command(entry, backend), cwd=project, env=clean_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        entry_command(entry, backend),
+        cwd=project,
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for_marker(proc, marker)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=120)
@@ -187,24 +241,51 @@ def test_sigterm_mid_attempt_leaves_nothing(entry: str, backend: str, marker: st
 def inspect_request(tmp_path: Path, marker: str, timeout_s: float) -> bytes:
     import json
 
-    config = {"providers": [{"name": "mock", "model": "mock-1", "script": [
-                  {"tool_calls": [{"name": "shell", "args": {"command": agent_commands(marker, foreground=True)}}]},
-                  {"text": "done"}]}],
-              "system_prompt": "You run commands.", "tools": ["shell"]}
+    config = {
+        "providers": [
+            {
+                "name": "mock",
+                "model": "mock-1",
+                "script": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "shell",
+                                "args": {"command": agent_commands(marker, foreground=True)},
+                            }
+                        ]
+                    },
+                    {"text": "done"},
+                ],
+            }
+        ],
+        "system_prompt": "You run commands.",
+        "tools": ["shell"],
+    }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    return json.dumps({"schema": 1, "config_path": str(path), "user_input": "go", "timeout_s": timeout_s}).encode()
+    return json.dumps(
+        {"schema": 1, "config_path": str(path), "user_input": "go", "timeout_s": timeout_s}
+    ).encode()
 
 
-def start_inspect(tmp_path: Path, marker: str, backend: str, timeout_s: float) -> subprocess.Popen[bytes]:
+def start_inspect(
+    tmp_path: Path, marker: str, backend: str, timeout_s: float
+) -> subprocess.Popen[bytes]:
     (tmp_path / "request.json").write_bytes(inspect_request(tmp_path, marker, timeout_s))
     with (tmp_path / "request.json").open("rb") as stdin:
-        return subprocess.Popen([*CLI, "inspect-mode"], stdin=stdin, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env={**clean_env(), "NODEVAL_WORLD": backend})
+        return subprocess.Popen(
+            [*CLI, "inspect-mode"],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**clean_env(), "NODEVAL_WORLD": backend},
+        )
 
 
-def test_an_inspect_mode_timeout_leaves_nothing(any_backend: str, marker: str, tmp_path: Path,
-                                                reap_on_failure: None) -> None:
+def test_an_inspect_mode_timeout_leaves_nothing(
+    any_backend: str, marker: str, tmp_path: Path, reap_on_failure: None
+) -> None:
     # Long enough for a busy machine to start the worker, a world and the command in it.
     nodeval = start_inspect(tmp_path, marker, any_backend, timeout_s=25)
     wait_for_marker(nodeval, marker)
@@ -214,8 +295,9 @@ def test_an_inspect_mode_timeout_leaves_nothing(any_backend: str, marker: str, t
     assert leftovers(marker, [nodeval.pid, *workers]) == []
 
 
-def test_sigterm_to_inspect_mode_leaves_nothing(any_backend: str, marker: str, tmp_path: Path,
-                                                reap_on_failure: None) -> None:
+def test_sigterm_to_inspect_mode_leaves_nothing(
+    any_backend: str, marker: str, tmp_path: Path, reap_on_failure: None
+) -> None:
     nodeval = start_inspect(tmp_path, marker, any_backend, timeout_s=600)
     wait_for_marker(nodeval, marker)
     workers = descendants(nodeval.pid)

@@ -11,10 +11,14 @@ from ..pdf_samples import make_pdf
 from .conftest import MakeWorld
 
 
-def test_the_pdf_tool_reads_a_file_written_in_the_world(make_world: MakeWorld, backend: str, tmp_path: Path) -> None:
+def test_the_pdf_tool_reads_a_file_written_in_the_world(
+    make_world: MakeWorld, backend: str, tmp_path: Path
+) -> None:
     seed = tmp_path / "seed"
     (seed / "docs").mkdir(parents=True)
-    (seed / "docs" / "seeded.pdf").write_bytes(make_pdf(["Seeded first page", "Seeded second page"]))
+    (seed / "docs" / "seeded.pdf").write_bytes(
+        make_pdf(["Seeded first page", "Seeded second page"])
+    )
     world = make_world(backend, seed_dir=seed)
     world.write("made/later.pdf", make_pdf(["Written by the agent"]))
     ctx = ToolContext(world=world, call_id="c1", timeout_s=30.0, ask=lambda call_id, question: "")
@@ -24,6 +28,10 @@ def test_the_pdf_tool_reads_a_file_written_in_the_world(make_world: MakeWorld, b
     later = tool.run({"path": f"{world.workdir}/made/later.pdf"}, ctx)
     missing = tool.run({"path": "docs/absent.pdf"}, ctx)
 
-    assert seeded.ok and seeded.result["page_count"] == 2 and "Seeded second page" in seeded.result["text"]
+    assert (
+        seeded.ok
+        and seeded.result["page_count"] == 2
+        and "Seeded second page" in seeded.result["text"]
+    )
     assert later.ok and "Written by the agent" in later.result["text"]
     assert not missing.ok and missing.error.startswith("docs/absent.pdf: ")

@@ -39,12 +39,16 @@ def test_auto_prefers_docker_then_bwrap_then_local(
 
 
 def test_an_unknown_name_lists_the_valid_ones() -> None:
-    with pytest.raises(WorldError, match=r"unknown world backend 'podman'; valid names: auto, docker, bwrap, local"):
+    with pytest.raises(
+        WorldError, match=r"unknown world backend 'podman'; valid names: auto, docker, bwrap, local"
+    ):
         choose_backend("podman")
 
 
 def test_an_unavailable_explicit_backend_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_problems(monkeypatch, docker="the Docker engine at unix:///var/run/docker.sock did not answer")
+    fake_problems(
+        monkeypatch, docker="the Docker engine at unix:///var/run/docker.sock did not answer"
+    )
     with pytest.raises(WorldError) as caught:
         choose_backend("docker")
     message = str(caught.value)
@@ -98,15 +102,31 @@ def test_a_missing_backend_skips_locally_and_fails_in_ci(ci: str, outcome: str) 
         env.pop("CI")
     test_id = "tests/world/test_isolation.py::test_stdin_reaches_the_command[docker]"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", test_id, "-p", "no:cacheprovider", "-p", "no:xdist", "-rsf"],
-        check=False, capture_output=True, text=True, cwd=Path(__file__).parents[2], env=env,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            test_id,
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-rsf",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[2],
+        env=env,
     )
     assert outcome in done.stdout, done.stdout
     assert "docker world unavailable" in done.stdout
     assert (done.returncode != 0) == bool(ci)  # a setup failure fails the CI run
 
 
-@pytest.mark.parametrize("bad", [{"cpus": 0}, {"memory_mb": -1}, {"pids": 0}, {"exec_timeout_s": 0}])
+@pytest.mark.parametrize(
+    "bad", [{"cpus": 0}, {"memory_mb": -1}, {"pids": 0}, {"exec_timeout_s": 0}]
+)
 def test_limits_must_be_positive(bad: dict[str, float]) -> None:
     name = next(iter(bad))
     with pytest.raises(WorldError, match=f"world limit {name} must be a positive number"):
@@ -119,5 +139,7 @@ def test_importing_the_world_package_loads_no_docker_code() -> None:
         "pytest_nodeval.world.bwrap, pytest_nodeval.world.image\n"
         "print(sorted(m for m in ('docker', 'testcontainers', 'requests') if m in sys.modules))"
     )
-    loaded = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    loaded = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
     assert loaded.stdout.strip() == "[]"
