@@ -19,9 +19,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 OWN_MODULE = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|\s+(pytest_nodeval[\w.]*)")

@@ -22,10 +22,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fakes.llm import LLMFake  # noqa: E402
-from pytest_nodeval.agent.adapter import AgentContext  # noqa: E402
-from pytest_nodeval.agent.limits import RunLimits, parse_limits  # noqa: E402
-from pytest_nodeval.agent.providers import side_wiring  # noqa: E402
+from fakes.llm import LLMFake
+from pytest_nodeval.agent.adapter import AgentContext
+from pytest_nodeval.agent.limits import RunLimits, parse_limits
+from pytest_nodeval.agent.providers import side_wiring
 
 LINE = "anthropic: rpm=1000000 tpm=1000000000 inflight=64"
 

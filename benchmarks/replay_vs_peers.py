@@ -36,8 +36,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -112,7 +113,7 @@ class _Answers(http.server.BaseHTTPRequestHandler):
     answers: list[bytes] = []
     served = 0
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
         body = _Answers.answers[_Answers.served % len(_Answers.answers)]
         _Answers.served += 1

@@ -341,7 +341,6 @@ class HeadlessAuthorizer:
 
     async def redirect(self, authorization_url: str) -> None:
         import httpx2
-
         from mcp.shared.auth import AuthorizationCodeResult
 
         async with httpx2.AsyncClient(

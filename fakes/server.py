@@ -182,7 +182,7 @@ def _prompt_server_class() -> Any:
                 # `should_exit` set without `exit_soon()` is still seen within a tick.
                 try:
                     await asyncio.wait_for(self._wake.wait(), 0.1)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     counter = (counter + 1) % 864000
                     if await self.on_tick(counter):
                         return
@@ -201,7 +201,7 @@ def _prompt_server_class() -> Any:
                 await asyncio.wait_for(
                     self._drained(), timeout=self.config.timeout_graceful_shutdown
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 for task in self.server_state.tasks:
                     task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
             if not self.force_exit:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import NoReturn, Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 # name -> (module, one-line help). Keep sorted.
 COMMANDS: dict[str, tuple[str, str]] = {

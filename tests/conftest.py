@@ -4,29 +4,29 @@ from __future__ import annotations
 
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
-
-import pytest
-import yaml
-
-# Imported here, before pytester snapshots sys.modules, so in-process runs reuse them
-# instead of re-importing (and rebuilding every pydantic model) on each run.
-import pytest_nodeval.agent.adapter  # noqa: E402,F401  (own agents: @tool must see the same session contextvar)
-import pytest_nodeval.agent.engine  # noqa: E402,F401
-import pytest_nodeval.plugin.controller  # noqa: E402,F401
-import pytest_nodeval.plugin.report_payload  # noqa: E402,F401
-import pytest_nodeval.report.aggregate  # noqa: E402,F401
-
-# numpy refuses a second import in one process, and pytester would drop it between runs.
-import numpy  # noqa: E402,F401
-import scipy.stats  # noqa: E402,F401
+from typing import Any
 
 # httpx2 maps httpcore2's exceptions through a table it fills once per process: if httpcore2
 # were first imported inside an in-process run, pytester would drop it afterwards, and the
 # next import's exception classes would not be in that table (a raw httpcore2.ConnectError
 # escaping the web tool, in whichever test a worker ran next).
-import httpcore2  # noqa: E402,F401
+import httpcore2  # noqa: F401
+
+# numpy refuses a second import in one process, and pytester would drop it between runs.
+import numpy  # noqa: F401
+import pytest
+import scipy.stats  # noqa: F401
+import yaml
+
+# Imported here, before pytester snapshots sys.modules, so in-process runs reuse them
+# instead of re-importing (and rebuilding every pydantic model) on each run.
+import pytest_nodeval.agent.adapter
+import pytest_nodeval.agent.engine
+import pytest_nodeval.plugin.controller
+import pytest_nodeval.plugin.report_payload
+import pytest_nodeval.report.aggregate  # noqa: F401
 
 pytest_plugins = ["pytester"]
 

@@ -32,7 +32,8 @@ import functools
 import inspect
 import json
 import time
-from typing import Any, Callable, Iterator, Protocol, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 from .. import __version__
 from ..errors import NodevalError, ProviderError

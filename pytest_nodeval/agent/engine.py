@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from .. import __version__
 from ..errors import NodevalError, ProviderError
@@ -21,8 +22,8 @@ from ..world import World, snapshot
 from .config import EngineConfig
 from .planning import PLAN_INSTRUCTION, parse_plan, plan_result, with_plan
 from .providers import ModelRequest, ProviderChain, ToolCallRequest
-from .skills import Skill, discover_payload, skills_prompt
 from .simulated_user import SimulatedUser
+from .skills import Skill, discover_payload, skills_prompt
 from .tools import Tool, ToolContext, ToolOutcome, missing_arguments, register_payload
 
 # The fields every tool.result has; anything else a recorded result carries is replayed as is.

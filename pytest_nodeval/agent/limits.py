@@ -29,9 +29,9 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Sequence
 
 from ..errors import ConfigError
 from ..world.processes import process_alive

@@ -372,7 +372,7 @@ def _connect_failure(connection: _Connection, exc: BaseException) -> str:
     )
     if refused and spec.url != "fake":
         message += (
-            f"; the server asks for authorization, which the engine cannot give for a person: "
+            "; the server asks for authorization, which the engine cannot give for a person: "
             "set token_env in input/config.yaml to a variable holding an access token for it"
         )
     return message

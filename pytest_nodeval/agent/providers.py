@@ -17,8 +17,9 @@ import json
 import os
 import re
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping, Protocol
+from typing import Any, Protocol
 
 from ..errors import ProviderError
 from ..journal.events import EngineInfo, JournalHeader, new_session_id, now_iso

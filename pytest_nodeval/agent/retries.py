@@ -20,8 +20,9 @@ import email.utils
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import httpx2
 

@@ -14,8 +14,9 @@ events, so a replay neither imports their SDKs nor contacts anyone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ..errors import NodevalError
 from ..world import World

@@ -15,8 +15,9 @@ error the model sees.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 MAX_REDIRECTS = 5
 ORIGINAL_URL_HEADER = "x-nodeval-url"

@@ -14,7 +14,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..agent.config import EngineConfig
 from ..checks.assertions import AssertionsFile
 from ..errors import CaseFormatError
-from ..journal.reader import Journal, read_golden, read_header, read_journal
+from ..journal.reader import Journal, read_golden, read_header
 from ..journal.writer import recover_journal
 from ..modes import MAX_REPEAT
 from ..people.inputs import InputsSpec
@@ -224,7 +224,7 @@ def _stale_by(spec: CaseSpec, journal_dir: Path, now: datetime | None) -> timede
     if window is None or not journal_dir.is_dir():
         return None
     created = datetime.fromisoformat(read_header(journal_dir).created_at.replace("Z", "+00:00"))
-    age = (now or datetime.now(timezone.utc)) - created
+    age = (now or datetime.now(UTC)) - created
     return age - window if age > window else None
 
 

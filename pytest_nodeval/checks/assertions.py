@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Sequence, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
@@ -274,27 +275,25 @@ class Judge(_Spec):
 
 
 AssertionSpec = Annotated[
-    Union[
-        EventPresent,
-        EventAbsent,
-        EventCount,
-        SequenceSpec,
-        ToolCalled,
-        ToolNotCalled,
-        OutputContains,
-        OutputMatches,
-        OutputEquals,
-        OutputJsonSchema,
-        NoErrors,
-        PlanFollowed,
-        MaxTurns,
-        MaxTokens,
-        MaxLatency,
-        SameToolSequence,
-        WorldFileExists,
-        WorldFileContains,
-        Judge,
-    ],
+    EventPresent
+    | EventAbsent
+    | EventCount
+    | SequenceSpec
+    | ToolCalled
+    | ToolNotCalled
+    | OutputContains
+    | OutputMatches
+    | OutputEquals
+    | OutputJsonSchema
+    | NoErrors
+    | PlanFollowed
+    | MaxTurns
+    | MaxTokens
+    | MaxLatency
+    | SameToolSequence
+    | WorldFileExists
+    | WorldFileContains
+    | Judge,
     Field(discriminator="kind"),
 ]
 ASSERTION = TypeAdapter(AssertionSpec)

@@ -10,7 +10,7 @@ events to and from disk.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Annotated, Any, Literal, Union
 
@@ -238,7 +238,7 @@ class _EventBase(BaseModel):
 
     @cached_property
     def _payload_dict(self) -> dict[str, Any]:
-        payload = getattr(self, "payload")
+        payload = self.payload
         return payload if isinstance(payload, dict) else payload.model_dump()
 
 
@@ -305,7 +305,7 @@ class JournalHeader(BaseModel):
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def new_session_id() -> str:

@@ -6,7 +6,7 @@ The models only; `users.py` and `persona.py` make them speak.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -66,7 +66,7 @@ class PersonaUserSpec(_Strict):
     """Which endings count as success for the case."""
 
 
-UserSpec = Annotated[Union[ScriptedUserSpec, PersonaUserSpec], Field(discriminator="kind")]
+UserSpec = Annotated[ScriptedUserSpec | PersonaUserSpec, Field(discriminator="kind")]
 
 
 class InputsSpec(_Strict):

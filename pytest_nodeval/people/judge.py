@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..agent.config import ProviderSpec
 from ..agent.fake_urls import FAKE_KEY, is_fake, resolve

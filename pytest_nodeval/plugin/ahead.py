@@ -25,9 +25,10 @@ tests of an attempt that several tests in this process check, skip-marked tests,
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 

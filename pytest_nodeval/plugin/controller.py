@@ -12,7 +12,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -384,7 +384,7 @@ class Controller:
             self.html_path = write_html(
                 report, self.run_dir, rootdir=self.config.rootpath, history=history
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             # The page is a view of report.json, which is already written: a bug in it must
             # cost the page, never the run's summary and exit status.
             self.problem = (
@@ -439,7 +439,7 @@ def parse_case_nodeid(nodeid: str) -> tuple[str, int] | None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _environment(config: pytest.Config) -> dict[str, str]:

@@ -579,8 +579,8 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
     close its world, so what it left (a Docker container, a bwrap cgroup, a local
     world's detached commands) is found by its owner labels and marks and removed here.
     """
-    from ..world.processes import process_start
     from ..world.leftovers import remove_left_by
+    from ..world.processes import process_start
 
     start = process_start(worker.pid) or ""
     _signal_group(worker.pid, signal.SIGSTOP)

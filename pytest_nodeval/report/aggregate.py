@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..stats.run_stats import SuiteStats, case_stats, suite_stats
 from .models import BUDGET_REASON, AttemptRecord, CaseMeta, CaseReport, JudgeAgreement, Totals
-
 
 # Which check decides an attempt's outcome: any error (it could not be judged), then any
 # failure, then a check that never ran (the attempt is incomplete), then a pass.

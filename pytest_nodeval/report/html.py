@@ -29,8 +29,9 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from . import html_data as data
 from .html_pack import Dictionary, pack_text, unpack_text

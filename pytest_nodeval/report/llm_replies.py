@@ -9,7 +9,8 @@ it can; anything it does not recognise gives an empty reply, never an error.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 Reply = tuple[str, list[tuple[str, Any]]]
 """The text, and the tool calls as (name, arguments)."""

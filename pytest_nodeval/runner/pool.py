@@ -15,9 +15,10 @@ money budget, a rate limiter): the one seam for limits that must hold across the
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 
 class NotStarted(Exception):

@@ -14,9 +14,10 @@ any: the journal answers instead.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from ..agent.config import EngineConfig, ProviderSpec
 from ..agent.fake_urls import is_fake, uses_fake_composio, uses_fake_mcp, uses_fake_web

@@ -25,10 +25,11 @@ import os
 import queue
 import threading
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent.config import EngineConfig
 from ..errors import ConfigError

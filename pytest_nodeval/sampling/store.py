@@ -18,10 +18,11 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -277,7 +278,7 @@ def _mtime_iso(path: Path) -> str:
         mtime = path.stat().st_mtime
     except OSError:
         mtime = 0.0
-    return datetime.fromtimestamp(mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def evict(out_dir: Path, max_bytes: int, *, keep: str | None = None) -> tuple[list[str], int]:

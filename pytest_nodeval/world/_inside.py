@@ -11,8 +11,8 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from . import ExecResult
 

@@ -31,9 +31,9 @@ import subprocess
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from ..errors import NodevalWarning, WorldError
 from . import KILLED_EXIT_CODE, ExecResult, WorldLimits, reaper

@@ -19,9 +19,10 @@ import socket
 import tarfile
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import WorldError
 from . import KILLED_EXIT_CODE, ExecResult, WorldLimits, reaper

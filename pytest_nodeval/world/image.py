@@ -17,10 +17,11 @@ import fcntl
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from ..errors import WorldError
 from .docker import LABEL_MANAGED, docker_client
@@ -37,7 +38,7 @@ OFFLINE_SCRIPT = "scripts/offline-base-image.sh"
 
 # Images this process already knows to exist, by (context, requested base, engine):
 # later attempts of the same run skip the lock and the engine round trips.
-_known_ready: dict[tuple[str, str, str], "WorldImage"] = {}
+_known_ready: dict[tuple[str, str, str], WorldImage] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import ExecResult, reaper
 from .processes import WORLD_MARK_ENV, kill_marked, owner_mark

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai.log import read_eval_log  # noqa: E402
+from inspect_ai.log import read_eval_log
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "inspect_ai" / "nodeval_task.py"
 NO_NETWORK = "http://127.0.0.1:9"  # the discard port: nothing listens there

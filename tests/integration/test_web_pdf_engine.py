@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import http.server
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -176,7 +177,7 @@ def test_a_fake_web_case_without_its_pages_file_names_the_file(tmp_path: Path) -
             AttemptSettings(mode="record", world_backend="local"),
             tmp_path / "j",
         )
-    except Exception as exc:  # noqa: BLE001 - the message is what this test is about
+    except Exception as exc:
         message = str(exc)
     else:
         message = ""

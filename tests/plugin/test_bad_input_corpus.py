@@ -8,9 +8,10 @@ assertions, a journal, a baseline, a report, a protocol request or sampler setti
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml

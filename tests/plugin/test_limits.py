@@ -7,8 +7,9 @@ how many it answers at once. Own agents fire several requests at once from threa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml

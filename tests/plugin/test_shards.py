@@ -3,7 +3,6 @@ unsharded one, the refusals, the Markdown summary and the JUnit properties."""
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any

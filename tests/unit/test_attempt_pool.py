@@ -203,7 +203,7 @@ def _scheduler(chunk: int, tests: int, nodes: int) -> tuple[Any, list[Node]]:
 
 def test_each_worker_starts_with_two_chunks_of_consecutive_tests() -> None:
     sched, (a, b) = _scheduler(chunk=15, tests=100, nodes=2)
-    assert a.sent == [list(range(0, 30))]
+    assert a.sent == [list(range(30))]
     assert b.sent == [list(range(30, 60))]
     assert len(sched.pending) == 40
 
@@ -220,7 +220,7 @@ def test_a_worker_gets_another_chunk_once_it_holds_only_one() -> None:
 
 def test_a_small_suite_is_shared_fairly_and_then_the_workers_shut_down() -> None:
     sched, (a, b) = _scheduler(chunk=15, tests=20, nodes=2)
-    assert a.sent == [list(range(0, 10))] and b.sent == [list(range(10, 20))]
+    assert a.sent == [list(range(10))] and b.sent == [list(range(10, 20))]
     assert a.shutting_down and b.shutting_down
     assert not sched.pending
 

@@ -175,11 +175,13 @@ def test_a_diverging_request_is_journaled_as_sent_before_the_replay_stops(tmp_pa
         **golden.events[0].payload_dict(),
         "body": {"messages": [{"role": "user", "text": "bye"}]},
     }
-    with JournalWriter(
-        tmp_path / "observed", journal_header("replay", None), durable=False
-    ) as writer:
-        with pytest.raises(ReplayStopped):
-            stash.serve_llm(writer, "p", sent)
+    with (
+        JournalWriter(
+            tmp_path / "observed", journal_header("replay", None), durable=False
+        ) as writer,
+        pytest.raises(ReplayStopped),
+    ):
+        stash.serve_llm(writer, "p", sent)
     assert [e.type for e in writer.events] == ["llm.request"]
     assert writer.events[0].payload_dict()["body"] == sent["body"]
 

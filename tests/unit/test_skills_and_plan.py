@@ -107,8 +107,8 @@ def _replay(case_dir: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_the_seed_replays_its_plan_and_skill_events(tmp_path: Path) -> None:
-    from pytest_nodeval.checks.assertions import evaluate_all
     from pytest_nodeval.case.directory import load_case
+    from pytest_nodeval.checks.assertions import evaluate_all
 
     case_dir = _seed_copy(tmp_path)
     observed = _replay(case_dir, tmp_path)

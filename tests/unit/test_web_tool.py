@@ -5,7 +5,8 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from pydantic import ValidationError

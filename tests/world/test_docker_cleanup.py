@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
