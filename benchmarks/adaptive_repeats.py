@@ -1,4 +1,4 @@
-"""Adaptive repeats by simulation, through the public gate API (issue 16, stats-amendments.md A5).
+"""Adaptive repeats by simulation, through the public gate API (issue 16, docs/statistics.md §6).
 
 Each replication is one CI run: a baseline run made at the cap (a run without a baseline
 runs every repeat), and a candidate that draws each case's attempts one at a time and asks
@@ -98,17 +98,23 @@ def simulate_chunk(config: Config, reps: int, seed: np.random.SeedSequence) -> C
         base_draws = (rng.random((config.scenarios, longest)) < base_rates[:, None]).tolist()
         cur_draws = (rng.random((config.scenarios, longest)) < cur_rates[:, None]).tolist()
         ids = [f"s{j:03d}" for j in range(config.scenarios)]
-        baseline = [CaseSample(i, tuple(row[: config.cap])) for i, row in zip(ids, base_draws)]
+        baseline = [
+            CaseSample(i, tuple(row[: config.cap])) for i, row in zip(ids, base_draws, strict=True)
+        ]
         adaptive = [
             adaptive_sample(i, b, row, config.cap, level)
-            for i, b, row in zip(ids, baseline, cur_draws)
+            for i, b, row in zip(ids, baseline, cur_draws, strict=True)
         ]
         diff = compare(baseline, adaptive, POLICY)
         counts.update(tally("adaptive", diff, config))
         counts["adaptive attempts"] += sum(s.attempts for s in adaptive)
         for repeats in config.fixed:
-            fixed_base = [CaseSample(i, tuple(row[:repeats])) for i, row in zip(ids, base_draws)]
-            fixed = [CaseSample(i, tuple(row[:repeats])) for i, row in zip(ids, cur_draws)]
+            fixed_base = [
+                CaseSample(i, tuple(row[:repeats])) for i, row in zip(ids, base_draws, strict=True)
+            ]
+            fixed = [
+                CaseSample(i, tuple(row[:repeats])) for i, row in zip(ids, cur_draws, strict=True)
+            ]
             fixed_diff = compare(fixed_base, fixed, POLICY)
             counts.update(tally(f"fixed{repeats}", fixed_diff, config))
             counts[f"fixed{repeats} attempts"] += repeats * config.scenarios
@@ -178,25 +184,24 @@ def row(config: Config, counts: Counter[str], seconds: float) -> str:
 
 HEADER = (
     "| truth | S | cap | change | runs | **adaptive: run FAILs** [95% Wilson] | attempts per case "
-    "| against fixed repeats (same draws) | detail | time |\n|---|---|---|---|---|---|---|---|---|---|"
+    "| against fixed repeats (same draws) | detail | time |\n"
+    "|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
 def sections(quick: bool) -> dict[str, list[Config]]:
     runs = 200 if quick else 2000
     agree = [
-        Config("stats.md", 50, 10, runs, change)
-        for change in ("none", "break", "collapse", "uniform")
+        Config("mixed", 50, 10, runs, change) for change in ("none", "break", "collapse", "uniform")
     ]
     agree += [Config(mix, 50, 10, runs) for mix in ("mostly-flaky", "all-solid")]
     collapse = [
-        Config(mix, 50, 40, runs // 2, "collapse", fixed=(10, 40))
-        for mix in ("stats.md", "all-solid")
+        Config(mix, 50, 40, runs // 2, "collapse", fixed=(10, 40)) for mix in ("mixed", "all-solid")
     ]
-    collapse += [Config("stats.md", 20, 40, runs // 2, "collapse", fixed=(10, 40))]
+    collapse += [Config("mixed", 20, 40, runs // 2, "collapse", fixed=(10, 40))]
     aa = [
         Config(mix, s, cap, runs, fixed=())
-        for mix in ("stats.md", "mostly-flaky", "all-solid", "all-half")
+        for mix in ("mixed", "mostly-flaky", "all-solid", "all-half")
         for s, cap in ((20, 10), (50, 10), (50, 40), (200, 10))
     ]
     return {"agree": agree, "collapse": collapse, "aa": aa}

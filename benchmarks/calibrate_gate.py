@@ -2,19 +2,20 @@
 
 Each replication is one CI run: a baseline run and a current run of the same suite, with
 independent attempts, fed through ``pytest_nodeval.gate.compare`` in live mode with the
-default GatePolicy, the same call CI makes. Goals (stats-amendments.md A1): at most 1% of
+default GatePolicy, the same call CI makes. Goals (docs/statistics.md §4.3): at most 1% of
 unchanged runs FAIL, all gates together, for any mix of true pass rates, 20-200 scenarios
-and 3-20 repeats; a uniform -8 pp drop at 50 x 10 caught in >= 90% of runs on stats.md's mix.
+and 3-20 repeats; a uniform -8 pp drop at 50 x 10 caught in >= 90% of runs on the mixed truth.
 
 Truth mixes (per-scenario true pass rates, drawn once per configuration, numpy seed 7):
-  stats.md      60% solid in [0.95, 1], 40% flaky in [0.5, 0.95] (stats.md 3.4: 30 + 20)
+  mixed         60% solid in [0.95, 1], 40% flaky in [0.5, 0.95] (docs/statistics.md §4.3)
   mostly-flaky  80% in [0.3, 0.9], 20% solid in [0.95, 1]
   all-solid     every scenario in [0.95, 1]
   all-half      every scenario at 0.5 (the noisiest possible truth)
 
     .venv/bin/python benchmarks/calibrate_gate.py                # everything (~10-18 min, 2 procs)
     .venv/bin/python benchmarks/calibrate_gate.py --quick        # 10x fewer runs
-    .venv/bin/python benchmarks/calibrate_gate.py --only power   # sections: aa, timing, power, latency, cost
+    .venv/bin/python benchmarks/calibrate_gate.py --only power   # one section (--only takes
+                                                                 # aa, timing, power, latency, cost)
 
 Replications run in fixed chunks with spawned seeds: the figures do not depend on --workers.
 """
@@ -63,7 +64,7 @@ def true_rates(mix: str, scenarios: int) -> np.ndarray:
         return solid
     if mix == "all-half":
         return np.full(scenarios, 0.5)
-    flaky_share, low, high = {"stats.md": (0.4, 0.5, 0.95), "mostly-flaky": (0.8, 0.3, 0.9)}[mix]
+    flaky_share, low, high = {"mixed": (0.4, 0.5, 0.95), "mostly-flaky": (0.8, 0.3, 0.9)}[mix]
     flaky = round(flaky_share * scenarios)
     return np.concatenate([solid[: scenarios - flaky], rng.uniform(low, high, flaky)])
 
@@ -134,7 +135,7 @@ def simulate_chunk(config: Config, reps: int, seed: np.random.SeedSequence) -> C
     rates = true_rates(config.mix, config.scenarios)
     current = dropped_rates(config, rates)
     medians = None
-    if config.timed:  # stats.md 3.3's shapes: medians 1.5-20 s, lognormal sigma 0.35
+    if config.timed:  # docs/statistics.md §4.3: medians 1.5-20 s, lognormal sigma 0.35
         medians = np.exp(
             np.random.default_rng(11).uniform(np.log(1500), np.log(20000), config.scenarios)
         )
@@ -157,10 +158,10 @@ def run_config(pool: ProcessPoolExecutor, config: Config, runs: int, seed: int) 
     return total
 
 
-def a1_limit(config: Config, honest: bool = False) -> float:
-    """stats-amendments.md A1: 1 - Phi(z_0.99 - drop / sd_mean), a paired test at alpha = 1%.
+def paired_limit(config: Config, honest: bool = False) -> float:
+    """Paired-test limit: 1 - Phi(z_0.99 - drop / sd_mean) at alpha = 1% (docs/statistics.md §4.3).
 
-    A1's sd_mean = sqrt(2 mean_j p_j(1-p_j) / (R S)) takes the baseline's noise twice;
+    Its sd_mean = sqrt(2 mean_j p_j(1-p_j) / (R S)) takes the baseline's noise twice;
     ``honest`` uses the noise of both runs instead (a drop from 0.97 to 0.89 is noisier).
     """
     rates = true_rates(config.mix, config.scenarios)
@@ -180,14 +181,16 @@ def print_row(config: Config, runs: int, counts: Counter[str], seconds: float, g
     unsure = " | ".join(f"{counts[f'{g} INCONCLUSIVE'] / runs:.1%}" for g in GATES[:3])
     print(
         f"| {config.mix} | {config.scenarios} | {config.repeats} | {runs} "
-        f"| **{share(counts['any FAIL'], runs)}** | {fails} | {unsure} | {goal} | {seconds:.0f} s |",
+        f"| **{share(counts['any FAIL'], runs)}** | {fails} | {unsure} | {goal} "
+        f"| {seconds:.0f} s |",
         flush=True,
     )
 
 
 HEADER = (
     "| truth | S | R | runs | **any gate FAILs** [95% Wilson] | suite FAIL | scenario FAIL "
-    "| latency FAIL | tokens FAIL | cost FAIL | suite INC | scenario INC | latency INC | goal | time |\n"
+    "| latency FAIL | tokens FAIL | cost FAIL | suite INC | scenario INC | latency INC "
+    "| goal | time |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
@@ -196,33 +199,33 @@ def sections(quick: bool) -> dict[str, list[tuple[Config, str]]]:
     aa_runs = 200 if quick else 2000
     aa = [
         (Config(mix, s, r, aa_runs), "<= 1%")
-        for mix in ("stats.md", "mostly-flaky", "all-solid")
+        for mix in ("mixed", "mostly-flaky", "all-solid")
         for s in (20, 50, 200)
         for r in (3, 10, 20)
     ] + [(Config("all-half", s, r, aa_runs), "<= 1%") for s, r in ((20, 3), (50, 10), (200, 20))]
     timing = [
-        (Config("stats.md", s, r, aa_runs, timed=True), "<= 1%")
+        (Config("mixed", s, r, aa_runs, timed=True), "<= 1%")
         for s, r in ((20, 3), (50, 10), (200, 20))
     ] + [(Config("mostly-flaky", 50, 10, aa_runs, timed=True), "<= 1%")]
     power_runs = 200 if quick else 2000
     power = [
         (Config(mix, 50, 10, power_runs, drop=0.08), "")
-        for mix in ("stats.md", "mostly-flaky", "all-half", "all-solid")
+        for mix in ("mixed", "mostly-flaky", "all-half", "all-solid")
     ] + [
-        (Config("stats.md", 50, 20, power_runs, drop=0.08), ""),
-        (Config("stats.md", 200, 10, power_runs, drop=0.08), ""),
+        (Config("mixed", 50, 20, power_runs, drop=0.08), ""),
+        (Config("mixed", 200, 10, power_runs, drop=0.08), ""),
         # The weighting's cost: -15 pp on the 20 flaky scenarios only (6 pp over the suite).
-        (Config("stats.md", 50, 10, power_runs, drop=0.15, flaky_only=True), ""),
+        (Config("mixed", 50, 10, power_runs, drop=0.15, flaky_only=True), ""),
     ]
     latency_runs = 40 if quick else 400
     latency = [
-        (Config("stats.md", 50, 10, latency_runs, timed=True, slowdown=factor), "")
+        (Config("mixed", 50, 10, latency_runs, timed=True, slowdown=factor), "")
         for factor in (1.3, 1.5)
-    ] + [(Config("stats.md", 200, 10, latency_runs // 2, timed=True, slowdown=1.3), "")]
+    ] + [(Config("mixed", 200, 10, latency_runs // 2, timed=True, slowdown=1.3), "")]
     cost = [
-        (Config("stats.md", 50, 10, latency_runs, timed=True, dearer=factor), "")
+        (Config("mixed", 50, 10, latency_runs, timed=True, dearer=factor), "")
         for factor in (1.2, 1.3)
-    ] + [(Config("stats.md", 20, 3, latency_runs, timed=True, dearer=1.3), "")]
+    ] + [(Config("mixed", 20, 3, latency_runs, timed=True, dearer=1.3), "")]
     return {"aa": aa, "timing": timing, "power": power, "latency": latency, "cost": cost}
 
 
@@ -245,14 +248,17 @@ def main(argv: list[str] | None = None) -> None:
                 begun = time.perf_counter()
                 counts = run_config(pool, config, config.runs, args.seed)
                 if config.drop:
-                    limits = f"A1 limit {a1_limit(config):.1%}, both runs' noise {a1_limit(config, True):.1%}"
+                    limits = (
+                        f"paired-test limit {paired_limit(config):.1%}, "
+                        f"both runs' noise {paired_limit(config, True):.1%}"
+                    )
                     ceiling = counts["suite fell by threshold"] / config.runs
                     before = counts["suite FAIL before"] / config.runs
                     goal = (
                         f"suite fell >= 5 pp in {ceiling:.1%}; previous suite test (t) {before:.1%}"
                     )
                     if not config.flaky_only:
-                        goal = f">= 90% on stats.md ({limits}); {goal}"
+                        goal = f">= 90% on mixed ({limits}); {goal}"
                 elif config.slowdown != 1.0:
                     goal = f"x{config.slowdown:g} p95: FAIL wanted"
                 elif config.dearer != 1.0:

@@ -1,8 +1,8 @@
 """Adaptive repeats: after each look at a case, decide regressed, no regression, or more repeats.
 
-stats.md 2.6 with stats-amendments.md A5. A case compared with a baseline runs in looks at
-3, 5, 10, 20, 40 (then doubling) graded attempts, cut at its cap, and stops at the first
-look where its comparison is decided:
+Described in docs/statistics.md §6. A case compared with a baseline runs in looks at 3, 5,
+10, 20, 40 (then doubling) graded attempts, cut at its cap, and stops at the first look
+where its comparison is decided:
 
 - **regressed**: the one-sided Boschloo p of the cumulative counts is at most this look's
   share of the case's level, and the drop is at least the per-case gate's practical
@@ -23,7 +23,8 @@ confidence sequence:
   rate and any stopping for "no regression" (that stopping never rejects, so it only
   lowers the error). ``sequential_p`` = min_k p_k / w_k is thus an ordinary p-value, and
   the gate runs the same Holm across cases on it as on a fixed-repeat case's Boschloo p:
-  the per-case gate keeps its share of the run's budget (A1), with or without adaptive cases.
+  the per-case gate keeps its share of the run's budget (§4.1), with or without adaptive
+  cases.
 - **The baseline is a sample too.** SPRT and the beta-binomial confidence sequence treat
   the baseline rate as known; with 10-40 baseline attempts it is not, and a known-rate
   test would spend the budget on the baseline's noise. Boschloo is exact for two samples.
@@ -117,7 +118,10 @@ class AdaptiveDecision:
 
 @lru_cache(maxsize=256)
 def adaptive_design(cap: int) -> AdaptiveDesign:
-    """Looks at 3, 5, 10, 20, 40, 80, ... below ``cap``, then the cap; shares proportional to size."""
+    """Looks at 3, 5, 10, 20, 40, 80, ... below ``cap``, then the cap (docs/statistics.md §6.1).
+
+    Look k's share of the case's level is n_k**2 over the sum of the squares (§6.2).
+    """
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
     looks: list[int] = []
@@ -133,7 +137,7 @@ def adaptive_design(cap: int) -> AdaptiveDesign:
 
 
 def case_level(gate_level: float, cases: int) -> float:
-    """The level a case's looks share: Bonferroni over the cases compared.
+    """The level a case's looks share: Bonferroni over the cases compared (§6.2).
 
     Holm at the gate's level rejects every case Bonferroni does, so a case stopped as
     regressed on the worker is one the gate FAILs at the end (with as many cases or fewer).
@@ -144,7 +148,7 @@ def case_level(gate_level: float, cases: int) -> float:
 def sequential_p(
     baseline_passed: int, baseline_attempts: int, outcomes: Sequence[bool], design: AdaptiveDesign
 ) -> float:
-    """min over the looks reached of p_k / w_k: a valid p-value of the whole sequence.
+    """min over the looks reached of p_k / w_k: a valid p-value of the whole sequence (§6.4).
 
     A count that is not a planned look (infra errors cut the case short) is tested as the
     next look, with that look's share; it is a look at a time the outcomes did not choose.
@@ -158,8 +162,9 @@ def sequential_p(
 
 
 def _looks_reached(attempts: int, design: AdaptiveDesign) -> list[tuple[int, float]]:
-    reached = [(n, w) for n, w in zip(design.looks, design.shares) if n <= attempts]
-    following = [w for n, w in zip(design.looks, design.shares) if n > attempts]
+    looks = list(zip(design.looks, design.shares, strict=True))
+    reached = [(n, w) for n, w in looks if n <= attempts]
+    following = [w for n, w in looks if n > attempts]
     if attempts and following and (not reached or reached[-1][0] < attempts):
         reached.append((attempts, following[0]))
     return reached
@@ -173,7 +178,7 @@ def decide_look(
     level: float,
     threshold: float,
 ) -> AdaptiveDecision:
-    """The decision after ``outcomes`` (the case's graded attempts, in order).
+    """The decision after ``outcomes`` (the case's graded attempts, in order; §6.3).
 
     ``level`` is the case's (``case_level``); ``threshold`` the per-case gate's practical
     drop. Between looks nothing is decided: the case runs on to the next look.
@@ -234,7 +239,7 @@ def _boundaries(
                 baseline_passed, baseline_attempts, size, share * level, threshold
             ),
         )
-        for size, share in zip(design.looks[look + 1 :], design.shares[look + 1 :])
+        for size, share in zip(design.looks[look + 1 :], design.shares[look + 1 :], strict=True)
     ]
 
 
@@ -276,7 +281,7 @@ def _lower_bound(passed: int, attempts: int, confidence: float) -> float:
 def _conditional_power(
     passed: int, attempts: int, later: Sequence[tuple[int, int]], rate: float
 ) -> float:
-    """P(some later look's count is at or below its boundary | counts so far, true rate ``rate``)."""
+    """P(some later look's count is at or below its boundary | counts so far, rate ``rate``)."""
     counts = {passed: 1.0}
     found = 0.0
     size = attempts

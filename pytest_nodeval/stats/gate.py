@@ -1,12 +1,12 @@
-"""Compare a run with its baseline and gate CI on the difference (stats.md 2.3, amended).
+"""Compare a run with its baseline and gate CI on the difference (docs/statistics.md §3).
 
 Between live (or full, or record) runs every gate FAILs only on a change that is BOTH
 statistically significant (one-sided, at the gate's share of ``GatePolicy.alpha``) AND at
 least as large as its practical threshold; the shares sum to alpha, so an unchanged suite
-FAILs at most alpha of the time (stats-amendments.md A1). A large change without
+FAILs at most alpha of the time (docs/statistics.md §4). A large change without
 significance is INCONCLUSIVE: never passed silently, never failed.
 
-Between two deterministic replays there is nothing to estimate (A2): a case that fails
+Between two deterministic replays there is nothing to estimate (§5): a case that fails
 more often than in the baseline has regressed at any repeat count, the thresholds are
 plain thresholds, and no verdict asks for repeats.
 
@@ -56,9 +56,9 @@ __all__ = ["compare", "plan"]
 
 # k/n arithmetic: 0.9 - 0.7 == 0.19999999999999996 must still count as a 20 pp drop.
 _EPS = 1e-9
-# Power at which the minimum detectable effect (MDE) is reported (stats.md 2.5).
+# Power at which the minimum detectable effect (MDE) is reported (docs/statistics.md §7.1).
 _MDE_POWER = 0.80
-# stats.md's planning assumption E[p(1-p)] when the baseline shows no within-case noise.
+# Planning assumption E[p(1-p)] when the baseline shows no within-case noise (§7.2).
 _DEFAULT_WITHIN_VARIANCE = 0.10
 _DETERMINISTIC = "deterministic"
 Pair = tuple[CaseSample, CaseSample]
@@ -72,10 +72,10 @@ def compare(
     baseline_mode: str = "live",
     current_mode: str = "live",
 ) -> Diff:
-    """Diff two runs case by case and evaluate every enabled gate.
+    """Diff two runs case by case and evaluate every enabled gate (docs/statistics.md §1.2, §3).
 
     The modes are those of ``pytest_nodeval.modes``; only two deterministic replays are
-    compared without statistics.
+    compared without statistics (§5).
     """
     for mode in (baseline_mode, current_mode):
         if mode not in MODES:
@@ -140,7 +140,7 @@ def _rate(sample: CaseSample) -> float:
     return sample.passed / sample.attempts
 
 
-# --- per-case pass rate (G2) -----------------------------------------------------------
+# --- per-case pass rate (G2, docs/statistics.md §3.3) -----------------------------------
 
 
 def _regression_tests(pairs: Sequence[Pair], policy: GatePolicy) -> dict[str, tuple[float, float]]:
@@ -149,11 +149,11 @@ def _regression_tests(pairs: Sequence[Pair], policy: GatePolicy) -> dict[str, tu
         return {}
     tested = [(b, c) for b, c in pairs if b.attempts and c.attempts]
     raw = [_regression_p(b, c) for b, c in tested]
-    return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, holm(raw))}
+    return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, holm(raw), strict=True)}
 
 
 def _regression_p(b: CaseSample, c: CaseSample) -> float:
-    """One-sided p of a drop: Boschloo, or its sequential form for adaptive repeats (A5)."""
+    """One-sided p of a drop: Boschloo, or its sequential form for adaptive repeats (§6.4)."""
     if c.adaptive_cap is not None:
         design = adaptive_design(c.adaptive_cap)
         return sequential_p(b.passed, b.attempts, c.outcomes, design)
@@ -208,7 +208,7 @@ def _case_verdict(delta: float, test: tuple[float, float] | None, policy: GatePo
     if not threshold or -delta < threshold - _EPS:
         return Verdict.OK
     assert test is not None, "every case graded in both runs is tested while the gate is on"
-    # Holm, not BH: the FAIL decision must control the family-wise error (A1).
+    # Holm, not BH: the FAIL decision must control the family-wise error (§4.2).
     if test[1] <= policy.level(GateName.SCENARIO_REGRESSION):
         return Verdict.FAIL
     return Verdict.INCONCLUSIVE
@@ -217,6 +217,10 @@ def _case_verdict(delta: float, test: tuple[float, float] | None, policy: GatePo
 def _scenario_gate(
     cases: Sequence[CaseDiff], pairs: Sequence[Pair], policy: GatePolicy, replay: bool
 ) -> GateResult | None:
+    """G2, per-case regression: Boschloo per case, Holm across cases (docs/statistics.md §3.3).
+
+    Between deterministic replays any drop of a case FAILs (§5).
+    """
     threshold = policy.fail_on_scenario_drop
     if not threshold:
         return None
@@ -278,7 +282,7 @@ def _scenario_verdict(
     return Verdict.INCONCLUSIVE, f"{why}: re-run them with more repeats"
 
 
-# --- suite pass rate (G1) --------------------------------------------------------------
+# --- suite pass rate (G1, docs/statistics.md §3.2) --------------------------------------
 
 
 def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteComparison:
@@ -335,6 +339,8 @@ def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 def _suite_gate(
     suite: SuiteComparison, cases: Sequence[CaseDiff], policy: GatePolicy, replay: bool
 ) -> GateResult | None:
+    """G1, suite pass-rate regression: weighted sign-flip test and the practical drop
+    (docs/statistics.md §3.2); a plain threshold between deterministic replays (§5)."""
     threshold = policy.fail_on_score_drop
     if not threshold:
         return None
@@ -400,7 +406,7 @@ def _suite_verdict(suite: SuiteComparison, threshold: float, level: float) -> tu
     return Verdict.OK, f"no significant suite drop ({rates}){detectable}"
 
 
-# --- tokens (G4) and cost ------------------------------------------------------------
+# --- tokens (G4) and cost (docs/statistics.md §3.5 and §3.6) ----------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,16 +455,20 @@ def _mean_change(b: Sequence[float], c: Sequence[float]) -> TokenChange | None:
 
 
 def _tokens_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> GateResult | None:
+    """G4, tokens per attempt over the suite (docs/statistics.md §3.5)."""
     return _spend_gate(_TOKENS, pairs, policy, replay)
 
 
 def _cost_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> GateResult | None:
+    """The cost gate: the token gate's rule on USD per attempt (docs/statistics.md §3.6)."""
     return _spend_gate(_COST, pairs, policy, replay)
 
 
 def _spend_gate(
     spend: _Spend, pairs: Sequence[Pair], policy: GatePolicy, replay: bool
 ) -> GateResult | None:
+    """Ratio of summed per-case means with a paired two-stage bootstrap lower bound
+    (docs/statistics.md §3.5); a plain threshold between deterministic replays (§5)."""
     threshold = spend.threshold(policy)
     if not threshold:
         return None
@@ -531,7 +541,7 @@ def _cases_by_growth(counted: Sequence[_Counted], threshold: float) -> list[str]
 
 
 def _geometric_mean_ratio(counted: Sequence[_Counted]) -> float | None:
-    """Robust companion of the total ratio: not driven by a few huge cases (stats.md G4)."""
+    """Robust companion of the total ratio: not driven by a few huge cases (§3.5)."""
     logs = [math.log(fmean(c) / fmean(b)) for b, c, _ in counted if fmean(b) > 0 and fmean(c) > 0]
     return math.exp(fmean(logs)) if logs else None
 
@@ -547,7 +557,7 @@ def plan(
     change_sd: float = 0.0,
     mode: str = "live",
 ) -> Plan:
-    """Power analysis of the paired suite gate (Miller's variance decomposition).
+    """Power analysis of the paired suite gate: Miller's variance decomposition (§7.2).
 
     Var(d_j) = tau^2 + 2 E[sigma^2] / R, and MDE = (z_{1-alpha} + z_{power}) sqrt(Var / S).
     Repeats only shrink the within-scenario term: when S target^2 / (z+z)^2 <= tau^2 no
@@ -611,5 +621,5 @@ def _within_scenario_variance(
     ]
     estimate = fmean(unbiased) if unbiased else 0.0
     # All-solid (or single-attempt) history shows no noise; planning on 0 would promise
-    # that any drop is detectable, so fall back to the spec's assumption instead.
+    # that any drop is detectable, so fall back to the planning assumption instead.
     return (estimate, "baseline") if estimate > 0 else (_DEFAULT_WITHIN_VARIANCE, "default")

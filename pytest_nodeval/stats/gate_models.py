@@ -62,7 +62,7 @@ class CaseSample:
 
 @dataclass(frozen=True, slots=True)
 class GatePolicy:
-    """Gate thresholds and test settings (stats.md 2.3 and 2.5, with stats-amendments.md).
+    """Gate thresholds and test settings (docs/statistics.md §3, §4 and §7).
 
     Each ``fail_on_*`` is a practical threshold; 0 disables that gate. Between two live
     (or full, or record) runs a gate FAILs only on a change that is both that large and
@@ -81,15 +81,15 @@ class GatePolicy:
     """Latency gate between live runs: the pooled p95 must also rise by this many ms."""
     latency_min_attempts: int = 100
     """Latency gate between live runs: latencies needed in each run (pooled over cases) to
-    FAIL; with fewer, a significant slowdown only WARNs (stats.md G3: n >= 100 per run)."""
+    FAIL; with fewer, a significant slowdown only WARNs (docs/statistics.md §3.4)."""
     fail_on_token_increase: float = 0.15
     """Token gate: relative rise of total mean tokens per attempt over the suite."""
     fail_on_cost_increase: float = 0.15
     """Cost gate: relative rise of total mean cost (USD) per attempt over the suite."""
     alpha: float = 0.01
     """The run's false-alarm budget: under no change, at most this share of runs FAIL, all
-    gates together (stats-amendments.md A1). Split across the gates by ``ALPHA_SHARES``;
-    halve it for a second look at the same change (stats.md 2.6)."""
+    gates together (docs/statistics.md §4.1). Split across the gates by ``ALPHA_SHARES``;
+    halve it for a second look at the same change (docs/statistics.md §6.5)."""
     fdr_level: float = 0.10
     """Benjamini-Hochberg level that names individually slower cases in the latency detail;
     it decides no FAIL (the FAIL decisions control the family-wise error)."""
@@ -158,10 +158,11 @@ ALPHA_SHARES: dict[GateName, float] = {
     GateName.TOKENS: 0.0625,
     GateName.COST: 0.0625,
 }
-"""Each gate's share of ``GatePolicy.alpha``. They sum to 1, so by the union bound the run
-FAILs under no change at most ``alpha`` of the time, whatever the true pass rates. The suite
-gate gets half: it carries the power for suite-wide drops (benchmarks/README.md). Tokens
-and cost split the share the token gate had alone: both measure what an attempt consumes."""
+"""Each gate's share of ``GatePolicy.alpha`` (docs/statistics.md §4.1). They sum to 1, so by
+the union bound the run FAILs under no change at most ``alpha`` of the time, whatever the true
+pass rates. The suite gate gets half: it carries the power for suite-wide drops
+(benchmarks/README.md). Tokens and cost split the share the token gate had alone: both
+measure what an attempt consumes."""
 
 
 class Movement(StrEnum):
@@ -265,7 +266,9 @@ class CaseDiff(_ReportModel):
 
 
 class SuiteComparison(_ReportModel):
-    """Suite pass rate, paired by scenario over the cases graded in both runs (stats.md G1)."""
+    """Suite pass rate, paired by scenario over the cases graded in both runs.
+
+    The suite gate's numbers (docs/statistics.md §3.2)."""
 
     scenarios: int
     """Scenarios graded in both runs: the pairs behind every number below."""
@@ -295,7 +298,7 @@ class SuiteComparison(_ReportModel):
     correlation: float | None
     """Correlation of per-scenario pass rates between the runs: what pairing gains."""
     minimum_detectable_drop: float | None
-    """Drop detectable with 80% power at this noise level and the gate's level (stats.md 2.5)."""
+    """Drop found with 80% power at this noise and the gate's level (docs/statistics.md §7.1)."""
 
 
 Number = float | int | None
@@ -373,7 +376,8 @@ class Plan(_ReportModel):
     within_scenario_variance: float
     """E[p(1-p)], the binomial noise of one attempt, averaged over scenarios."""
     variance_source: Literal["baseline", "default"]
-    """Estimated from baseline cases with 2+ attempts, or stats.md's planning default 0.10."""
+    """Estimated from baseline cases with 2+ attempts, or the planning default 0.10
+    (docs/statistics.md §7.2)."""
     change_sd: float
     """Assumed spread of the true change across scenarios (tau); 0 = a uniform change."""
     minimum_detectable_drop: float

@@ -1,4 +1,4 @@
-"""The p95 latency gate (stats.md G3 as amended by stats-amendments.md A2 and A4).
+"""The p95 latency gate, G3 (docs/statistics.md §3.4; between replays §5).
 
 Between live runs the gate decides on the suite: the Harrell-Davis p95 of all latencies
 pooled per run, and a paired two-stage cluster bootstrap of the ratio. It FAILs when the
@@ -42,7 +42,7 @@ Pair = tuple[CaseSample, CaseSample]
 def slowdown_tests(
     pairs: Sequence[Pair], policy: GatePolicy, deterministic: bool
 ) -> dict[str, tuple[float, float]]:
-    """Mann-Whitney p and BH-adjusted p for cases with 2+ latencies in both live runs.
+    """Mann-Whitney p and BH-adjusted p for cases with 2+ latencies in both live runs (§3.4).
 
     Replays have fixed latencies, and one latency against one is never significant
     (p >= 0.5): both skip the test, and with it the scipy import.
@@ -52,7 +52,7 @@ def slowdown_tests(
     tested = [(b, c) for b, c in pairs if min(len(b.latencies_ms), len(c.latencies_ms)) >= 2]
     raw = mann_whitney_slower_p_values([(b.latencies_ms, c.latencies_ms) for b, c in tested])
     adjusted = benjamini_hochberg(raw)
-    return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, adjusted)}
+    return {b.case_id: (p, q) for (b, _), p, q in zip(tested, raw, adjusted, strict=True)}
 
 
 def latency_change(
@@ -112,6 +112,8 @@ def _material(ratio: float | None, increase_ms: float, policy: GatePolicy) -> bo
 def latency_gate(
     cases: Sequence[CaseDiff], pairs: Sequence[Pair], policy: GatePolicy, deterministic: bool
 ) -> GateResult | None:
+    """G3: the pooled p95 between live runs (docs/statistics.md §3.4), each case's p95 against
+    the plain threshold between deterministic replays (§5); None while the gate is off."""
     if not policy.fail_on_latency_p95_increase:
         return None
     flagged = _flagged_cases(cases)
@@ -140,6 +142,7 @@ def _flagged_cases(cases: Sequence[CaseDiff]) -> list[str]:
 def _replay_gate(
     cases: Sequence[CaseDiff], flagged: Sequence[str], policy: GatePolicy
 ) -> tuple[Verdict, str, dict[str, Number]]:
+    """Replay: a case whose p95 rose by the threshold FAILs (docs/statistics.md §5)."""
     compared = sum(1 for case in cases if case.latency)
     size = f"p95 up >= {policy.fail_on_latency_p95_increase * 100:g}%"
     numbers: dict[str, Number] = {
@@ -157,6 +160,7 @@ def _replay_gate(
 def _pooled_gate(
     pairs: Sequence[Pair], flagged: Sequence[str], policy: GatePolicy
 ) -> tuple[Verdict, str, dict[str, Number]]:
+    """Live: pooled Harrell-Davis p95 ratio and its bootstrap bound (docs/statistics.md §3.4)."""
     timed = [(b, c) for b, c in pairs if b.latencies_ms and c.latencies_ms]
     level = policy.level(GateName.LATENCY_P95)
     numbers: dict[str, Number] = {

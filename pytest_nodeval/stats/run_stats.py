@@ -1,4 +1,4 @@
-"""Per-case and per-suite statistics of repeated agent runs (stats.md sections 2.1 and 2.2).
+"""Per-case and per-suite statistics of repeated agent runs (docs/statistics.md §2).
 
 Pure functions over plain values, and the pydantic models they report. Nothing here
 imports numpy, scipy or statsmodels: every run computes these numbers, including runs
@@ -46,7 +46,8 @@ def _check_counts(passed: int, attempts: int) -> None:
 def wilson_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     """Two-sided Wilson score interval for k passes in n attempts.
 
-    Recommended by stats.md for small n: never degenerate at 0/n or n/n, always in [0, 1].
+    Suited to small n (docs/statistics.md §2.1): never degenerate at 0/n or n/n, always in
+    [0, 1].
     With no attempts there is no information, so the interval is [0, 1].
     """
     _check_counts(k, n)
@@ -99,7 +100,7 @@ def pass_at_k(c: int, n: int, k: int) -> float:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-quantile (0 < q < 1) by Harrell-Davis, as stats.md recommends for latency.
+    """The q-quantile (0 < q < 1) by Harrell-Davis, as for latency (docs/statistics.md §2.3).
 
     None when there are no values; a single value is its own quantile.
     """
@@ -174,7 +175,7 @@ def case_stats(
 
 
 class SuiteStats(_ReportModel):
-    """Suite-level pass rate of one run, scenarios weighted equally (stats.md 2.2)."""
+    """Suite-level pass rate of one run, scenarios weighted equally (docs/statistics.md §2.4)."""
 
     scenarios: int
     """Scenarios with at least one graded attempt; these make up the suite pass rate."""
@@ -203,7 +204,7 @@ class SuiteStats(_ReportModel):
 def _suite_interval(
     mean: float | None, se: float | None, scenarios: int
 ) -> tuple[float | None, float | None]:
-    """stats-amendments.md A3: hull of the clustered t interval and a scenario-level Wilson.
+    """Hull of the clustered t interval and a scenario-level Wilson (docs/statistics.md §2.4).
 
     The t interval alone collapses to [1, 1] when every scenario passes every attempt (its
     SE is 0: the Wald-at-10/10 flaw one level up); Wilson over the S scenarios does not.

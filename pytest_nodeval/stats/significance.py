@@ -1,4 +1,4 @@
-"""Two-run tests and intervals behind the gates; each function is one procedure of stats.md.
+"""Two-run tests and intervals behind the gates (docs/statistics.md §3; library twins: §9).
 
 numpy and scipy are imported inside the functions that need them, so an unchanged rerun or
 a deterministic single-attempt replay run never pays for them (scipy.stats takes ~1.5 s).
@@ -40,8 +40,9 @@ def newcombe_interval(
 ) -> tuple[float, float]:
     """Newcombe hybrid score interval for p_c - p_b, built from the two Wilson intervals.
 
-    Equals statsmodels ``confint_proportions_2indep(..., method="newcomb")`` (stats.md 4.4)
-    without importing statsmodels. Use it, not ``method="score"``, which fails on small tables.
+    Equals statsmodels ``confint_proportions_2indep(..., method="newcomb")`` without
+    importing statsmodels (docs/statistics.md §3.3 and §9). Use it, not ``method="score"``,
+    which fails on small tables.
     """
     low_c, high_c = wilson_interval(passed_c, attempts_c, conf)
     low_b, high_b = wilson_interval(passed_b, attempts_b, conf)
@@ -64,7 +65,7 @@ def boschloo_regression_p(passed_b: int, attempts_b: int, passed_c: int, attempt
         return 1.0  # the candidate did at least as well: no evidence of a drop, skip the cost
     from scipy.stats import boschloo_exact  # type: ignore[import-untyped]
 
-    # Columns are the two samples, baseline first (stats.md section 6, pitfall 6).
+    # Columns are the two samples, baseline first (docs/statistics.md §3.3 and §9).
     table = [[passed_b, passed_c], [attempts_b - passed_b, attempts_c - passed_c]]
     return min(1.0, float(boschloo_exact(table, alternative="greater").pvalue))
 
@@ -86,7 +87,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     """Holm step-down adjusted p-values, in input order; reject where adjusted <= level.
 
     Controls the family-wise error at the level for any dependence between the tests:
-    what a FAIL decision over many cases needs (stats-amendments.md A1), where BH's false
+    what a FAIL decision over many cases needs (docs/statistics.md §4.2), where BH's false
     discovery rate would let about q of unchanged runs FAIL when many cases are flaky.
     """
     m = len(p_values)
@@ -114,9 +115,10 @@ def collapse_repeats_needed(level: float) -> int:
 def sign_flip_p_value(differences: Sequence[Fraction], seed: int = 0) -> float:
     """One-sided (mean < 0) paired sign-flip permutation p-value over scenarios.
 
-    Exact under exchangeability of the run labels within a scenario (stats.md G1). The
-    differences are exact fractions c/R - c'/R', so the null distribution of their sum is
-    enumerated exactly by counting; no resampling noise and no scipy import.
+    The unweighted form of the suite test (docs/statistics.md §3.2), exact under
+    exchangeability of the run labels within a scenario. The differences are exact fractions
+    c/R - c'/R', so the null distribution of their sum is enumerated exactly by counting; no
+    resampling noise and no scipy import.
     """
     if not differences:
         raise ValueError("sign_flip_p_value needs at least one difference")
@@ -189,9 +191,9 @@ def weighted_sign_flip_p_value(tables: Sequence[tuple[int, int, int, int]], seed
     keys = sorted(groups)  # a fixed order, whatever the scenarios' order
     magnitudes = [float(d) / math.sqrt(float(v)) for d, v in keys]
     sizes = [groups[key] for key in keys]
-    observed = math.fsum(m * net[key] for m, key in zip(magnitudes, keys))
+    observed = math.fsum(m * net[key] for m, key in zip(magnitudes, keys, strict=True))
     # Flipped sums equal to the observed one count as at or below it, whatever the rounding.
-    tolerance = 1e-9 * math.fsum(m * n for m, n in zip(magnitudes, sizes))
+    tolerance = 1e-9 * math.fsum(m * n for m, n in zip(magnitudes, sizes, strict=True))
     if math.prod(n + 1 for n in sizes) <= _MAX_EXACT_WEIGHTED_SUMS:
         return _weighted_sign_flip_exact(magnitudes, sizes, observed + tolerance)
     return _weighted_sign_flip_monte_carlo(magnitudes, sizes, observed + tolerance, seed)
@@ -208,7 +210,7 @@ def _weighted_sign_flip_exact(
     import numpy as np
 
     sums, probabilities = np.zeros(1), np.ones(1)
-    for magnitude, n in zip(magnitudes, sizes):
+    for magnitude, n in zip(magnitudes, sizes, strict=True):
         negatives = np.arange(n + 1)
         weights = np.array([math.comb(n, k) for k in range(n + 1)], dtype=float) / 2.0**n
         sums = (sums[:, None] + magnitude * (n - 2 * negatives)[None, :]).ravel()
@@ -270,7 +272,7 @@ def mann_whitney_slower_p_values(
         base_rows = np.array([samples[i][0] for i in members], dtype=float)
         current_rows = np.array([samples[i][1] for i in members], dtype=float)
         result = mannwhitneyu(current_rows, base_rows, alternative="greater", axis=1, method=method)
-        for index, p_value in zip(members, np.atleast_1d(result.pvalue)):
+        for index, p_value in zip(members, np.atleast_1d(result.pvalue), strict=True):
             p_values[index] = float(p_value)
     return p_values
 
@@ -321,7 +323,7 @@ def _resampled_mean_totals(
     import numpy as np
 
     totals = np.zeros(iterations)
-    for values, rows in zip(groups, drawn_in):
+    for values, rows in zip(groups, drawn_in, strict=True):
         if rows.size:
             sample = np.asarray(values, dtype=float)
             picks = rng.integers(0, sample.size, size=(rows.size, sample.size))
@@ -339,9 +341,9 @@ def pooled_quantile_ratio_lower_bound(
 ) -> float:
     """One-sided (1 - alpha) lower bound of HD_q(pooled current) / HD_q(pooled baseline).
 
-    stats.md G3: paired two-stage cluster bootstrap. Each iteration draws scenarios with
-    replacement (the same draw for both runs), resamples each drawn scenario's attempts
-    within each run, pools them and takes the Harrell-Davis quantile. Seeded.
+    Paired two-stage cluster bootstrap (docs/statistics.md §3.4). Each iteration draws
+    scenarios with replacement (the same draw for both runs), resamples each drawn scenario's
+    attempts within each run, pools them and takes the Harrell-Davis quantile. Seeded.
     """
     import numpy as np
 

@@ -91,7 +91,7 @@ def _harrell_davis_weights(n: int, q: float) -> tuple[float, ...]:
 def harrell_davis_quantile(values: Sequence[float], q: float) -> float:
     """Harrell-Davis estimate of the q-quantile: a Beta-weighted mean of all order statistics.
 
-    stats.md (G3) recommends it for latency: lower variance than the one-or-two-point
+    Used for latency (docs/statistics.md §2.3): lower variance than the one-or-two-point
     sample quantile, and well behaved with ties. Equals
     ``scipy.stats.quantile(values, q, method="harrell-davis")``.
     """
@@ -101,4 +101,4 @@ def harrell_davis_quantile(values: Sequence[float], q: float) -> float:
         raise ValueError(f"quantile level must be in (0, 1), got {q}")
     ordered = sorted(values)
     weights = _harrell_davis_weights(len(ordered), q)
-    return math.fsum(w * v for w, v in zip(weights, ordered))
+    return math.fsum(w * v for w, v in zip(weights, ordered, strict=True))

@@ -1,4 +1,4 @@
-"""Adaptive repeats (issue 16.5, stats-amendments.md A5): the pure decision and its gate.
+"""Adaptive repeats (issue 16.5, docs/statistics.md §6): the pure decision and its gate.
 
 Counts only, from seeded simulations: a clear regression stops early, an unchanged case
 stops early without one, and declaring regressions never exceeds the level it was given.
@@ -96,7 +96,7 @@ def test_sequential_p_is_the_smallest_look_p_over_its_share() -> None:
     outcomes = [True, False, False, True, False, False, True, False, True, False]
     expected = min(
         boschloo_regression_p(9, 10, sum(outcomes[:n]), n) / share
-        for n, share in zip(design.looks, design.shares)
+        for n, share in zip(design.looks, design.shares, strict=True)
     )
     assert sequential_p(9, 10, outcomes, design) == pytest.approx(min(1.0, expected))
     # one look: the design is the fixed one, and so is its p

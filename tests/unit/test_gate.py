@@ -1,4 +1,4 @@
-"""compare(), plan() and format_diff_table(): stats.md's worked examples and the gate rules."""
+"""compare(), plan(), format_diff_table(): docs/statistics.md §8's examples and the gate rules."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ from pytest_nodeval.gate import (
 )
 
 POLICY = GatePolicy()
-# stats.md's worked examples test the suite at one-sided 0.05: the suite gate's half of a
-# 0.10 budget (the default budget is 0.01, stats-amendments.md A1).
+# docs/statistics.md §8.2 also tests the suite at one-sided 0.05: the suite gate's half of a
+# 0.10 budget (the default budget is 0.01, docs/statistics.md §4.1).
 SPEC_LEVELS = GatePolicy(alpha=0.10)
-# stats.md section 3.2: passes out of 10 per scenario, baseline and candidate.
+# docs/statistics.md §8.2: passes out of 10 per scenario, baseline and candidate.
 BASELINE_PASSES = [10, 10, 10, 9, 9, 8, 10, 7, 10, 6, 9, 10]
 CURRENT_PASSES = [10, 10, 9, 9, 6, 8, 10, 5, 10, 4, 9, 7]
 
@@ -54,7 +54,7 @@ def gate(diff: Diff, name: GateName) -> GateResult:
     return next(result for result in diff.gates if result.name is name)
 
 
-# --- stats.md worked examples --------------------------------------------------------------
+# --- worked examples (docs/statistics.md §8) -----------------------------------------------
 
 
 def test_one_scenario_9_of_10_to_6_of_10_is_inconclusive() -> None:
@@ -89,14 +89,14 @@ def test_pooled_18_of_20_to_11_of_20_fails_only_within_the_scenario_gates_share(
     assert gate(diff, GateName.SCENARIO_REGRESSION).verdict is verdict
 
 
-def test_twelve_scenario_suite_fails_the_suite_gate_only_at_stats_md_levels() -> None:
+def test_twelve_scenario_suite_fails_the_suite_gate_only_at_a_ten_percent_budget() -> None:
     diff = compare(suite(BASELINE_PASSES), suite(CURRENT_PASSES), SPEC_LEVELS)
     numbers = gate(diff, GateName.SUITE_PASS_RATE).numbers
     assert numbers["delta"] == pytest.approx(-0.0917, abs=5e-5)
     assert numbers["standard_error"] == pytest.approx(0.0358, abs=5e-5)
     assert numbers["upper_bound"] == pytest.approx(-0.0274, abs=5e-5)
     assert numbers["lower_bound"] == pytest.approx(-0.1560, abs=5e-5)
-    # All five moved cases dropped, so every weighting gives stats.md's exact 1/32.
+    # All five moved cases dropped, so any weighting gives the exact 1/32 (docs/statistics.md §8.2).
     assert numbers["p_value"] == pytest.approx(0.03125)
     assert numbers["minimum_detectable_drop"] == pytest.approx(0.0890, abs=5e-5)
     assert diff.suite.p_value_method == "weighted-sign-flip"
@@ -124,7 +124,7 @@ def test_twelve_scenario_suite_has_four_inconclusive_scenarios_and_no_failure() 
 
 
 def test_the_suite_p_value_is_the_weighted_sign_flip_test_at_any_size() -> None:
-    # 36 cases: stats.md 3.2's suite twice, then once with the runs swapped (five rises).
+    # 36 cases: docs/statistics.md §8.2's suite twice, then once with the runs swapped (five rises).
     base_passes = BASELINE_PASSES * 2 + CURRENT_PASSES
     cur_passes = CURRENT_PASSES * 2 + BASELINE_PASSES
     diff = compare(suite(base_passes), suite(cur_passes), POLICY)
@@ -307,7 +307,8 @@ def test_the_token_bootstrap_is_reproducible_and_follows_the_seed() -> None:
 def priced(
     run: list[CaseSample], scale: float = 1.0, noise_seed: int | None = None
 ) -> list[CaseSample]:
-    """The run with a cost per attempt: its tokens at $3 per million, scaled, with noise if seeded."""
+    """The run with a cost per attempt: its tokens at $3 per million, scaled, with noise if
+    seeded."""
     rng = np.random.default_rng(noise_seed)
     return [
         dataclasses.replace(
@@ -469,7 +470,7 @@ def test_a_deterministic_replay_comparison_imports_neither_scipy_nor_statsmodels
 # --- plan ------------------------------------------------------------------------------
 
 # A baseline at 9/10 everywhere has unbiased within-case variance 0.9 * 0.1 * 10/9 = 0.10,
-# the E[p(1-p)] behind the MDE table of stats.md section 2.5.
+# the E[p(1-p)] behind the MDE table of docs/statistics.md §7.2.
 NOISY_BASELINE = [sample(f"s{j}", 9) for j in range(50)]
 
 

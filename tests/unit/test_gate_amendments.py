@@ -1,6 +1,6 @@
 """Issue 14: the gate in the light of the runs' modes, its false-alarm budget and pooled latency.
 
-stats-amendments.md A1-A4: deterministic replays are compared with plain thresholds, live
+docs/statistics.md §2.4 and §3-§5: deterministic replays are compared with plain thresholds, live
 single-attempt flips are INCONCLUSIVE with the repeats that would decide, the per-case
 FAIL decision controls the family-wise error, the latency gate decides on the pooled p95,
 and the suite interval never has zero width.
@@ -42,7 +42,7 @@ def gate(diff: Diff, name: GateName) -> GateResult:
     return next(result for result in diff.gates if result.name is name)
 
 
-# --- deterministic replay: plain thresholds, never repeats (issue 14.2, A2) ---------------
+# --- deterministic replay: plain thresholds, never repeats (issue 14.2, docs/statistics.md §5) ---
 
 
 @pytest.mark.parametrize("current_passed", [1, 0])
@@ -179,7 +179,7 @@ def test_report_compare_passes_both_reports_modes() -> None:
     ]
 
 
-# --- the false-alarm budget (issue 14.4, A1) -----------------------------------------------
+# --- the false-alarm budget (issue 14.4, docs/statistics.md §4) ---------------------------
 
 
 def test_the_gates_split_alpha_and_the_default_budget_is_one_percent() -> None:
@@ -222,7 +222,7 @@ def test_collapse_floor_is_the_boschloo_p_of_r_of_r_against_none() -> None:
     assert collapse_repeats_needed(0.0625) == 2
 
 
-# --- latency: pooled p95, two-stage cluster bootstrap (issue 14.3, A4) --------------------
+# --- latency: pooled p95, two-stage cluster bootstrap (issue 14.3, docs/statistics.md §3.4) ---
 
 
 def lognormal_run(
@@ -273,7 +273,7 @@ def test_the_pooled_bootstrap_matches_a_direct_two_stage_resampling() -> None:
     base = [rng.lognormal(0, 0.5, n) for n in (3, 7, 5, 4)]  # unequal attempts per case
     cur = [1.5 * rng.lognormal(0, 0.5, n) for n in (6, 2, 5, 4)]
     bound = pooled_quantile_ratio_lower_bound(base, cur, 0.95, 0.05, 4000, 0)
-    # The same procedure, one iteration at a time (stats.md's reference sketch).
+    # The same procedure, one iteration at a time (docs/statistics.md §3.4).
     r = np.random.default_rng(9)
     ratios = []
     for _ in range(4000):
@@ -286,7 +286,7 @@ def test_the_pooled_bootstrap_matches_a_direct_two_stage_resampling() -> None:
     assert bound == pytest.approx(float(np.quantile(ratios, 0.05)), rel=0.05)
 
 
-# --- the run's own suite interval (issue 14.6, A3) ----------------------------------------
+# --- the run's own suite interval (issue 14.6, docs/statistics.md §2.4) -------------------
 
 
 @pytest.mark.parametrize(("passed", "interval"), [(True, (0.6457, 1.0)), (False, (0.0, 0.3543))])

@@ -1,4 +1,4 @@
-"""The gate's tests and intervals agree with the statsmodels/scipy calls stats.md verified."""
+"""The gate's tests and intervals agree with statsmodels and scipy (docs/statistics.md §9)."""
 
 from __future__ import annotations
 
@@ -53,10 +53,10 @@ def test_benjamini_hochberg_matches_statsmodels_fdr_bh() -> None:
         assert benjamini_hochberg(p_values) == pytest.approx(list(expected), abs=1e-15)
 
 
-def test_boschloo_then_benjamini_hochberg_reproduce_section_3_2() -> None:
+def test_boschloo_then_benjamini_hochberg_reproduce_the_twelve_case_example() -> None:
     baseline = [10, 10, 10, 9, 9, 8, 10, 7, 10, 6, 9, 10]
     current = [10, 10, 9, 9, 6, 8, 10, 5, 10, 4, 9, 7]
-    raw = [boschloo_regression_p(b, 10, c, 10) for b, c in zip(baseline, current)]
+    raw = [boschloo_regression_p(b, 10, c, 10) for b, c in zip(baseline, current, strict=True)]
     expected = [1, 1, 0.9886, 1, 0.4531, 1, 1, 0.7552, 1, 0.7552, 1, 0.4531]
     assert benjamini_hochberg(raw) == pytest.approx(expected, abs=5e-5)
 
@@ -91,7 +91,7 @@ def test_sign_flip_of_a_single_scenario_can_never_be_significant() -> None:
     assert sign_flip_p_value([Fraction(0)]) == 1.0
 
 
-def test_sign_flip_reproduces_section_3_2() -> None:
+def test_sign_flip_reproduces_the_twelve_case_example() -> None:
     drops = [0, 0, -1, 0, -3, 0, 0, -2, 0, -2, 0, -3]
     assert sign_flip_p_value([Fraction(d, 10) for d in drops]) == 0.03125
 

@@ -1,4 +1,4 @@
-"""Per-case and suite statistics: the numbers of stats.md's worked example, and cross-checks."""
+"""Per-case and suite statistics: the worked examples of docs/statistics.md §8, and cross-checks."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pytest_nodeval.stats.run_stats import (
     wilson_interval,
 )
 
-# stats.md section 3.2: passes out of 10 per scenario.
+# docs/statistics.md §8.2: passes out of 10 per scenario.
 BASELINE_PASSES = [10, 10, 10, 9, 9, 8, 10, 7, 10, 6, 9, 10]
 
 
@@ -57,7 +57,7 @@ def test_wilson_without_attempts_is_uninformative_and_bad_counts_are_rejected() 
 
 @pytest.mark.parametrize(
     ("c", "k", "hat", "at"),
-    [  # stats.md section 3.1, n = 10
+    [  # docs/statistics.md §8.1, n = 10
         (9, 1, 0.9000, 0.9000),
         (9, 2, 0.8000, 1.0000),
         (9, 3, 0.7000, 1.0000),
@@ -155,13 +155,13 @@ def wilson_like(rate: float, n: int) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def test_suite_stats_reproduces_the_clustered_standard_error_of_section_3_2() -> None:
+def test_suite_stats_reproduces_the_clustered_standard_error_of_the_twelve_case_example() -> None:
     suite = suite_stats([case_stats(outcomes(c, 10)) for c in BASELINE_PASSES])
     assert suite.pass_rate == pytest.approx(0.9)
     assert suite.standard_error == pytest.approx(0.0389, abs=5e-5)
     rates = np.array(BASELINE_PASSES) / 10
     half_width = scipy.stats.t.ppf(0.975, 11) * rates.std(ddof=1) / math.sqrt(12)
-    # The hull with Wilson over 12 scenarios (A3): Wilson is the wider here.
+    # The hull with Wilson over 12 scenarios (docs/statistics.md §2.4): Wilson is the wider here.
     wilson_low, wilson_high = wilson_like(0.9, 12)
     assert wilson_low < 0.9 - half_width
     assert suite.ci_low == pytest.approx(wilson_low)
@@ -197,7 +197,7 @@ def test_suite_stats_of_a_single_scenario_has_only_the_wilson_interval() -> None
     one = suite_stats([case_stats(outcomes(4, 5))])
     assert one.pass_rate == pytest.approx(0.8)
     assert one.standard_error is None
-    # No clustered SE from one scenario; the interval is Wilson's with n = 1 (A3).
+    # No clustered SE from one scenario: the interval is Wilson's, n = 1 (docs/statistics.md §2.4).
     assert (one.ci_low, one.ci_high) == pytest.approx(wilson_like(0.8, 1))
     empty = suite_stats([])
     assert empty.ci_low is None and empty.ci_high is None

@@ -1,7 +1,7 @@
 """The suite gate's (G1) weighted sign-flip test: more power than the t test, still exact.
 
-Issue 14: a uniform -8 pp drop at 50 x 10 on stats.md's mix must FAIL in >= 90% of runs
-while unchanged runs stay within the budget (stats-amendments.md A1). The test weights each
+Issue 14: a uniform -8 pp drop at 50 x 10 on the mixed truth must FAIL in >= 90% of runs
+while unchanged runs stay within the budget (docs/statistics.md §3.2, §4). The test weights each
 case's difference by the inverse of its standard deviation under no change and refers the
 sum to its sign flips; the practical threshold stays on the equal-weighted mean.
 """
@@ -41,7 +41,7 @@ def runs(groups: list[tuple[int, int, int]]) -> tuple[list[CaseSample], list[Cas
     return baseline, current
 
 
-# 50 cases, stats.md's shape: 20 solid cases unchanged, 10 solid cases 10/10 -> 8/10, and
+# 50 cases, mixed (docs/statistics.md §4.3): 20 solid unchanged, 10 solid 10/10 -> 8/10, and
 # 20 coin-flip cases whose noise goes both ways (10 x 5 -> 2, 10 x 5 -> 7): a 6 pp drop.
 SOLID_DROP = [(20, 10, 10), (10, 10, 8), (10, 5, 2), (10, 5, 7)]
 
@@ -54,7 +54,7 @@ def studentized(passed_b: int, passed_c: int, attempts: int = 10) -> float:
 def test_a_solid_drop_among_flaky_noise_fails_where_the_t_test_did_not() -> None:
     baseline, current = runs(SOLID_DROP)
     diff = compare(baseline, current, POLICY)
-    differences = [(c.passed - b.passed) / 10 for b, c in zip(baseline, current)]
+    differences = [(c.passed - b.passed) / 10 for b, c in zip(baseline, current, strict=True)]
     # Before: the one-sample t test (above 30 cases) gave p = 0.0099 > 0.005, INCONCLUSIVE.
     t_p = scipy.stats.ttest_1samp(differences, 0.0, alternative="less").pvalue
     assert t_p == pytest.approx(0.0099, abs=5e-5)
@@ -64,7 +64,7 @@ def test_a_solid_drop_among_flaky_noise_fails_where_the_t_test_did_not() -> None
     expected = sum(
         math.prod(math.comb(10, k) for k in ks) / 2.0**30
         for ks in itertools.product(range(11), repeat=3)
-        if sum(m * (10 - 2 * k) for m, k in zip(magnitudes, ks)) <= observed + 1e-9
+        if sum(m * (10 - 2 * k) for m, k in zip(magnitudes, ks, strict=True)) <= observed + 1e-9
     )
     assert diff.suite.p_value_method == "weighted-sign-flip"
     assert diff.suite.p_value == pytest.approx(expected, rel=1e-9)
@@ -113,14 +113,15 @@ def test_the_test_is_exact_under_no_change(rates: tuple[float, ...], repeats: in
     tail: dict[float, float] = {}
     for cells in itertools.product(outcomes, repeat=len(rates)):
         probability = math.prod(
-            binomial(b, repeats, p) * binomial(c, repeats, p) for (b, c), p in zip(cells, rates)
+            binomial(b, repeats, p) * binomial(c, repeats, p)
+            for (b, c), p in zip(cells, rates, strict=True)
         )
         p_value = null_p_value(cells, repeats)
         tail[p_value] = tail.get(p_value, 0.0) + probability
     levels = sorted(tail)
     assert levels[0] == pytest.approx(1 / 8)  # three moved cases, all down
     cumulative = np.cumsum([tail[level] for level in levels])
-    for level, rejected in zip(levels, cumulative):
+    for level, rejected in zip(levels, cumulative, strict=True):
         assert rejected <= level + 1e-12
 
 
@@ -129,7 +130,9 @@ def test_the_same_data_in_any_order_gives_the_same_monte_carlo_p() -> None:
     rates = rng.uniform(0.3, 0.95, 200)
     tables = [
         (int(b), 20, int(c), 20)
-        for b, c in zip(rng.binomial(20, rates), rng.binomial(20, np.clip(rates - 0.02, 0, 1)))
+        for b, c in zip(
+            rng.binomial(20, rates), rng.binomial(20, np.clip(rates - 0.02, 0, 1)), strict=True
+        )
     ]
     p_value = weighted_sign_flip_p_value(tables, seed=0)
     assert 0.0 < p_value < 1.0
