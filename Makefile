@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: eval test bench clean
+.PHONY: eval test lint bench clean
 
 # Some machines set this; without .pyc caches every pytest run (and each in-process
 # pytester run) recompiles and re-rewrites every module, which makes the suite ~4x slower.
@@ -13,7 +13,7 @@ unexport PYTHONDONTWRITEBYTECODE
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,lint]'
 	touch $(STAMP)
 
 # The pull-request job on this repository's own scenarios: no key, no Docker, no network.
@@ -23,6 +23,15 @@ eval: $(STAMP)
 # The plugin's own test suite.
 test: $(STAMP)
 	$(BIN)/pytest tests -p no:cacheprovider -n 2
+
+# ruff (lint and format) and mypy strict on the package; .ci/run runs it before the tests.
+# mypy cannot follow the editable install to fakes/, which installs as pytest_nodeval_fakes:
+# a link under that name in .venv/typecheck (pyproject.toml's mypy_path) shows it the way.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	mkdir -p $(VENV)/typecheck && ln -sfn ../../fakes $(VENV)/typecheck/pytest_nodeval_fakes
+	$(BIN)/mypy
 
 # Replay against the SDK floor and vcrpy (benchmarks/README.md has the figures and the rest).
 bench: $(STAMP)

@@ -265,19 +265,18 @@ def _account_not_found(account_id: str) -> JSONResponse:
     return error(404, message, code=4042, slug="ConnectedAccount_NotFound")
 
 
-def _new_account(
-    fake: ComposioFake, user_id: Any, config_id: Any
-) -> tuple[dict[str, Any] | None, Response | None]:
+def _new_account(fake: ComposioFake, user_id: Any, config_id: Any) -> dict[str, Any] | Response:
+    """The new account, or the error response that refuses it."""
     if not isinstance(user_id, str) or not isinstance(config_id, str):
         message = "user_id and auth_config id are required"
-        return None, error(400, message, code=10400, slug="Validation_Error")
+        return error(400, message, code=10400, slug="Validation_Error")
     if fake._auth_config(config_id) is None:
         # Code made up: the real code for an unknown auth config is not documented.
-        return None, error(
+        return error(
             404, f"Auth config {config_id} not found", code=4043, slug="AuthConfig_NotFound"
         )
     account = fake._add_account(fake._next_id("ca_fake_"), user_id, config_id, "INITIATED")
-    return account, None
+    return account
 
 
 def _link_url(request: Request, token: str) -> str:
@@ -286,9 +285,9 @@ def _link_url(request: Request, token: str) -> str:
 
 async def _create_link(fake: ComposioFake, request: Request, body: Any) -> Response:
     body = body if isinstance(body, dict) else {}
-    account, refused = _new_account(fake, body.get("user_id"), body.get("auth_config_id"))
-    if account is None:
-        return refused
+    account = _new_account(fake, body.get("user_id"), body.get("auth_config_id"))
+    if isinstance(account, Response):
+        return account
     token = fake._register_link(account["id"], body.get("callback_url"))
     return JSONResponse(
         {
@@ -305,9 +304,9 @@ async def _initiate_legacy(fake: ComposioFake, request: Request, body: Any) -> R
     body = body if isinstance(body, dict) else {}
     config_id = (body.get("auth_config") or {}).get("id")
     connection = body.get("connection") or {}
-    account, refused = _new_account(fake, connection.get("user_id"), config_id)
-    if account is None:
-        return refused
+    account = _new_account(fake, connection.get("user_id"), config_id)
+    if isinstance(account, Response):
+        return account
     token = fake._register_link(account["id"], connection.get("callback_url"))
     redirect_url = _link_url(request, token)
     val = {"status": "INITIATED", "redirectUrl": redirect_url}

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from . import _llm_wire as wire
 from .llm import RecordedLLMRequest, ScriptedResponse
@@ -53,7 +54,7 @@ def _install_log_filter() -> None:
         logger.addFilter(_QuietDeliberateDisconnects())
 
 
-def build_app(fake: LLMFake) -> Starlette:
+def build_app(fake: LLMFake) -> ASGIApp:
     _install_log_filter()
 
     async def endpoint(request: Request) -> Response:
@@ -65,7 +66,7 @@ def build_app(fake: LLMFake) -> Starlette:
     return _counting_in_flight(fake, Starlette(routes=routes))
 
 
-def _counting_in_flight(fake: LLMFake, app: Any) -> Any:
+def _counting_in_flight(fake: LLMFake, app: ASGIApp) -> ASGIApp:
     """Counts the requests being answered at once (until the last byte of a stream is sent)."""
 
     async def counted(scope: Any, receive: Any, send: Any) -> None:

@@ -308,7 +308,7 @@ def _responses_items(done: Completion) -> list[dict[str, Any]]:
 
 
 def _message_item(done: Completion, text: str | None, status: str) -> dict[str, Any]:
-    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
     content = [] if text is None else [part]
     return {
         "type": "message",

@@ -7,6 +7,7 @@ import hashlib
 import secrets
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlencode
@@ -97,7 +98,9 @@ class OAuthError(Exception):
 
 
 def build_as_app(fake: MCPOAuthFake) -> Starlette:
-    def bind(handler: Any) -> Any:
+    def bind(
+        handler: Callable[[MCPOAuthFake, Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             return await handler(fake, request)
 

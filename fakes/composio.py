@@ -62,11 +62,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._script import ScriptSource, load_script
+
+if TYPE_CHECKING:
+    from .server import ServedApp
 
 __all__ = [
     "ApiErrorSpec",
@@ -213,7 +216,7 @@ class ComposioFake:
         self._links: dict[str, tuple[str, str | None]] = {}
         """Link token -> (connected account id, callback URL)."""
         self._counter = 0
-        self._served: Any = None
+        self._served: ServedApp | None = None
         for spec in self.catalogue.connected_accounts:
             self._add_account(spec.id, spec.user_id, spec.auth_config_id, spec.status)
 

@@ -79,6 +79,7 @@ from ._script import ScriptSource, load_script
 
 if TYPE_CHECKING:
     from ._llm_wire import RequestView
+    from .server import ServedApp
 
 __all__ = [
     "Alternative",
@@ -123,8 +124,8 @@ class Usage(_Model):
     def _cache_within_input(self) -> Usage:
         if self.cache_read + self.cache_write_tokens > self.input_tokens:
             raise ValueError(
-                "cache_read_tokens (cached_tokens) + cache_write_tokens must not exceed input_tokens "
-                "(input_tokens counts the cached tokens too)"
+                "cache_read_tokens (cached_tokens) + cache_write_tokens must not exceed "
+                "input_tokens (input_tokens counts the cached tokens too)"
             )
         return self
 
@@ -135,7 +136,8 @@ class ScriptedToolCall(_Model):
     args: dict[str, Any] = {}
     """Arguments; sent as an object (Anthropic, Gemini) or a JSON string (OpenAI)."""
     id: str | None = None
-    """Tool call id; generated (``toolu_fake_…`` / ``call_fake_…``; none for Gemini) when omitted."""
+    """Tool call id; generated (``toolu_fake_…`` / ``call_fake_…``; none for Gemini) when
+    omitted."""
 
 
 class Fault(_Model):
@@ -144,7 +146,8 @@ class Fault(_Model):
     ]
     """What goes wrong instead of an answer."""
     retry_after_s: float | None = Field(default=None, ge=0)
-    """rate_limit/overloaded/unavailable: sent as `retry-after` (whole seconds) and `retry-after-ms`."""
+    """rate_limit/overloaded/unavailable: sent as `retry-after` (whole seconds) and
+    `retry-after-ms`."""
     message: str | None = None
     """Error message; a provider-like default when omitted."""
     sleep_s: float = Field(default=30.0, gt=0)
@@ -300,7 +303,7 @@ class LLMFake:
         """The most requests ever answered at once (since the start or the last `reset`)."""
         self._counter = 0
         self._plan = self._new_plan(seed)
-        self._served: Any = None
+        self._served: ServedApp | None = None
 
     # ---- lifecycle ----
 

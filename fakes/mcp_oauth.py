@@ -72,6 +72,12 @@ if TYPE_CHECKING:
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
 
+    from .server import ServedApp
+
+TokenEndpointAuthMethod = Literal[
+    "none", "client_secret_post", "client_secret_basic", "private_key_jwt"
+]
+
 __all__ = [
     "DEFAULT_REDIRECT_URI",
     "HeadlessAuthorizationError",
@@ -167,8 +173,8 @@ class MCPOAuthFake:
 
         self.store = TokenStore()
         self._result_uses: dict[tuple[str, int], int] = {}
-        self._as: Any = None
-        self._rs: Any = None
+        self._as: ServedApp | None = None
+        self._rs: ServedApp | None = None
 
     # ---- lifecycle ----
 
@@ -215,7 +221,7 @@ class MCPOAuthFake:
         return f"{self.resource_url}/mcp"
 
     @staticmethod
-    def _served(served: Any) -> Any:
+    def _served(served: ServedApp | None) -> ServedApp:
         if served is None:
             raise RuntimeError("MCPOAuthFake is not started; use start() or a with block")
         return served
@@ -357,9 +363,9 @@ class HeadlessAuthorizer:
         query = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
         if "error" in query:
             raise HeadlessAuthorizationError(
-                f"authorization refused: {query['error']}: {query.get('error_description', '')}".rstrip(
-                    ": "
-                )
+                (
+                    f"authorization refused: {query['error']}: {query.get('error_description', '')}"
+                ).rstrip(": ")
             )
         self._pending = AuthorizationCodeResult(
             code=query.get("code", ""), state=query.get("state"), iss=query.get("iss")
@@ -407,7 +413,7 @@ def headless_oauth_provider(
     storage: Any = None,
     client_name: str = "pytest-nodeval",
     redirect_uri: str = DEFAULT_REDIRECT_URI,
-    token_endpoint_auth_method: str | None = None,
+    token_endpoint_auth_method: TokenEndpointAuthMethod | None = None,
     authorizer: HeadlessAuthorizer | None = None,
 ) -> OAuthClientProvider:
     """The mcp SDK's ``OAuthClientProvider`` for `server_url` (an MCP endpoint), wired to
@@ -416,11 +422,12 @@ def headless_oauth_provider(
     default the client asks for what the server challenges or advertises)."""
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthClientMetadata
+    from pydantic import AnyUrl
 
     authorizer = authorizer or HeadlessAuthorizer()
     metadata = OAuthClientMetadata(
         client_name=client_name,
-        redirect_uris=[redirect_uri],
+        redirect_uris=[AnyUrl(redirect_uri)],
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         scope=scopes,

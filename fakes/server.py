@@ -14,6 +14,7 @@ Deliberately not covered: TLS, IPv6, Unix sockets, and serving on a fixed port.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import socket
 import threading
@@ -125,7 +126,7 @@ class ServedApp:
         while time.monotonic() < deadline:
             if self._server.started:
                 return
-            if not self._thread.is_alive():
+            if self._thread is None or not self._thread.is_alive():
                 self._server = None
                 raise ServerStartError(
                     f"{self.name} server exited during startup (uvicorn exit code "
@@ -169,10 +170,8 @@ def _prompt_server_class() -> Any:
             self.should_exit = True
             loop, wake = self._loop, self._wake
             if loop is not None and wake is not None:
-                try:
+                with contextlib.suppress(RuntimeError):  # a closed loop: it has stopped already
                     loop.call_soon_threadsafe(wake.set)
-                except RuntimeError:  # the loop has closed: it has stopped already
-                    pass
 
         async def main_loop(self) -> None:
             self._wake, self._loop = asyncio.Event(), asyncio.get_running_loop()
@@ -231,7 +230,8 @@ def _make_uvicorn_server(app: Any, grace_s: float) -> Any:
         http="h11",
         ws="none",
         loop="asyncio",
-        timeout_graceful_shutdown=max(grace_s, 0.1),
+        # Annotated int in uvicorn, used as asyncio's timeout: a float is what it means here.
+        timeout_graceful_shutdown=max(grace_s, 0.1),  # type: ignore[arg-type]
         # Short keep-alive so idle SDK connections never delay a stop.
         timeout_keep_alive=1,
     )

@@ -1,8 +1,9 @@
 """JSON Schemas of the formats on disk, exported to `schemas/` for other tools and editors.
 
 Every file a user writes has one (case.yaml, input/config.yaml, input/inputs.yaml,
-assertions.yaml, the fakes' input/llm.yaml, input/composio.yaml, input/mcp.yaml and input/web.yaml), and
-so do the files the project writes for others to read (report.json, a journal's header).
+assertions.yaml, the fakes' input/llm.yaml, input/composio.yaml, input/mcp.yaml and
+input/web.yaml), and so do the files the project writes for others to read (report.json,
+a journal's header).
 The same files ship in the package (`pytest_nodeval/json_schemas/`), so `nodeval schemas`
 and `nodeval new` can give a project its own copy without a network.
 
@@ -24,10 +25,10 @@ __all__ = ["SHIPPED", "USER_FILES", "export", "render", "schemas"]
 
 
 def schemas() -> dict[str, dict[str, Any]]:
-    from fakes.composio import ComposioCatalogue
-    from fakes.llm import LLMScript
-    from fakes.mcp_oauth import MCPScript
-    from fakes.web import WebScript
+    from pytest_nodeval_fakes.composio import ComposioCatalogue
+    from pytest_nodeval_fakes.llm import LLMScript
+    from pytest_nodeval_fakes.mcp_oauth import MCPScript
+    from pytest_nodeval_fakes.web import WebScript
 
     from .agent.config import EngineConfig
     from .case.directory import CaseSpec

@@ -18,7 +18,7 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
     _Base = yaml.SafeLoader
 
 
-class _Loader(_Base):  # type: ignore[misc, valid-type]
+class _Loader(_Base):  # type: ignore[misc]
     """The safe loader, refusing a key given twice in one mapping (YAML would keep the last)."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:

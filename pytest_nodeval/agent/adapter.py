@@ -60,6 +60,15 @@ FAKE_KEY = "nodeval-fake-key"
 
 
 class AgentContext:
+    """What your own agent is given (`ctx`): one attempt's way out to the world.
+
+    It owns the attempt's journal and everything that writes to it for the agent: the SDK
+    clients it hands out (each sends through the journal: live to the provider or a fake,
+    replay from the recording), the `@tool` calls (journaled, and served from the journal in
+    replay when they have side effects), and the simulated user's turns. It closes the
+    clients it made when the attempt ends.
+    """
+
     def __init__(
         self,
         journal: JournalWriter,

@@ -24,19 +24,11 @@ import os
 from typing import Any
 
 from ..errors import NodevalError
-from .config import COMPOSIO_PREFIX, ComposioSpec
+from .config import ComposioSpec
 from .providers import ToolDef
 from .tools import ToolContext, ToolOutcome
 
 SOURCE = "composio"
-
-
-def action_slugs(tool_names: list[str]) -> list[str]:
-    return [
-        name.removeprefix(COMPOSIO_PREFIX)
-        for name in tool_names
-        if name.startswith(COMPOSIO_PREFIX)
-    ]
 
 
 class ComposioAction:

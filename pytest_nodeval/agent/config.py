@@ -120,7 +120,8 @@ class ComposioSpec(_Strict):
     """`composio:` where the engine's Composio actions (`tools: [composio:<ACTION>]`) run."""
 
     base_url: str | None = None
-    """The Composio API; `fake` starts fakes.composio, scripted by input/composio.yaml (default: the SDK's)."""
+    """The Composio API; `fake` starts fakes.composio, scripted by input/composio.yaml
+    (default: the SDK's)."""
     api_key_env: str = "COMPOSIO_API_KEY"
     """Environment variable holding the API key (not read for `base_url: fake` or in replay)."""
     user_id: str = Field(min_length=1)
@@ -197,7 +198,7 @@ _HOST = re.compile(
 
 
 class WebSpec(_Strict):
-    """`web:` what the `web` tool may fetch; with no section (or an empty list) it may fetch nothing."""
+    """`web:` what the `web` tool may fetch; with no section (or an empty list) it may fetch nothing."""  # noqa: E501  (the schema's description)
 
     allow: list[str] = Field(default_factory=list)
     """Hosts the tool may fetch from: `docs.example.com` (any port), `127.0.0.1:8123` (that port),
@@ -226,7 +227,8 @@ class PdfSpec(_Strict):
     """`pdf:` limits of the `pdf` tool."""
 
     max_bytes: int = Field(default=20_000_000, gt=0, le=1_000_000_000)
-    """Size of the PDF file; a larger file is a tool error (at most 1 GB: the file is read whole)."""
+    """Size of the PDF file; a larger file is a tool error (at most 1 GB: the file is read
+    whole)."""
 
 
 COMPOSIO_PREFIX = "composio:"
@@ -301,10 +303,16 @@ class EngineConfig(_Strict):
 
     def _section_problem(self, tool: str) -> str | None:
         if tool == "web" and self.web is None:
-            return "needs a `web:` section with the hosts it may fetch, e.g. web: {allow: [docs.example.com]}"
+            return (
+                "needs a `web:` section with the hosts it may fetch, "
+                "e.g. web: {allow: [docs.example.com]}"
+            )
         if tool.startswith(COMPOSIO_PREFIX):
             if not tool.removeprefix(COMPOSIO_PREFIX):
-                return "names no action (write composio:<ACTION>, e.g. composio:GITHUB_STAR_A_REPOSITORY)"
+                return (
+                    "names no action (write composio:<ACTION>, "
+                    "e.g. composio:GITHUB_STAR_A_REPOSITORY)"
+                )
             if self.composio is None:
                 return (
                     "needs a `composio:` section, e.g. composio: {user_id: <user>, base_url: fake}"
@@ -312,7 +320,10 @@ class EngineConfig(_Strict):
         if tool.startswith(MCP_PREFIX):
             server = tool.removeprefix(MCP_PREFIX)
             if self.mcp is None:
-                return f"needs an `mcp:` section, e.g. mcp: {{servers: [{{name: {server or '<server>'}, url: fake}}]}}"
+                return (
+                    "needs an `mcp:` section, "
+                    f"e.g. mcp: {{servers: [{{name: {server or '<server>'}, url: fake}}]}}"
+                )
             if self.mcp.server(server) is None:
                 known = ", ".join(s.name for s in self.mcp.servers)
                 return f"names no server of the `mcp:` section (servers: {known})"
@@ -320,12 +331,13 @@ class EngineConfig(_Strict):
 
     def digest(self) -> str:
         data = self.model_dump(mode="json")
+        # Absent sections leave older configs' digests unchanged
         for section in (
             "composio",
             "mcp",
             "web",
             "pdf",
-        ):  # absent sections leave older configs' digests unchanged
+        ):
             if data[section] is None:
                 del data[section]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -1,8 +1,9 @@
 """`fake` where a URL would go: what it points at in a live attempt and in replay.
 
 A case's config names a local fake by writing `base_url: fake` (a provider),
-`composio: {base_url: fake}`, an MCP server's `url: fake` or `web: {fake: true}`. These functions say whether a
-config uses a fake and rewrite the URLs once the fake runs (runner/services.py starts it).
+`composio: {base_url: fake}`, an MCP server's `url: fake` or `web: {fake: true}`. These
+functions say whether a config uses a fake and rewrite the URLs once the fake runs
+(runner/services.py starts it).
 """
 
 from __future__ import annotations

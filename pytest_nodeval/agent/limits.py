@@ -37,13 +37,16 @@ from ..errors import ConfigError
 from ..world.processes import process_alive
 
 WINDOW_S = 60.0
-"""Requests and tokens per minute are counted over the last `WINDOW_S` seconds (a sliding window)."""
+"""Requests and tokens per minute are counted over the last `WINDOW_S` seconds (a sliding
+window)."""
 LEASE_TTL_S = 900.0
 """An in-flight place is given back after this long even if its process is still alive."""
 INFLIGHT_POLL_S = 0.05
-"""How often a request waiting for an in-flight place looks again (no one can say when one frees)."""
+"""How often a request waiting for an in-flight place looks again (no one can say when one
+frees)."""
 LONGEST_NAP_S = 1.0
-"""A waiting request looks again at least this often (another process may have given back a place)."""
+"""A waiting request looks again at least this often (another process may have given back
+a place)."""
 INT_KEYS = ("rpm", "tpm", "inflight", "retries")
 KEYS = (*INT_KEYS, "max_wait")
 
@@ -228,7 +231,9 @@ CREATE TABLE IF NOT EXISTS starts (bucket TEXT NOT NULL, t REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS starts_by_bucket ON starts (bucket, t);
 CREATE TABLE IF NOT EXISTS debits (bucket TEXT NOT NULL, t REAL NOT NULL, tokens INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS debits_by_bucket ON debits (bucket, t);
-CREATE TABLE IF NOT EXISTS leases (id TEXT NOT NULL, bucket TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    id TEXT NOT NULL, bucket TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL
+);
 CREATE INDEX IF NOT EXISTS leases_by_bucket ON leases (bucket);
 CREATE TABLE IF NOT EXISTS pauses (bucket TEXT PRIMARY KEY, until REAL NOT NULL);
 """
@@ -303,7 +308,8 @@ class SharedLimiter:
             db.execute("COMMIT")
 
     def pause(self, rules: Sequence[LimitRule], seconds: float, now: float | None = None) -> None:
-        """The provider said "retry after": no process of the run starts a request there until then."""
+        """The provider said "retry after": no process of the run starts a request there until
+        then."""
         until = (self.now() if now is None else now) + seconds
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
@@ -358,7 +364,7 @@ def _wait_for(db: sqlite3.Connection, rule: LimitRule, now: float) -> float:
     # Counting first: the rows (all of the last minute) are read only when the budget is spent.
     if (
         rule.rpm is not None
-        and _one(db, "SELECT count(*) FROM starts WHERE bucket = ?", rule.bucket) >= rule.rpm
+        and _scalar(db, "SELECT count(*) FROM starts WHERE bucket = ?", rule.bucket) >= rule.rpm
     ):
         starts = [
             row[0] for row in db.execute("SELECT t FROM starts WHERE bucket = ?", (rule.bucket,))
@@ -366,19 +372,22 @@ def _wait_for(db: sqlite3.Connection, rule: LimitRule, now: float) -> float:
         waits.append(rpm_wait(starts, now, rule.rpm))
     if (
         rule.tpm is not None
-        and _one(db, "SELECT total(tokens) FROM debits WHERE bucket = ?", rule.bucket) >= rule.tpm
+        and _scalar(db, "SELECT total(tokens) FROM debits WHERE bucket = ?", rule.bucket)
+        >= rule.tpm
     ):
         debits = db.execute(
             "SELECT t, tokens FROM debits WHERE bucket = ?", (rule.bucket,)
         ).fetchall()
         waits.append(tpm_wait(debits, now, rule.tpm))
-    if rule.inflight is not None:
-        if _one(db, "SELECT count(*) FROM leases WHERE bucket = ?", rule.bucket) >= rule.inflight:
-            waits.append(INFLIGHT_POLL_S)
+    if rule.inflight is not None and (
+        _scalar(db, "SELECT count(*) FROM leases WHERE bucket = ?", rule.bucket) >= rule.inflight
+    ):
+        waits.append(INFLIGHT_POLL_S)
     return max(waits)
 
 
-def _one(db: sqlite3.Connection, query: str, bucket: str) -> float:
+def _scalar(db: sqlite3.Connection, query: str, bucket: str) -> float:
+    """The one number a query about one bucket answers (a count or a total)."""
     return float(db.execute(query, (bucket,)).fetchone()[0])
 
 
@@ -400,5 +409,6 @@ def _take(db: sqlite3.Connection, rules: Sequence[LimitRule], now: float) -> Lea
 
 @functools.lru_cache(maxsize=8)
 def shared_limiter(path: Path) -> SharedLimiter:
-    """This process's handle on a run's limiter file (it holds no connection: threads may share it)."""
+    """This process's handle on a run's limiter file (it holds no connection: threads may
+    share it)."""
     return SharedLimiter(path)

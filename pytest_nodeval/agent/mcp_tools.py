@@ -160,7 +160,7 @@ async def _json(response: Any) -> dict[str, Any]:
 
 def _journaling_authorizer(trail: AuthTrail) -> Any:
     """fakes.mcp_oauth's headless authorizer, noting each authorization request it makes."""
-    from fakes.mcp_oauth import HeadlessAuthorizer
+    from pytest_nodeval_fakes.mcp_oauth import HeadlessAuthorizer
 
     class JournalingAuthorizer(HeadlessAuthorizer):
         async def redirect(self, authorization_url: str) -> None:
@@ -220,6 +220,7 @@ class _Connection:
         import httpx2
 
         auth, headers = self._credentials()
+        # A plain-http fake needs no TLS context
         return httpx2.AsyncClient(
             auth=auth,
             headers=headers,
@@ -227,11 +228,11 @@ class _Connection:
             event_hooks={"response": [self.trail.observe]},
             timeout=httpx2.Timeout(self.timeout_s, read=SSE_READ_TIMEOUT_S),
             verify=self.url.startswith("https://"),
-        )  # a plain-http fake needs no TLS context
+        )
 
     def _credentials(self) -> tuple[Any, dict[str, str]]:
         if self.spec.url == "fake":
-            from fakes.mcp_oauth import headless_oauth_provider
+            from pytest_nodeval_fakes.mcp_oauth import headless_oauth_provider
 
             scopes = " ".join(self.spec.scopes) or None
             return headless_oauth_provider(

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -107,7 +107,7 @@ class MockProviderError(ProviderError):
 class MockProvider:
     """Scripted replies, journaled like any other provider, replayed from the journal."""
 
-    errors = (MockProviderError,)
+    errors: tuple[type[BaseException], ...] = (MockProviderError,)
 
     def __init__(self, spec: ProviderSpec, wiring: Wiring) -> None:
         self.key, self._spec, self._wiring = spec.key, spec, wiring
@@ -266,7 +266,8 @@ def sdk_retries(spec: ProviderSpec, wiring: Wiring) -> int:
 
 
 def api_key(spec: ProviderSpec, wiring: Wiring, default_env: str, *other_envs: str) -> str:
-    """The provider's key: given to the wiring, else from api_key_env, else the default variables."""
+    """The provider's key: given to the wiring, else from api_key_env, else the default
+    variables."""
     if wiring.stash is not None:
         return "nodeval-replay-needs-no-key"
     env = spec.api_key_env or default_env
@@ -288,7 +289,7 @@ class AnthropicProvider:
         import anthropic
 
         self.key, self._spec = spec.key, spec
-        self.errors = (anthropic.APIError,)
+        self.errors: tuple[type[BaseException], ...] = (anthropic.APIError,)
         self._client = anthropic.Anthropic(
             api_key=api_key(spec, wiring, "ANTHROPIC_API_KEY"),
             base_url=spec.base_url,
@@ -379,7 +380,7 @@ class OpenAIProvider:
         import openai
 
         self.key, self._spec = spec.key, spec
-        self.errors = (openai.APIError,)
+        self.errors: tuple[type[BaseException], ...] = (openai.APIError,)
         api = "openai.responses" if spec.api == "responses" else "openai.chat"
         self._client = openai.OpenAI(
             api_key=api_key(spec, wiring, "OPENAI_API_KEY"),
@@ -556,7 +557,11 @@ class GeminiProvider:
         # The SDK raises its APIError for HTTP failures and UnknownApiResponseError for a body
         # that is not JSON, but lets httpx2's transport errors (refused connection, timeout,
         # a stream cut short) through unwrapped: all mean "this provider failed".
-        self.errors = (errors.APIError, errors.UnknownApiResponseError, httpx2.TransportError)
+        self.errors: tuple[type[BaseException], ...] = (
+            errors.APIError,
+            errors.UnknownApiResponseError,
+            httpx2.TransportError,
+        )
         self._made_up_ids: set[str] = set()
         self._signatures: dict[str, bytes] = {}
         options = types.HttpOptions(
@@ -662,9 +667,8 @@ def gemini_retries(max_retries: int, *, replaying: bool) -> Any:
     journals from before were recorded (every try an exchange), without waiting."""
     from google.genai import types
 
-    if (
-        replaying
-    ):  # recorded failures are served at once; the recorded backoff is not worth repeating
+    # Recorded failures are served at once; the recorded backoff is not worth repeating
+    if replaying:
         return types.HttpRetryOptions(
             attempts=max_retries + 1, initial_delay=0.0, max_delay=0.0, jitter=0.0
         )
@@ -746,7 +750,7 @@ def _parse_args(arguments: str | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"_value": parsed}
 
 
-PROVIDERS = {
+PROVIDERS: dict[str, Callable[[ProviderSpec, Wiring], Provider]] = {
     "mock": MockProvider,
     "anthropic": AnthropicProvider,
     "openai": OpenAIProvider,
@@ -765,7 +769,7 @@ class ProviderChain:
         for index, provider in enumerate(self.providers):
             try:
                 return provider.complete(request)
-            except provider.errors as exc:  # type: ignore[misc]
+            except provider.errors as exc:
                 message = f"{type(exc).__name__}: {exc}"
                 failures.append(f"{provider.key}: {message}")
                 if index + 1 < len(self.providers):

@@ -75,7 +75,7 @@ def backoff_s(policy: RetryPolicy, retry: int, headers: Any, rng: random.Random)
     if asked is not None:
         # A little later than asked, so the workers that were all refused do not come back at once.
         return asked * (1 + 0.1 * rng.random())
-    return min(policy.cap_s, policy.base_s * 2**retry) * (1 - 0.25 * rng.random())
+    return min(policy.cap_s, policy.base_s * 2.0**retry) * (1 - 0.25 * rng.random())
 
 
 def policy_for(rules: tuple[LimitRule, ...], default: RetryPolicy) -> RetryPolicy:
@@ -199,7 +199,7 @@ class LimitedTransport(httpx2.BaseTransport):
                 tries.release(lease, None)
                 delay = tries.next_wait(None)
                 if delay is None:
-                    raise tries.final_error(exc)
+                    raise tries.final_error(exc)  # noqa: B904  (it is `exc` itself, re-raised)
             except BaseException:
                 tries.release(lease, None)  # an interrupt: the place goes back at once
                 raise
@@ -246,7 +246,7 @@ class AsyncLimitedTransport(httpx2.AsyncBaseTransport):
                 tries.release(lease, None)
                 delay = tries.next_wait(None)
                 if delay is None:
-                    raise tries.final_error(exc)
+                    raise tries.final_error(exc)  # noqa: B904  (it is `exc` itself, re-raised)
             except BaseException:
                 tries.release(lease, None)  # an interrupt: the place goes back at once
                 raise

@@ -98,7 +98,8 @@ def discover_payload(skills: list[Skill]) -> dict[str, Any]:
 
 
 class SkillTool:
-    """Returns a skill's instructions. It reads the case's files only: it runs live in replay too."""
+    """Returns a skill's instructions. It reads the case's files only: it runs live in
+    replay too."""
 
     side_effects = False
     source = "builtin"

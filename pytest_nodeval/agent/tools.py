@@ -32,7 +32,8 @@ class ToolOutcome:
     result: Any = None
     error: str | None = None
     extra: dict[str, Any] | None = None
-    """Journal-only fields of the `tool.result` (e.g. the OAuth steps a call took); never shown to the model."""
+    """Journal-only fields of the `tool.result` (e.g. the OAuth steps a call took); never
+    shown to the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +105,8 @@ class RecordedTool:
 def recorded_tools(
     registered: list[dict[str, Any]], source: str, names: list[str] | None = None
 ) -> list[RecordedTool]:
-    """The tools of `source` (all, or those named) among recorded tool.register payloads, in journal order."""
+    """The tools of `source` (all, or those named) among recorded tool.register payloads, in
+    journal order."""
     return [
         RecordedTool(p)
         for p in registered
@@ -226,7 +228,10 @@ class WebTool:
 
     definition = ToolDef(
         "web",
-        "Fetch a web page (http or https) and return its readable text. Only some hosts are allowed.",
+        (
+            "Fetch a web page (http or https) and return its readable text. "
+            "Only some hosts are allowed."
+        ),
         _schema({"url": {"type": "string", "description": "The page's URL."}}, ["url"]),
     )
     side_effects = True  # it reads the network: replay serves the recorded result instead

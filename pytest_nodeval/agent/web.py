@@ -80,9 +80,8 @@ def fetch(url: str, policy: WebPolicy) -> Page:
     # Redirects are followed by hand, each one checked against the allow-list first.
     options: dict[str, Any] = {"timeout": policy.timeout_s, "follow_redirects": False}
     if transport is not None:
-        options.update(
-            transport=transport, trust_env=False
-        )  # no proxy between the tool and its fake
+        # No proxy between the tool and its fake
+        options.update(transport=transport, trust_env=False)
     try:
         with httpx2.Client(**options) as client:
             # The clock starts once the client is built (its TLS setup is the harness's time).
@@ -108,7 +107,8 @@ def _checked_url(url: str, policy: WebPolicy) -> Any:
     if not host_allowed(parsed.host, port, policy.allow):
         allowed = ", ".join(policy.allow) or "none"
         raise WebError(
-            f"{url}: host {parsed.host}:{port} is not allowed (web.allow in input/config.yaml: {allowed})"
+            f"{url}: host {parsed.host}:{port} is not allowed "
+            f"(web.allow in input/config.yaml: {allowed})"
         )
     return parsed
 
@@ -207,7 +207,8 @@ def readable_html(html: bytes, url: str | None = None) -> tuple[str | None, str]
 
 
 def _route_to_fake(base_url: str) -> Any:
-    """An httpx2 transport that sends every request to fakes.web (which reads ORIGINAL_URL_HEADER)."""
+    """An httpx2 transport that sends every request to fakes.web (which reads
+    ORIGINAL_URL_HEADER)."""
     import httpx2
 
     base = httpx2.URL(base_url)

@@ -76,7 +76,8 @@ class CaseSpec(BaseModel):
     def _valid_id(cls, value: str) -> str:
         if not _ID.match(value):
             raise ValueError(
-                "must be lower case letters, digits, '.', '_' or '-', starting with a letter or digit"
+                "must be lower case letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit"
             )
         if _REPEAT_SUFFIX.search(value):
             raise ValueError("must not end in -r<digits> (that suffix marks repeats in test ids)")
@@ -132,9 +133,8 @@ class Case:
         try:
             stat = (path / "events.jsonl").stat()
         except FileNotFoundError:
-            if not recover_journal(
-                path
-            ):  # a recording's install that a killed process left half done
+            # A recording's install that a killed process left half done
+            if not recover_journal(path):
                 return read_golden(path)  # raises the clear "missing" error
             stat = (path / "events.jsonl").stat()
         journal = JOURNALS.get(path, stat.st_mtime_ns, stat.st_size)
@@ -155,7 +155,8 @@ class CaseHead:
     spec: CaseSpec
 
     def load(self) -> Case:
-        """The whole case: input/config.yaml, input/inputs.yaml and assertions.yaml, read and validated."""
+        """The whole case: input/config.yaml, input/inputs.yaml and assertions.yaml, read and
+        validated."""
         directory = self.directory
         config_path = directory / CONFIG_FILE
         inputs_path = directory / INPUTS_FILE
@@ -172,7 +173,8 @@ class CaseHead:
         return Case(self.id, directory, self.spec, config, inputs, tuple(assertions))
 
     def stale_by(self, now: datetime | None = None) -> timedelta | None:
-        """How far past its freshness window the journal is, if it is (reads the journal's header)."""
+        """How far past its freshness window the journal is, if it is (reads the journal's
+        header)."""
         return _stale_by(self.spec, self.directory / JOURNAL_DIR, now)
 
 
@@ -190,15 +192,17 @@ def _check_assertion_tools(path: Path, assertions: list[Any], offered: set[str] 
 
 
 def _check_journal_tools(journal: Journal, config: EngineConfig | None) -> None:
-    """A golden journal calling a tool the config lacks would replay a session this agent cannot have."""
+    """A golden journal calling a tool the config lacks would replay a session this agent
+    cannot have."""
     offered = config.offered_tools() if config is not None else None
     if offered is None:
         return
     for event in journal.events:
         if event.type == "tool.call" and event.payload.tool not in offered:
             raise CaseFormatError(
-                f"{journal.directory / 'events.jsonl'}: seq {event.seq} calls tool {event.payload.tool!r}, which "
-                f"input/config.yaml does not offer (tools: {', '.join(sorted(offered)) or 'none'}); re-record the "
+                f"{journal.directory / 'events.jsonl'}: seq {event.seq} calls tool "
+                f"{event.payload.tool!r}, which input/config.yaml does not offer "
+                f"(tools: {', '.join(sorted(offered)) or 'none'}); re-record the "
                 "journal, or add the tool to the config"
             )
 

@@ -19,12 +19,15 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from ..agent.config import ProviderSpec
 from ..yamlfiles import valid_regex
+
+if TYPE_CHECKING:
+    from ..journal.events import Event
 
 _OPERATORS = frozenset({"regex", "contains", "one_of", "gt", "gte", "lt", "lte", "exists"})
 _ABSENT = object()
@@ -41,7 +44,7 @@ def matches(expected: Any, actual: Any) -> bool:
         return (
             isinstance(actual, list)
             and len(actual) == len(expected)
-            and all(matches(e, a) for e, a in zip(expected, actual))
+            and all(matches(e, a) for e, a in zip(expected, actual, strict=True))
         )
     return actual is not _ABSENT and expected == actual
 
@@ -59,7 +62,13 @@ def _operator(op: str, arg: Any, actual: Any) -> bool:
         return actual in arg
     if not isinstance(actual, (int, float)) or isinstance(actual, bool):
         return False
-    return {"gt": actual > arg, "gte": actual >= arg, "lt": actual < arg, "lte": actual <= arg}[op]
+    compared: dict[str, bool] = {
+        "gt": actual > arg,
+        "gte": actual >= arg,
+        "lt": actual < arg,
+        "lte": actual <= arg,
+    }
+    return compared[op]
 
 
 def where_matches(event: Any, where: dict[str, Any]) -> bool:
@@ -111,8 +120,8 @@ class _Spec(BaseModel):
 
     @model_validator(mode="after")
     def _regexes_compile(self) -> Any:
-        for field in ("args", "where"):
-            _check_regexes(getattr(self, field, None), field)
+        for name in ("args", "where"):
+            _check_regexes(getattr(self, name, None), name)
         return self
 
 
@@ -222,7 +231,7 @@ class NoErrors(_Spec):
 
 
 class PlanFollowed(_Spec):
-    """The engine's plan (`plan: true`) was followed: every step naming a tool was done, in order."""
+    """The engine's plan (`plan: true`) was followed: every step naming a tool was done, in order."""  # noqa: E501  (the schema's description)
 
     kind: Literal["plan_followed"]
     min_done: float = Field(default=1.0, ge=0, le=1)
@@ -341,23 +350,25 @@ class AssertionResult:
 class Evidence:
     """What assertions look at: the observed events, and the golden ones if there are any."""
 
-    events: Sequence[Any]
-    golden: Sequence[Any] | None = None
+    events: Sequence[Event]
+    golden: Sequence[Event] | None = None
     judged: dict[str, Any] = field(default_factory=dict)
     """Judge verdicts by criterion, when a judge ran (full, live and record modes)."""
 
-    def of_type(self, type_name: str) -> list[Any]:
+    def of_type(self, type_name: str) -> list[Event]:
         return [e for e in self.events if e.type == type_name]
 
     @property
     def output(self) -> str | None:
         outputs = self.of_type("io.output")
-        return outputs[-1].payload.text if outputs else None
+        text: str | None = outputs[-1].payload.text if outputs else None
+        return text
 
 
 def describe(spec: Any) -> str:
-    if spec.name:
-        return spec.name
+    name: str | None = spec.name
+    if name:
+        return name
     fields = spec.model_dump(exclude={"kind", "name"}, exclude_defaults=True, by_alias=True)
     return f"{spec.kind} " + json.dumps(fields, default=str) if fields else spec.kind
 
@@ -488,14 +499,14 @@ def _check_tool_called(spec: ToolCalled, evidence: Evidence) -> _Outcome:
     problem = _count_problem(len(found), spec.times, low, spec.max_times)
     if problem is None:
         return _ok([e.seq for e in found])
-    wanted = f"tool '{spec.tool}'" + (
+    expected_calls = f"tool '{spec.tool}'" + (
         f" with args {json.dumps(spec.args)}" if spec.args is not None else ""
     )
     calls = evidence.of_type("tool.call")
     nearest = [e for e in calls if e.payload.tool == spec.tool] + [
         e for e in calls if e.payload.tool != spec.tool
     ]
-    return _fail(f"calls of {wanted}: {problem}", nearest)
+    return _fail(f"calls of {expected_calls}: {problem}", nearest)
 
 
 def _check_tool_not_called(spec: ToolNotCalled, evidence: Evidence) -> _Outcome:
@@ -591,7 +602,8 @@ def _check_plan_followed(spec: PlanFollowed, evidence: Evidence) -> _Outcome:
     result = results[-1].payload
     if result.checkable == 0:
         return _fail(
-            "the plan names none of the agent's tools, so the journal cannot tell whether it was followed",
+            "the plan names none of the agent's tools, "
+            "so the journal cannot tell whether it was followed",
             results,
         )
     share = result.done / result.checkable
@@ -601,8 +613,9 @@ def _check_plan_followed(spec: PlanFollowed, evidence: Evidence) -> _Outcome:
     ):
         return _ok([results[-1].seq])
     return _fail(
-        f"expected {spec.min_done:.0%} of the plan's {result.checkable} checkable step(s) done in order; "
-        f"{result.done} done, not done: {'; '.join(missed) or 'none (done out of order)'}",
+        f"expected {spec.min_done:.0%} of the plan's {result.checkable} checkable step(s) "
+        f"done in order; {result.done} done, not done: "
+        f"{'; '.join(missed) or 'none (done out of order)'}",
         results,
     )
 
@@ -639,8 +652,9 @@ def _check_same_tools(spec: SameToolSequence, evidence: Evidence) -> _Outcome:
     golden, observed = calls(evidence.golden), calls(evidence.events)
     if golden == observed:
         return _ok([e.seq for e in evidence.of_type("tool.call")])
+    # strict=False: the lists may differ in length; past the shorter one, the default index.
     index = next(
-        (i for i, (g, o) in enumerate(zip(golden, observed)) if g != o),
+        (i for i, (g, o) in enumerate(zip(golden, observed, strict=False)) if g != o),
         min(len(golden), len(observed)),
     )
     return _fail(
@@ -654,8 +668,9 @@ def _check_same_tools(spec: SameToolSequence, evidence: Evidence) -> _Outcome:
 
 def _snapshot_file(evidence: Evidence, path: str) -> dict[str, Any] | None:
     for event in reversed(evidence.of_type("world.snapshot")):
-        if path in event.payload.files:
-            return event.payload.files[path]
+        files: dict[str, dict[str, Any]] = event.payload.files
+        if path in files:
+            return files[path]
     return None
 
 
@@ -697,12 +712,12 @@ def _check_judge(spec: Judge, evidence: Evidence) -> _Outcome:
         return "skipped", "judge rubrics are graded only in full, live and record modes", []
     failed = [
         (c, v)
-        for c, v in zip(spec.rubric, verdicts)
+        for c, v in zip(spec.rubric, verdicts, strict=True)
         if v is not None and v.get("verdict") == "fail"
     ]
     unsure = [
         (c, v)
-        for c, v in zip(spec.rubric, verdicts)
+        for c, v in zip(spec.rubric, verdicts, strict=True)
         if v is None or v.get("verdict") not in ("pass", "fail")
     ]
     seqs = [e.seq for e in evidence.of_type("judge.response") if e.payload.criterion in spec.rubric]

@@ -26,7 +26,8 @@ _RESULTS: ContextVar[list[AssertionResult] | None] = ContextVar(
 
 
 def collect_results(into: list[AssertionResult]) -> Token[list[AssertionResult] | None]:
-    """List the results of `expect()` calls made in this context in `into`, until `stop_collecting`."""
+    """List the results of `expect()` calls made in this context in `into`, until
+    `stop_collecting`."""
     return _RESULTS.set(into)
 
 
@@ -41,7 +42,8 @@ def note_results(results: list[AssertionResult]) -> None:
 
 
 def evidence_of(target: Any) -> Evidence:
-    """What to check: an Evidence, anything with one (an observed session, an attempt), or events."""
+    """What to check: an Evidence, anything with one (an observed session, an attempt), or
+    events."""
     if isinstance(target, Evidence):
         return target
     evidence = getattr(target, "evidence", None)
@@ -51,6 +53,13 @@ def evidence_of(target: Any) -> Evidence:
 
 
 class Expect:
+    """`expect(target)`: assertions.yaml's kinds as methods, over one attempt's events.
+
+    It owns only the evidence it was given (an attempt, an observed session or events). Each
+    method checks one assertion, adds its result to the attempt's report while an attempt is
+    active, and raises AssertionError (with pytest's usual failure) when it fails.
+    """
+
     def __init__(self, target: Any) -> None:
         self._evidence = evidence_of(target)
 

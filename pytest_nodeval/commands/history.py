@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         p95 = "-" if p.latency_p95_ms is None else f"{p.latency_p95_ms:.0f}"
         tokens = "-" if p.tokens_mean is None else f"{p.tokens_mean:.0f}"
         print(
-            f"{p.run_id:<22} {p.mode:<13} {p.passed:>4}/{p.attempts:<3} {rate:>5}  {p95:>8}  {tokens:>7}  {p.verdict}"
+            f"{p.run_id:<22} {p.mode:<13} {p.passed:>4}/{p.attempts:<3} {rate:>5}  "
+            f"{p95:>8}  {tokens:>7}  {p.verdict}"
         )
     return 0

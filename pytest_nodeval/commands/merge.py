@@ -1,6 +1,7 @@
-"""`nodeval merge RUN_DIR...`: one run from the runs of the shards of a suite (--nodeval-shard).
+r"""`nodeval merge RUN_DIR...`: one run from the runs of the shards of a suite (--nodeval-shard).
 
-    nodeval merge shards/*/ --to reports/merged --baseline reports/baseline.json --summary-md summary.md
+    nodeval merge shards/*/ --to reports/merged --baseline reports/baseline.json \
+        --summary-md summary.md
 
 Writes report.json (schema "1"), summary.txt, report.html and `_sessions/` into the merged
 run directory, appends it to the run history, gates it against the baseline, and exits as
@@ -70,7 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="PATH",
-        help="Also write the Markdown job summary here (GITHUB_STEP_SUMMARY, when set, gets it too).",
+        help=(
+            "Also write the Markdown job summary here (GITHUB_STEP_SUMMARY, when set, gets it too)."
+        ),
     )
     parser.add_argument(
         "--rootdir",
@@ -91,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if missing and not args.allow_missing:
         named = ", ".join(f"{k}/{total}" for k in missing)
         raise NodevalError(
-            f"shard {named} missing: no run among {', '.join(map(str, args.run_dirs))} is that shard; "
+            f"shard {named} missing: no run among "
+            f"{', '.join(map(str, args.run_dirs))} is that shard; "
             "pass its run directory, or --allow-missing to count its cases as not run"
         )
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2) + "-merged"
@@ -186,9 +190,11 @@ def _print(report: RunReport, diff: Any, target: Path, missing: list[int], total
         print("\n".join(format_diff_table(diff)))
     if missing:
         print(
-            f"nodeval merge: shard(s) {', '.join(f'{k}/{total}' for k in missing)} missing: their cases are not run"
+            f"nodeval merge: shard(s) {', '.join(f'{k}/{total}' for k in missing)} missing: "
+            "their cases are not run"
         )
     merged = report.merged_from
     print(
-        f"nodeval merge: {len(merged)} run(s) merged into {target} (exit status {report.exit_status})"
+        f"nodeval merge: {len(merged)} run(s) merged into {target} "
+        f"(exit status {report.exit_status})"
     )

@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(directory, ignore_errors=True)
         raise
     print(
-        f"created {directory}: {observed} (replay it with `pytest {directory if not args.agent else root}`)"
+        f"created {directory}: {observed} "
+        f"(replay it with `pytest {directory if not args.agent else root}`)"
     )
     return 0
 
@@ -94,7 +95,8 @@ def _engine_case(directory: Path, case_id: str, schemas: Path) -> None:
         schemas,
         "input/config.yaml",
         "providers:\n"
-        "  # The mock needs no key; add a real provider after it, e.g. {name: anthropic, model: ...}\n"
+        "  # The mock needs no key; add a real provider after it, "
+        "e.g. {name: anthropic, model: ...}\n"
         '  - name: mock\n    model: mock-1\n    script:\n      - text: "Hello! How can I help?"\n'
         "system_prompt: You are a helpful assistant.\n"
         "tools: []           # shell, file, code_exec, ask_user, ...\n"
@@ -137,7 +139,8 @@ def _agent_case(directory: Path, case_id: str, schemas: Path) -> None:
     root = directory.parent
     (root / f"{module}.py").write_text(
         f'"""The agent of case {case_id}: replace the body with a call into your own agent.\n\n'
-        "ctx.inputs() gives the user's turns, ctx.output() answers, ctx.anthropic() / ctx.openai() give\n"
+        "ctx.inputs() gives the user's turns, ctx.output() answers, "
+        "ctx.anthropic() / ctx.openai() give\n"
         "SDK clients that are recorded and replayed; wrap side-effecting functions with @tool.\n"
         '"""\n\nfrom pytest_nodeval import tool\n\n\n'
         '@tool\ndef greeting(name: str) -> str:\n    return f"Hello, {name}! How can I help?"\n\n\n'
@@ -152,8 +155,10 @@ def _agent_case(directory: Path, case_id: str, schemas: Path) -> None:
     (directory / "_record" / "record.py").write_text(
         '"""Records this case\'s journal: `nodeval record` runs it in the case directory."""\n\n'
         "import sys\nfrom pathlib import Path\n\n"
-        "sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the case root, where the agent is\n\n"
-        f"from {module} import agent  # noqa: E402\n\nfrom pytest_nodeval import record_agent  # noqa: E402\n\n"
+        "sys.path.insert(0, str(Path(__file__).resolve().parents[2]))"
+        "  # the case root, where the agent is\n\n"
+        f"from {module} import agent  # noqa: E402\n\n"
+        "from pytest_nodeval import record_agent  # noqa: E402\n\n"
         "record_agent(agent)\n"
     )
 

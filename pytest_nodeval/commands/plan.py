@@ -42,12 +42,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{scenarios} case(s) x {repeats} repeat(s): the suite gate detects a drop of "
-        f"{result.minimum_detectable_drop * 100:.1f} pp (80% power, one-sided level {result.alpha:g}); "
+        f"{result.minimum_detectable_drop * 100:.1f} pp "
+        f"(80% power, one-sided level {result.alpha:g}); "
         f"within-case variance {result.within_scenario_variance:.3f} ({result.variance_source})"
     )
     if result.repeats_needed is None:
         print(
-            f"no number of repeats detects {args.target_drop * 100:.1f} pp with {scenarios} case(s); "
+            f"no number of repeats detects {args.target_drop * 100:.1f} pp "
+            f"with {scenarios} case(s); "
             f"it takes about {result.scenarios_needed} case(s)"
         )
     else:

@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     promoted = promote(sample, options)
     print(f"promoted {sample} -> {promoted.case_dir}/")
     print(
-        f"  journal/ copied ({promoted.events} events); assertions.yaml proposes: {', '.join(promoted.assertions)}"
+        f"  journal/ copied ({promoted.events} events); "
+        f"assertions.yaml proposes: {', '.join(promoted.assertions)}"
     )
     for note in promoted.notes:
         print(f"  note: {note}")
@@ -97,12 +98,14 @@ def _report_replay(promoted: Promoted, case_id: str) -> None:
         return
     if not problems:
         print(
-            f"  replay check: green in deterministic mode. Review assertions.yaml, then: pytest -k {case_id}"
+            "  replay check: green in deterministic mode. "
+            f"Review assertions.yaml, then: pytest -k {case_id}"
         )
         return
     if failure:
         print(
-            f"  the captured session failed ({failure}); the case fails until a person decides what correct "
+            f"  the captured session failed ({failure}); "
+            "the case fails until a person decides what correct "
             "behaviour is (see the comment at the top of assertions.yaml):",
             file=sys.stderr,
         )

@@ -22,10 +22,14 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NodevalError
 from ..text import printable
+
+if TYPE_CHECKING:
+    from ..case.directory import Case
+    from ..runner.session import Observed
 
 SCRIPT = Path("_record") / "record.py"
 PROJECT_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -116,7 +120,8 @@ def _record(directory: Path, args: argparse.Namespace) -> Outcome:
 
 def _record_with_engine(directory: Path, args: argparse.Namespace) -> Outcome:
     from ..case.directory import load_case
-    from ..runner.session import AttemptSettings, install_journal, run_case
+    from ..journal.writer import install_journal
+    from ..runner.session import AttemptSettings, run_case
 
     case = load_case(directory)
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-")) / "journal"
@@ -129,7 +134,8 @@ def _record_with_engine(directory: Path, args: argparse.Namespace) -> Outcome:
 def _record_with_script(directory: Path, args: argparse.Namespace) -> Outcome:
     from ..case.directory import load_case
     from ..journal.reader import read_journal
-    from ..runner.session import RECORD_JOURNAL_ENV, Observed, install_journal
+    from ..journal.writer import install_journal
+    from ..runner.session import RECORD_JOURNAL_ENV, Observed
 
     case = load_case(directory)
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-")) / "journal"
@@ -206,7 +212,7 @@ def _record_bound_tests(directory: Path, args: argparse.Namespace) -> Outcome:
 # -- shared parts ------------------------------------------------------------------------------
 
 
-def _install_if_passed(case: Any, observed: Any, force: bool, install: Any) -> Outcome:
+def _install_if_passed(case: Case, observed: Observed, force: bool, install: Any) -> Outcome:
     metrics = observed.metrics()
     problem = _problem(case, observed)
     if problem is not None and not (force and observed.status == "ok"):
@@ -227,7 +233,7 @@ def _install_if_passed(case: Any, observed: Any, force: bool, install: Any) -> O
     )
 
 
-def _problem(case: Any, observed: Any) -> str | None:
+def _problem(case: Case, observed: Observed) -> str | None:
     """Why this recording must not become the golden journal, or None when it passed."""
     from ..checks.assertions import evaluate_all
 
@@ -237,12 +243,13 @@ def _problem(case: Any, observed: Any) -> str | None:
     if failed:
         return (
             f"the recording failed {len(failed)} assertion(s), first: {failed[0].description}: "
-            f"{failed[0].message.splitlines()[0] if failed[0].message else ''} (--force writes it anyway)"
+            f"{failed[0].message.splitlines()[0] if failed[0].message else ''} "
+            "(--force writes it anyway)"
         )
     return None
 
 
-def _grader(case: Any) -> Any:
+def _grader(case: Case) -> Any:
     """Record grades judge rubrics live, so full mode can reuse the verdicts later."""
     from ..people.judge import make_grader
 
@@ -250,7 +257,7 @@ def _grader(case: Any) -> Any:
     return make_grader(rubrics, None, None, reuse=False) if rubrics else None
 
 
-def _world_backend(case: Any, requested: str | None) -> str | None:
+def _world_backend(case: Case, requested: str | None) -> str | None:
     """--world, else the case's world.backend, else the best the machine has; a Docker engine
     that cannot give the world image falls back to bubblewrap, saying so (never for --world)."""
     from ..errors import WorldError
@@ -277,7 +284,7 @@ def _world_backend(case: Any, requested: str | None) -> str | None:
     return backend
 
 
-def _needs_world(case: Any) -> bool:
+def _needs_world(case: Case) -> bool:
     from ..runner.session import WORLD_TOOLS
 
     return case.config is not None and bool(WORLD_TOOLS & {t.name for t in case.config.tools})

@@ -26,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--history",
         type=Path,
         default=None,
-        help="The run history for the trend charts (default: history.sqlite beside RUN_DIR, if any).",
+        help=(
+            "The run history for the trend charts (default: history.sqlite beside RUN_DIR, if any)."
+        ),
     )
 
 

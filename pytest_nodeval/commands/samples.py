@@ -41,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
     rows = [("ID", "CAPTURED (UTC)", "REASON", "SIZE", "ERROR")] + [_row(s) for s in samples]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4])
+        # strict=False: four widths for five cells; the last (ERROR) is printed unpadded.
+        cells = zip(row, widths, strict=False)
+        print("  ".join(cell.ljust(width) for cell, width in cells) + "  " + row[4])
     total = sum(s.size for s in samples)
     print(f"\n{len(samples)} sample(s), {human_size(total)} in {directory}")
     print(f"make one a case: nodeval promote {directory}/<ID> --id <case-id>")

@@ -1,1 +1,2 @@
-"""The journal: event models, writer and reader, redaction, the replay stash, the httpx2 transports."""
+"""The journal: event models, writer and reader, redaction, the replay stash, the httpx2
+transports."""

@@ -12,11 +12,11 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 HEADER_FILE = "header.json"
 EVENTS_FILE = "events.jsonl"
 
@@ -97,7 +97,8 @@ class LlmRequest(_Payload):
     provider: str
     """Name of the provider in the chain (or of the client an adapted agent uses)."""
     api: str
-    """"anthropic.messages", "openai.chat", "openai.responses", "gemini.generate_content" or "mock"."""
+    """"anthropic.messages", "openai.chat", "openai.responses", "gemini.generate_content" or
+    "mock"."""
     method: str = "POST"
     path: str = ""
     stream: bool = False
@@ -228,6 +229,12 @@ class _EventBase(BaseModel):
     seq: int = Field(ge=1)
     ts: str
 
+    if TYPE_CHECKING:
+        # Declared by each event model (_event_model, UnknownEvent); said here for the checker.
+        type: str
+        turn: int
+        payload: Any  # one payload model per event type (PAYLOADS); a dict when unknown
+
     def get(self, path: str, default: Any = None) -> Any:
         """A payload value by dotted path ("args.command", "usage.input_tokens")."""
         return dig(self.payload_dict(), path, default)
@@ -243,7 +250,7 @@ class _EventBase(BaseModel):
 
 
 def _event_model(type_name: str, payload: type[_Payload]) -> type[_EventBase]:
-    annotations = {"type": Literal[type_name], "turn": int, "payload": payload}  # type: ignore[valid-type]
+    annotations = {"type": Literal[type_name], "turn": int, "payload": payload}
     cls_name = (
         "".join(part.capitalize() for part in type_name.replace(".", "_").split("_")) + "Event"
     )
@@ -272,16 +279,21 @@ def _tag(value: Any) -> str:
     return kind if isinstance(kind, str) and kind in EVENT_MODELS else "unknown"
 
 
-Event = Annotated[
-    Union[
-        tuple(Annotated[m, Tag(t)] for t, m in EVENT_MODELS.items())  # type: ignore[misc]
-        + (Annotated[UnknownEvent, Tag("unknown")],)
-    ],
-    Discriminator(_tag),
-]
+if TYPE_CHECKING:
+    # To a type checker every event is an _EventBase (UnknownEvent included); the union
+    # below is built at run time from PAYLOADS, which no checker can follow.
+    Event: TypeAlias = _EventBase
+else:
+    Event = Annotated[
+        Union[  # noqa: UP007  (a runtime-built tuple: `|` cannot spread it)
+            tuple(Annotated[m, Tag(t)] for t, m in EVENT_MODELS.items())
+            + (Annotated[UnknownEvent, Tag("unknown")],)
+        ],
+        Discriminator(_tag),
+    ]
 """Any journal event: one model per type in a discriminated union, unknown types kept."""
 
-EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 class EngineInfo(BaseModel):

@@ -10,12 +10,12 @@ import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import JournalError, NodevalWarning
-from .events import EVENT_ADAPTER, EVENTS_FILE, HEADER_FILE, JournalHeader, UnknownEvent
+from .events import EVENT_ADAPTER, EVENTS_FILE, HEADER_FILE, Event, JournalHeader, UnknownEvent
 
 
 class Journal(BaseModel):
@@ -25,7 +25,10 @@ class Journal(BaseModel):
 
     directory: Path
     header: JournalHeader
-    events: list[Any]
+    if TYPE_CHECKING:
+        events: list[Event]
+    else:
+        events: list[Any]  # validated one by one as they are read, not again by this model
     problems: list[str] = Field(default_factory=list)
     """Warnings raised while reading (a torn last line, unknown event types)."""
     raw_payloads: dict[int, bytes] = Field(default_factory=dict)
@@ -33,7 +36,7 @@ class Journal(BaseModel):
     compares an SDK's request body with it byte for byte before parsing anything, and writes
     both back to the observed journal as they are (see replay.ReplayStash)."""
 
-    def of_type(self, *types: str) -> list[Any]:
+    def of_type(self, *types: str) -> list[Event]:
         return [e for e in self.events if e.type in types]
 
 
@@ -74,7 +77,7 @@ def read_journal(
     data = path.read_bytes()
     lines = data.split(b"\n")
     torn_tail = not data.endswith(b"\n") and bool(lines[-1])
-    events: list[Any] = []
+    events: list[Event] = []
     problems: list[str] = []
     raw_payloads: dict[int, bytes] = {}
     for number, line in enumerate(lines, start=1):
@@ -88,7 +91,7 @@ def read_journal(
                 raise JournalError(
                     f"{path}:{number}: torn last line (the recording was cut off after "
                     f"{len(events)} events); re-record it with `nodeval record {directory.parent}`"
-                )
+                ) from None
             if last and torn_tail:
                 problems.append(
                     f"{path}:{number}: torn last line ignored (the session was cut off); "
@@ -155,6 +158,6 @@ def _warn(message: str) -> None:
     warnings.warn(NodevalWarning(message), stacklevel=3)
 
 
-def dump_events(events: list[Any]) -> list[dict[str, Any]]:
+def dump_events(events: list[Event]) -> list[dict[str, Any]]:
     """Events as plain JSON types (for reports and comparisons)."""
     return [json.loads(e.model_dump_json()) for e in events]

@@ -81,6 +81,14 @@ def scrub(value: Any, patterns: list[re.Pattern[str]], literals: Iterable[str] =
     return value
 
 
+def scrub_payload(
+    payload: dict[str, Any], patterns: list[re.Pattern[str]], literals: Iterable[str] = ()
+) -> dict[str, Any]:
+    """scrub() of an event's payload, which stays a dict."""
+    scrubbed: dict[str, Any] = scrub(payload, patterns, literals)
+    return scrubbed
+
+
 def might_hold_secrets(
     payload: Any, patterns: list[re.Pattern[str]], literals: Iterable[str], text: str | None = None
 ) -> bool:
@@ -152,7 +160,7 @@ def secrets_redactor() -> Redactor:
     ) -> dict[str, Any]:
         if not might_hold_secrets(payload, _SECRET_PATTERNS, literals, text):
             return payload
-        return scrub(payload, _SECRET_PATTERNS, literals)
+        return scrub_payload(payload, _SECRET_PATTERNS, literals)
 
     secrets.scans_text = True  # type: ignore[attr-defined]  # the writer may hand it the serialised text
     # Golden journals were written through this very redactor, so the writer may serve their
@@ -163,9 +171,9 @@ def secrets_redactor() -> Redactor:
 
 def default_redactor(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Credentials only, reading the environment on each call (see secrets_redactor)."""
-    return scrub(payload, _SECRET_PATTERNS, secret_env_values())
+    return scrub_payload(payload, _SECRET_PATTERNS, secret_env_values())
 
 
 def pii_redactor(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Credentials plus e-mail addresses and card-like numbers."""
-    return scrub(payload, _SECRET_PATTERNS + _PII_PATTERNS, secret_env_values())
+    return scrub_payload(payload, _SECRET_PATTERNS + _PII_PATTERNS, secret_env_values())

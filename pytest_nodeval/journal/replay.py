@@ -12,11 +12,15 @@ import difflib
 import json
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ReplayDivergence
 from ..modes import MatchLevel
 from .reader import Journal
+
+if TYPE_CHECKING:
+    from .events import Event
+    from .writer import JournalWriter
 
 # In "default" matching these request keys must agree; the rest (temperature, metadata,
 # max_tokens, stream options) may change without invalidating the recorded answers.
@@ -51,8 +55,8 @@ class ReplayStopped(BaseException):
 
 @dataclass(slots=True)
 class _Exchange:
-    request_event: Any
-    response_event: Any
+    request_event: Event
+    response_event: Event
     """The recorded llm.response event (its payload is served verbatim)."""
     raw_request: bytes = b""
     """The request payload's JSON text as the golden journal has it ("" when unknown)."""
@@ -70,15 +74,15 @@ class _Exchange:
 
     @property
     def seq(self) -> int:
-        return self.request_event.seq  # type: ignore[no-any-return]
+        return self.request_event.seq
 
     @property
     def request(self) -> dict[str, Any]:
-        return self.request_event.payload_dict()  # type: ignore[no-any-return]
+        return self.request_event.payload_dict()
 
     @property
     def response(self) -> dict[str, Any]:
-        return self.response_event.payload_dict()  # type: ignore[no-any-return]
+        return self.response_event.payload_dict()
 
 
 class ReplayStash:
@@ -90,19 +94,20 @@ class ReplayStash:
         self.recorded_end = next(iter(journal.of_type("session.end")), None)
         self.judge_responses = journal.of_type("judge.response")
         self.registered = [e.payload_dict() for e in journal.of_type("tool.register")]
-        """The recorded tool.register payloads: replay rebuilds outside services' tools from them."""
+        """The recorded tool.register payloads: replay rebuilds outside services' tools from
+        them."""
         self._llm: dict[str, deque[_Exchange]] = {}
-        self._tools: dict[str, tuple[Any, Any]] = {}
-        self._asks: dict[str, Any] = {}
+        self._tools: dict[str, tuple[Event, Event]] = {}
+        self._asks: dict[str, Event] = {}
         self.stopped: ReplayDivergence | None = None
         self.path = journal.directory / "events.jsonl"
         self._served_llm: dict[str, int] = {}
         """The seq of the last recorded response served per provider (named in a divergence)."""
         self._seed(journal.events, journal.raw_payloads)
 
-    def _seed(self, events: list[Any], raw_payloads: dict[int, bytes]) -> None:
-        pending_llm: dict[str, Any] = {}
-        calls: dict[str, Any] = {}
+    def _seed(self, events: list[Event], raw_payloads: dict[int, bytes]) -> None:
+        pending_llm: dict[str, Event] = {}
+        calls: dict[str, Event] = {}
         # Payload attributes, not payload_dict(): dumping every recorded request body to a
         # dict would cost more than the replay itself.
         for event in events:
@@ -130,13 +135,9 @@ class ReplayStash:
 
     # -- what the agent asks for -------------------------------------------------------
 
-    def next_llm(self, provider: str, request: dict[str, Any]) -> dict[str, Any]:
-        """The recorded response payload for this request, or a stop naming the difference."""
-        return self.next_llm_event(provider, request).payload_dict()  # type: ignore[no-any-return]
-
     def serve_llm(
         self,
-        journal: Any,
+        journal: JournalWriter,
         provider: str,
         request: dict[str, Any],
         *,
@@ -160,10 +161,10 @@ class ReplayStash:
             journal.emit("llm.request", request, owned=owned, text=text)
         return journal.emit_recorded(
             exchange.response_event, raw_payload=exchange.raw_response
-        ).payload_dict()  # type: ignore[no-any-return]
+        ).payload_dict()
 
     def serve_llm_exact(
-        self, journal: Any, provider: str, api: str, method: str, path: str, body: bytes
+        self, journal: JournalWriter, provider: str, api: str, method: str, path: str, body: bytes
     ) -> dict[str, Any] | None:
         """The fast path of `serve_llm`: a request whose body is byte for byte the recorded one.
 
@@ -190,11 +191,7 @@ class ReplayStash:
         journal.emit_recorded(head.request_event, raw_payload=head.raw_request)
         return journal.emit_recorded(
             head.response_event, raw_payload=head.raw_response
-        ).payload_dict()  # type: ignore[no-any-return]
-
-    def next_llm_event(self, provider: str, request: dict[str, Any]) -> Any:
-        """The recorded llm.response event for this request, or a stop naming the difference."""
-        return self._next_exchange(provider, request).response_event
+        ).payload_dict()
 
     def _next_exchange(self, provider: str, request: dict[str, Any]) -> _Exchange:
         self._raise_if_stopped()
@@ -215,11 +212,7 @@ class ReplayStash:
         self._served_llm[provider] = head.response_event.seq
         return head
 
-    def tool_result(self, tool: str, call_id: str, args: Any) -> dict[str, Any]:
-        """The recorded tool.result payload for this call, or a stop naming the difference."""
-        return self.tool_result_event(tool, call_id, args).payload_dict()  # type: ignore[no-any-return]
-
-    def tool_result_event(self, tool: str, call_id: str, args: Any) -> Any:
+    def tool_result_event(self, tool: str, call_id: str, args: Any) -> Event:
         """The recorded tool.result event for this call (its payload is served verbatim)."""
         self._raise_if_stopped()
         recorded = self._tools.pop(call_id, None)
@@ -278,7 +271,8 @@ class ReplayStash:
     # -- divergence ---------------------------------------------------------------------
 
     def stop(self, detail: str) -> NoReturn:
-        """Stop the replay as diverged (e.g. the config enables a tool the journal never registered)."""
+        """Stop the replay as diverged (e.g. the config enables a tool the journal never
+        registered)."""
         self._stop(detail)
 
     def _same_request(self, recorded: Any, actual: dict[str, Any]) -> bool:
@@ -286,12 +280,12 @@ class ReplayStash:
         if recorded.path != actual.get("path") or recorded.method != actual.get("method"):
             return False
         if self.match == "strict" or recorded.body == actual.get("body"):
-            return recorded.body == actual.get("body")  # type: ignore[no-any-return]
-        return _matched_part(recorded.body) == _matched_part(actual.get("body"))
+            return bool(recorded.body == actual.get("body"))
+        return bool(_matched_part(recorded.body) == _matched_part(actual.get("body")))
 
     def _request_diff(self, head: _Exchange, request: dict[str, Any]) -> str:
-        expected = {k: head.request.get(k) for k in ("method", "path")}
-        actual = {k: request.get(k) for k in ("method", "path")}
+        expected: Any = {k: head.request.get(k) for k in ("method", "path")}
+        actual: Any = {k: request.get(k) for k in ("method", "path")}
         if expected == actual:
             expected = (
                 _matched_part(head.request.get("body"))
@@ -317,7 +311,8 @@ class ReplayStash:
         )
         return (
             f"the agent made an LLM call to '{provider}' that the journal does not have, {where} "
-            f"(recorded providers with calls left: {', '.join(k for k, q in self._llm.items() if q) or 'none'}); "
+            "(recorded providers with calls left: "
+            f"{', '.join(k for k, q in self._llm.items() if q) or 'none'}); "
             f"request body starts {_short(request.get('body'), 160)}"
         )
 
@@ -353,9 +348,8 @@ def _matched_part(body: Any) -> Any:
 def _tool_names(tool: Any) -> list[str]:
     if not isinstance(tool, dict):
         return [str(tool)]
-    if isinstance(
-        tool.get("functionDeclarations"), list
-    ):  # Gemini: one tool declares many functions
+    # Gemini: one tool declares many functions
+    if isinstance(tool.get("functionDeclarations"), list):
         return [
             str(d.get("name") if isinstance(d, dict) else d) for d in tool["functionDeclarations"]
         ]

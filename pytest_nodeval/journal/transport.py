@@ -140,9 +140,8 @@ def extract_model(body: Any, sse: str | None) -> str | None:
         for holder in (doc, doc.get("message"), doc.get("response")):
             if not isinstance(holder, dict):
                 continue
-            model = holder.get("model") or holder.get(
-                "modelVersion"
-            )  # Gemini names it modelVersion
+            # Gemini names it modelVersion
+            model = holder.get("model") or holder.get("modelVersion")
             if isinstance(model, str) and model:
                 return model
     return None

@@ -22,6 +22,7 @@ from .events import (
     EVENTS_FILE,
     HEADER_FILE,
     PAYLOADS,
+    Event,
     JournalHeader,
     now_iso,
 )
@@ -54,7 +55,7 @@ class JournalWriter:
     ) -> None:
         self.directory = directory
         self.header = header
-        self.events: list[Any] = []
+        self.events: list[Event] = []
         self._redactor = redactor or secrets_redactor()
         self._durable = durable
         self._turn = 0
@@ -65,7 +66,8 @@ class JournalWriter:
             write_atomic(
                 directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable
             )
-            self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")
+            # Open for the writer's lifetime (closed by close()), so no `with` block.
+            self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
 
     @property
     def turn(self) -> int:
@@ -82,7 +84,7 @@ class JournalWriter:
         turn: int | None = None,
         owned: bool = False,
         text: str | None = None,
-    ) -> Any:
+    ) -> Event:
         """Validate, redact, append and return one event.
 
         `owned=True`: the caller hands the payload over and never touches it again (say, a
@@ -124,8 +126,8 @@ class JournalWriter:
             return self._keep(event)
 
     def emit_recorded(
-        self, recorded: Any, *, turn: int | None = None, raw_payload: bytes = b""
-    ) -> Any:
+        self, recorded: Event, *, turn: int | None = None, raw_payload: bytes = b""
+    ) -> Event:
         """Append an event whose payload is served verbatim from a golden journal.
 
         That payload was redacted and validated when it was recorded, and it is frozen
@@ -151,7 +153,7 @@ class JournalWriter:
             )
             return self._keep(event, raw_payload)
 
-    def _keep(self, event: Any, raw_payload: bytes = b"") -> Any:
+    def _keep(self, event: Event, raw_payload: bytes = b"") -> Event:
         if self._file is not None:
             if raw_payload:  # the field order of model_dump_json, with the golden payload's text
                 line = (

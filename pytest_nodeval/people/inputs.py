@@ -5,13 +5,19 @@ The models only; `users.py` and `persona.py` make them speak.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..agent.config import ProviderSpec
-from ..yamlfiles import load_model, valid_regex
+from ..yamlfiles import valid_regex
+
+EndReason = Literal["done", "transfer", "out_of_scope", "turn_limit"]
+"""How a persona conversation ended (its stop tokens, or the turn limit)."""
+
+
+def _done_only() -> list[EndReason]:
+    return ["done"]
 
 
 class _Strict(BaseModel):
@@ -60,9 +66,7 @@ class PersonaUserSpec(_Strict):
     max_turns: int = Field(default=8, ge=1)
     """User messages at most; the conversation then ends as `turn_limit`."""
     stop_tokens: StopTokens = Field(default_factory=StopTokens)
-    success: list[Literal["done", "transfer", "out_of_scope", "turn_limit"]] = Field(
-        default_factory=lambda: ["done"]
-    )
+    success: list[EndReason] = Field(default_factory=_done_only)
     """Which endings count as success for the case."""
 
 
@@ -73,7 +77,3 @@ class InputsSpec(_Strict):
     """`input/inputs.yaml`."""
 
     user: UserSpec
-
-
-def load_inputs(path: Path) -> InputsSpec:
-    return load_model(InputsSpec, path)

@@ -17,13 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..agent.config import ProviderSpec
 from ..agent.fake_urls import FAKE_KEY, is_fake, resolve
 from ..agent.providers import PROVIDERS, ModelRequest, ToolDef, side_wiring
 from ..errors import ProviderError
+
+if TYPE_CHECKING:
+    from ..journal.writer import JournalWriter
 
 RETRIES = 2
 VERDICT_TOOL = ToolDef(
@@ -156,10 +159,11 @@ def make_grader(
     reuse: bool,
     *,
     limits: Any = None,
-) -> Any:
-    """A grade(journal, llm_url) hook for session.run_case; `limits`: the run's shared rate limits."""
+) -> Callable[[JournalWriter, str | None], dict[str, Any]]:
+    """A grade(journal, llm_url) hook for session.run_case; `limits`: the run's shared rate
+    limits."""
 
-    def grade(journal: Any, llm_url: str | None) -> dict[str, Any]:
+    def grade(journal: JournalWriter, llm_url: str | None) -> dict[str, Any]:
         text = transcript(journal.events)
         seen = digest(text)
         recorded = _recorded_verdicts(golden or [], seen) if reuse else {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..agent.fake_urls import FAKE_KEY, is_fake, resolve
-from ..agent.providers import PROVIDERS, ModelRequest, side_wiring
+from ..agent.providers import PROVIDERS, ModelRequest, Provider, side_wiring
 from ..agent.simulated_user import UserTurn
 from .inputs import PersonaUserSpec
 
@@ -22,7 +22,10 @@ SOURCE = "persona"
 def persona_prompt(spec: PersonaUserSpec) -> str:
     tokens = spec.stop_tokens
     lines = [
-        "You are playing a USER talking to an AI assistant. Stay in character; never act as the assistant.",
+        (
+            "You are playing a USER talking to an AI assistant. "
+            "Stay in character; never act as the assistant."
+        ),
         f"Persona: {spec.persona}",
         f"Why you are here: {spec.reason}",
     ]
@@ -49,7 +52,7 @@ class PersonaUser:
         self.ending: str | None = None
         provider_spec = resolve(spec.provider, llm_url).model_copy(update={"label": "user"})
         keys = {"user": FAKE_KEY} if is_fake(spec.provider) else {}
-        self._provider: Any = PROVIDERS[provider_spec.name](
+        self._provider: Provider = PROVIDERS[provider_spec.name](
             provider_spec, side_wiring(keys, limits)
         )
         self._system = persona_prompt(spec)
@@ -88,7 +91,8 @@ class PersonaUser:
         messages: list[dict[str, Any]] = [
             {"role": "user", "text": "(The conversation starts. Say your first message.)"}
         ]
-        for said, heard in zip(self._said, self._heard):
+        # strict=False: during a turn (answer()) the persona has said one more than it heard.
+        for said, heard in zip(self._said, self._heard, strict=False):
             messages += [
                 {"role": "assistant", "text": said, "tool_calls": []},
                 {"role": "user", "text": heard},

@@ -59,7 +59,8 @@ class JournalUser:
 def make_user(
     spec: Any, where: str, llm_url: str | None = None, *, limits: Any = None
 ) -> SimulatedUser:
-    """The simulated user of a live attempt; a persona's model calls go through the run's `limits`."""
+    """The simulated user of a live attempt; a persona's model calls go through the run's
+    `limits`."""
     if isinstance(spec, ScriptedUserSpec):
         return ScriptedUser(spec, where)
     if isinstance(spec, PersonaUserSpec):

@@ -38,7 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="Attempts per case (overrides a case's own repeat). Default: ini nodeval_repeat, else 1.",
+        help="Attempts per case (overrides a case's own repeat). "
+        "Default: ini nodeval_repeat, else 1.",
     )
     group.addoption(
         "--nodeval-mode",
@@ -51,13 +52,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--nodeval-profile",
         default=None,
         metavar="NAME",
-        help="Use the settings of a profile from nodeval_profiles (default: the profile named by -m).",
+        help="Use the settings of a profile from nodeval_profiles "
+        "(default: the profile named by -m).",
     )
     group.addoption(
         "--nodeval-report-dir",
         default=None,
         metavar="DIR",
-        help="Where runs write reports/<run-id>/ (default: ini nodeval_report_dir, else 'reports').",
+        help="Where runs write reports/<run-id>/ "
+        "(default: ini nodeval_report_dir, else 'reports').",
     )
     group.addoption(
         "--nodeval-match",
@@ -108,8 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--nodeval-progress",
         default=None,
         choices=("auto", "tty", "plain", "off"),
-        help="Progress of the run's attempts: auto (default: a live line on a terminal, a plain line "
-        "every nodeval_progress_interval seconds otherwise), tty, plain or off.",
+        help="Progress of the run's attempts: auto (default: a live line on a terminal, "
+        "a plain line every nodeval_progress_interval seconds otherwise), tty, plain or off.",
     )
     group.addoption(
         "--nodeval-adaptive",
@@ -131,8 +134,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--nodeval-shard",
         default=None,
         metavar="K/N",
-        help="Run shard K of N (1-based): every repeat and check of a case on one shard, balanced by "
-        "the baseline's or the history's durations. 'auto' reads CI_NODE_INDEX/CI_NODE_TOTAL "
+        help="Run shard K of N (1-based): every repeat and check of a case on one shard, "
+        "balanced by the baseline's or the history's durations. "
+        "'auto' reads CI_NODE_INDEX/CI_NODE_TOTAL "
         "or BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT. Join the runs with nodeval merge.",
     )
     group.addoption(
@@ -147,8 +151,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="Attempts in flight per process (per xdist worker): live, record and full attempts run "
-        "ahead of their tests in a pool. Default: ini nodeval_concurrency, else 1 (one at a time).",
+        help="Attempts in flight per process (per xdist worker): live, record and full attempts "
+        "run ahead of their tests in a pool. "
+        "Default: ini nodeval_concurrency, else 1 (one at a time).",
     )
     parser.addini(
         "nodeval_cases",
@@ -241,9 +246,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "nodeval-xdist")
     if config.stash[settings_key].concurrency > 1:
-        from .ahead import RunAhead, wanted
+        from .ahead import RunAhead, runs_attempts_ahead
 
-        if wanted(config.stash[settings_key]):
+        if runs_attempts_ahead(config.stash[settings_key]):
             config.pluginmanager.register(RunAhead(config), "nodeval-ahead")
     if workerinput is None:
         from .controller import Controller
@@ -283,16 +288,17 @@ class _XdistHooks:
             return make_scheduler(config, log)
         if settings.concurrency < 2 or config.getvalue("dist") != "load":
             return None
-        from .ahead import wanted
+        from .ahead import runs_attempts_ahead
         from .schedule import ChunkedLoadScheduling
 
-        if not wanted(settings):
+        if not runs_attempts_ahead(settings):
             return None
         return ChunkedLoadScheduling(config, log, chunk=settings.concurrency)
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """A case directory is collected as its case.yaml alone: pytest never walks input/ or journal/."""
+    """A case directory is collected as its case.yaml alone: pytest never walks input/ or
+    journal/."""
     roots = parent.config.stash[settings_key].case_roots
     if not any(path.is_relative_to(root) for root in roots) or not (path / CASE_FILE).is_file():
         return None
@@ -326,14 +332,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _select_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
-    wanted = set(config.getoption("nodeval_case"))
-    if not wanted:
+    selected_ids = set(config.getoption("nodeval_case"))
+    if not selected_ids:
         return
-    kept, dropped = [], []
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         ref = case_ref(item)
-        (kept if ref is not None and ref.case_id in wanted else dropped).append(item)
-    unbound = sorted(wanted - {case_ref(item).case_id for item in kept})
+        (kept if ref is not None and ref.case_id in selected_ids else dropped).append(item)
+    unbound = sorted(selected_ids - {case_ref(item).case_id for item in kept})
     if unbound:
         raise pytest.UsageError(
             f"--nodeval-case: no test is bound to case {', '.join(map(repr, unbound))} among "
@@ -354,9 +361,8 @@ def _shard_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     if plan is not None:
         config.stash[shard_key] = plan.to_json()
         workeroutput = getattr(config, "workeroutput", None)
-        if (
-            workeroutput is not None
-        ):  # the xdist controller does not collect: it reads the plan from here
+        # The xdist controller does not collect: it reads the plan from here
+        if workeroutput is not None:
             workeroutput[WORKER_OUTPUT_KEY] = plan.to_json()
 
 

@@ -36,17 +36,26 @@ def inactive_reason(config: pytest.Config) -> str | None:
     settings = config.stash[settings_key]
     runs_all = "every case runs all its repeats"
     if settings.mode == "deterministic":
-        return f"a deterministic replay repeats itself exactly, so there is nothing to decide_look: {runs_all}"
+        return (
+            "a deterministic replay repeats itself exactly, so there is nothing to decide_look: "
+            f"{runs_all}"
+        )
     if settings.update_baseline:
-        return f"this run becomes the baseline (--nodeval-update-baseline), which needs every repeat: {runs_all}"
+        return (
+            "this run becomes the baseline (--nodeval-update-baseline), "
+            f"which needs every repeat: {runs_all}"
+        )
     if settings.baseline is None or not settings.baseline.exists():
         where = f" (none at {settings.baseline})" if settings.baseline is not None else ""
         return (
-            f"adaptive repeats compare each case with a baseline; give one with --nodeval-baseline or "
-            f"nodeval_baseline{where}: {runs_all}"
+            "adaptive repeats compare each case with a baseline; give one with "
+            f"--nodeval-baseline or nodeval_baseline{where}: {runs_all}"
         )
     if settings.gate_policy.get("fail_on_scenario_drop", 1.0) == 0:
-        return f"the per-case gate is off (nodeval_fail_on_scenario_drop = 0), so no case has a decision: {runs_all}"
+        return (
+            "the per-case gate is off (nodeval_fail_on_scenario_drop = 0), "
+            f"so no case has a decision: {runs_all}"
+        )
     from ..report.baseline import policy_from
 
     try:

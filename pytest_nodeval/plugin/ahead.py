@@ -36,19 +36,23 @@ from .keys import ahead_key, case_ref, run_id_key, settings_key
 
 if TYPE_CHECKING:
     from ..runner.pool import AttemptPool
+    from .adaptive import AdaptiveRepeats
     from .settings import Settings
 
 POOLED_MODES = ("live", "record", "full")
 TEST_FED = frozenset({"nodeval_world", "nodeval_llm_server", "nodeval_composio", "nodeval_mcp"})
-"""Fixtures whose value the attempt uses (fixtures.py): a test requesting one runs its attempt itself."""
+"""Fixtures whose value the attempt uses (fixtures.py): a test requesting one runs its attempt
+itself."""
 
 
-def wanted(settings: Settings) -> bool:
+def runs_attempts_ahead(settings: Settings) -> bool:
+    """Whether this run starts attempts ahead of their tests: concurrency, in a mode that spends."""
     return settings.concurrency > 1 and settings.mode in POOLED_MODES
 
 
 class RunAhead:
-    """The plugin object that starts attempts ahead (registered where tests run, see __init__.py)."""
+    """The plugin object that starts attempts ahead (registered where tests run, see
+    __init__.py)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -88,7 +92,8 @@ class RunAhead:
         report = yield
         if self._pool is not None:
             # For the controller's progress line (plugin/progress.py): attempts in flight here
-            # whose tests have not started, which it cannot see; plain JSON values, so xdist carries them.
+            # whose tests have not started, which it cannot see; plain JSON values, so xdist
+            # carries them.
             worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
             report.nodeval_ahead = [worker, self.running_besides(item.nodeid)]
         return report
@@ -98,7 +103,8 @@ class RunAhead:
         return sum(not future.done() for key, future in self.started.items() if key != nodeid)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Cancel what has not started (-x, --maxfail, an interrupt); those tests report as not run."""
+        """Cancel what has not started (-x, --maxfail, an interrupt); those tests report as not
+        run."""
         if self._pool is not None:
             # After an interrupt, do not wait for attempts in flight (their threads are daemons).
             self._pool.stop(wait=exitstatus != pytest.ExitCode.INTERRUPTED)
@@ -152,7 +158,7 @@ class RunAhead:
             yield from session.items[start + 1 :]
 
 
-def _runs_for_sure(adaptive: Any, item: pytest.Item) -> bool | None:
+def _runs_for_sure(adaptive: AdaptiveRepeats | None, item: pytest.Item) -> bool | None:
     """Whether the item's repeat will run under adaptive repeats (plugin/adaptive.py), so that
     starting it ahead spends nothing a decided case would have skipped; True without them."""
     ref = case_ref(item)

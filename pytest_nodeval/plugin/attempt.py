@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 from concurrent.futures import CancelledError, Future
 from contextvars import Token
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,6 +24,14 @@ from ..text import printable
 from .collect import CaseRef
 from .keys import case_ref, checks_key, observed_key
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from ..agent.adapter import Agent
+    from ..agent.limits import RunLimits
+    from ..runner.budget import Budget, Reservation
+    from ..runner.cost import AttemptCost
+    from ..runner.session import Grader
+    from ..world import World
 
 
 def case_meta(case: Case, rootpath: Path) -> CaseMeta:
@@ -39,7 +48,27 @@ def case_meta(case: Case, rootpath: Path) -> CaseMeta:
     )
 
 
+@dataclass
+class SharedObservation:
+    """A reference-engine session run in this process, kept for the other tests of the same
+    attempt collected here (see keys.observed_key): each takes it instead of running again."""
+
+    observed: Observed
+    checks_left: int
+    """Tests of the attempt still to take it; at 0 it is dropped, to keep memory flat."""
+
+
 class Attempt:
+    """One attempt of a case at one repeat, as one test sees it.
+
+    It owns the attempt's run (`run()`, at most once per process and shared by the tests
+    that check the same attempt), its journal directory under the run directory, the
+    results of assertions.yaml and `expect()`, and the `AttemptRecord` it becomes on the
+    TestReport (`record()`). It knows whether the failure is the agent's or the
+    infrastructure's (`infra_cause`) and whether the run's budget kept it from starting
+    (`budget_stop`). Fixtures fill in what the test brings: a world, running fakes.
+    """
+
     def __init__(
         self, case: Case, ref: CaseRef, settings: Settings, run_dir: Path, rootpath: Path
     ) -> None:
@@ -48,7 +77,7 @@ class Attempt:
         self.dir = run_dir / "_sessions" / case.id / f"r{ref.repeat}"
         self.observed: Observed | None = None
         self.results: list[AssertionResult] = []
-        self.world: Any = None
+        self.world: World | None = None
         """Set by the nodeval_world fixture: the engine's tools then act on that world."""
         self.fakes: dict[str, Any] = {}
         """Running fakes by kind (llm, composio, mcp), filled by the nodeval_llm_server,
@@ -56,21 +85,22 @@ class Attempt:
         self.check_name = "check"
         """The test's name: a second test of this attempt that must run it again (on another
         xdist worker) journals under checks/<name>/ instead of over the first."""
-        self.shared: dict[tuple[str, int], list[Any]] = {}
+        self.shared: dict[tuple[str, int], SharedObservation] = {}
         """Reference-engine sessions run in this process that other tests of the same attempt
-        will check: [observed, checks still to come] (see keys.observed_key)."""
+        will check (see keys.observed_key)."""
         self.checks_here = 1
         """Tests of this attempt collected in this process."""
         self.journal_dir = self.dir / "journal"
         self.infra_cause: str | None = None
         """Set when a key, an image, a provider or the judge was missing or down: the attempt is
         an infrastructure error, not the agent's failure."""
-        self.budget: Any = None
-        """The run's runner.budget.Budget when --nodeval-max-cost is set and the mode spends money."""
+        self.budget: Budget | None = None
+        """The run's runner.budget.Budget when --nodeval-max-cost is set and the mode spends
+        money."""
         self.budget_stop: str | None = None
         """Why the budget kept this attempt from starting: it is then "not run", in no rate."""
-        self._cost: Any = None
-        self.declared: tuple[Any, list[str] | None] | None = None
+        self._cost: AttemptCost | None = None
+        self.declared: tuple[Agent, list[str] | None] | None = None
         """(agent, inputs) from the test's `nodeval_case` marker (`agent=`, `inputs=`): what
         `run()` runs, and what lets the attempt start before its test (see plugin/ahead.py)."""
         self.ahead: Future[Observed] | None = None
@@ -102,7 +132,7 @@ class Attempt:
             limits=self._limits(),
         )
 
-    def _limits(self) -> Any:
+    def _limits(self) -> RunLimits | None:
         if not self.settings.limits:
             return None
         from ..agent.limits import RunLimits
@@ -110,7 +140,7 @@ class Attempt:
         # Under the run directory: the controller and every xdist worker share this one file.
         return RunLimits(self.settings.limits, self.run_dir / "_shared" / "limits.sqlite")
 
-    def _grader(self) -> Any:
+    def _grader(self) -> Grader | None:
         rubrics = [a for a in self.case.assertions if a.kind == "judge"]
         if not rubrics or self.settings.mode == "deterministic":
             return None  # deterministic mode reports rubrics as skipped, never as passed
@@ -125,7 +155,7 @@ class Attempt:
             rubrics, self.settings.judge, golden, self.settings.judge_reuse, limits=self._limits()
         )
 
-    def run(self, agent: Any = None, *, inputs: list[str] | None = None) -> Observed:
+    def run(self, agent: Agent | None = None, *, inputs: list[str] | None = None) -> Observed:
         """Run the case once, with the reference engine or your own `agent` (see agent/adapter.py).
 
         Later calls return the same observation. A replay that diverged from the journal
@@ -136,17 +166,16 @@ class Attempt:
         key = (self.ref.directory, self.ref.repeat)
         reusable = agent is None and self.world is None  # a test's own world must see its own run
         if self.observed is None and reusable and key in self.shared:
-            entry = self.shared[key]
-            self.observed, entry[1] = entry[0], entry[1] - 1
-            if entry[1] <= 0:  # the last check: keep memory flat
+            shared = self.shared[key]
+            self.observed, shared.checks_left = shared.observed, shared.checks_left - 1
+            if shared.checks_left <= 0:
                 del self.shared[key]
             self.journal_dir = self.observed.journal_dir
         if self.observed is None:
             reservation = None
             try:
-                self.observed = (
-                    self._take_ahead() if self.ahead else None
-                )  # started in the pool: plugin/ahead.py
+                # Started in the pool (plugin/ahead.py), or run here.
+                self.observed = self._take_ahead() if self.ahead else None
                 if self.observed is None:  # inline, or cancelled in the pool before it started
                     reservation = self._reserve()
                     self.observed = self.execute(agent, inputs)
@@ -156,10 +185,10 @@ class Attempt:
                 # from None: the message once, not again as "During handling of the above exception"
                 raise pytest.fail.Exception(printable(str(exc)), pytrace=False) from None
             finally:
-                if reservation is not None:
+                if reservation is not None and self.budget is not None:
                     self.budget.settle(reservation, self.cost.cost_usd if self.observed else None)
             if reusable and self.checks_here > 1:
-                self.shared[key] = [self.observed, self.checks_here - 1]
+                self.shared[key] = SharedObservation(self.observed, self.checks_here - 1)
         if self.observed.divergence:
             pytest.fail(printable(self.observed.divergence), pytrace=False)
         end = self.observed.end
@@ -171,8 +200,9 @@ class Attempt:
             )
         return self.observed
 
-    def _reserve(self) -> Any:
-        """Hold this attempt's estimated cost in the run's budget, or stop it as "not run (budget)"."""
+    def _reserve(self) -> Reservation | None:
+        """Hold this attempt's estimated cost in the run's budget, or stop it as "not run
+        (budget)"."""
         if self.budget is None:
             return None
         reservation = self.budget.reserve(self.case.id)
@@ -184,7 +214,7 @@ class Attempt:
         return reservation
 
     @property
-    def cost(self) -> Any:
+    def cost(self) -> AttemptCost:
         """The observed calls' runner.cost.AttemptCost (computed once)."""
         if self._cost is None:
             from ..runner.cost import AttemptCost, attempt_cost
@@ -196,7 +226,7 @@ class Attempt:
             )
         return self._cost
 
-    def execute(self, agent: Any = None, inputs: list[str] | None = None) -> Observed:
+    def execute(self, agent: Agent | None = None, inputs: list[str] | None = None) -> Observed:
         """Run the case once and return the observation; raises what the run raised.
 
         Thread-safe against other attempts: the pool calls it for attempts started ahead.
@@ -227,23 +257,24 @@ class Attempt:
             observed = future.result()
         except CancelledError:
             return None
-        except (
-            NotStarted
-        ) as refused:  # the budget's start gate (plugin/budget.py): "not run", in no rate
+        except NotStarted as refused:  # the budget's start gate: "not run", in no rate
             self.budget_stop = refused.reason
             pytest.skip(refused.reason)
         self.journal_dir = observed.journal_dir
         return observed
 
-    def _agent(self, agent: Any, inputs: list[str] | None) -> tuple[Any, list[str] | None]:
+    def _agent(
+        self, agent: Agent | None, inputs: list[str] | None
+    ) -> tuple[Agent | None, list[str] | None]:
         """The agent and inputs to run: the ones given, else those the marker declared."""
         if self.declared is None:
             return agent, inputs
         declared, declared_inputs = self.declared
         if agent is not None and agent is not declared:
             pytest.fail(
-                f"case '{self.case.id}': this test's nodeval_case marker declares agent={_name(declared)}, "
-                f"but run() was given {_name(agent)}; call run() without an agent, or declare that one",
+                f"case '{self.case.id}': this test's nodeval_case marker declares "
+                f"agent={_name(declared)}, but run() was given {_name(agent)}; "
+                "call run() without an agent, or declare that one",
                 pytrace=False,
             )
         return declared, inputs if inputs is not None else declared_inputs
@@ -267,7 +298,8 @@ class Attempt:
             (self.dir / "config.json").write_text(self.case.config.model_dump_json(indent=2))
 
     def check(self) -> None:
-        """Run, evaluate the case's assertions.yaml, and fail with an explanation if anything is off."""
+        """Run, evaluate the case's assertions.yaml, and fail with an explanation if anything
+        is off."""
         observed = self.run()
         self.results += evaluate_all(self.case.assertions, observed.evidence)
         problems = self.problems()

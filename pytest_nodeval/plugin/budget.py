@@ -1,4 +1,5 @@
-"""The run's money budget as the pytest layer makes it: the limit and a baseline's costs as prior."""
+"""The run's money budget as the pytest layer makes it: the limit and a baseline's costs as
+prior."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ SPENDING_MODES = ("live", "record")
 
 
 def shared_budget(config: pytest.Config, settings: Settings, run_dir: Path) -> Budget | None:
-    """The run's budget, made once per process, when --nodeval-max-cost is set and the mode spends."""
+    """The run's budget, made once per process, when --nodeval-max-cost is set and the mode
+    spends."""
     if settings.max_cost is None or settings.mode not in SPENDING_MODES:
         return None
     budget = config.stash.get(budget_key, None)

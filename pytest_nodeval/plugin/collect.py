@@ -117,9 +117,11 @@ def _warn_if_stale(head: CaseHead) -> None:
 
         warnings.warn(
             NodevalWarning(
-                f"case '{head.id}' ({head.directory / CASE_FILE}): its journal is {overdue.days} day(s) past its "
-                f"freshness window ({head.spec.freshness}); re-record it with `nodeval record {head.directory}`"
-            )
+                f"case '{head.id}' ({head.directory / CASE_FILE}): its journal is "
+                f"{overdue.days} day(s) past its freshness window ({head.spec.freshness}); "
+                f"re-record it with `nodeval record {head.directory}`"
+            ),
+            stacklevel=1,  # about a case's file: no caller's line would say more
         )
 
 

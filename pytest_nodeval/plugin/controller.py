@@ -23,11 +23,21 @@ from .keys import case_ref, run_id_key, settings_key, shard_key
 
 if TYPE_CHECKING:  # the models load only once a run has cases (a suite without any never pays)
     from ..report.models import AttemptRecord, CaseMeta, RunReport
+    from ..stats.gate_models import Diff
 
 _SEVERITY = {"not_run": 0, "passed": 0, "skipped": 1, "failed": 2, "error": 3}
 
 
 class Controller:
+    """The run's one reporter, on the process that is not an xdist worker.
+
+    It owns what the run adds up to: every test's `AttemptRecord` as its TestReport brings it
+    (the same path with and without xdist), the attempts expected but never reported (counted
+    as not run, or as infrastructure errors when a worker crashed), the journals a record run
+    installs, report.json, summary.txt, report.html and the history row, the baseline gate's
+    Diff, and the exit status. Workers never write; this object never runs an attempt.
+    """
+
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.settings = config.stash[settings_key]
@@ -45,7 +55,7 @@ class Controller:
         self.problem: str | None = None
         self.cleaned: list[str] = []
         self.notes: list[str] = []
-        self.diff: Any = None
+        self.diff: Diff | None = None
         self.shard: dict[str, Any] | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -105,7 +115,7 @@ class Controller:
         if meta is not None:
             self.metas[meta.id] = meta
             self.expected.setdefault(report.nodeid, (meta.id, repeat))
-        if record is None and report.when == "???" and report.nodeid in self.expected:
+        if record is None and _worker_crashed(report) and report.nodeid in self.expected:
             from ..report.models import AttemptRecord
 
             case_id, repeat = self.expected[report.nodeid]
@@ -143,12 +153,17 @@ class Controller:
         nothing = not self.expected and not self.records
         if self.config.option.collectonly or (nothing and self.shard is None):
             return  # nothing ran: no report (and no attempt counted as lost)
-        if nothing and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        shard = self.shard
+        if (
+            nothing
+            and shard is not None
+            and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+        ):
             # More shards than the suite fills: this one's empty run is still a shard of the
             # whole, which nodeval merge needs (it refuses a missing shard).
             session.exitstatus = pytest.ExitCode.OK
             self.notes.append(
-                f"shard {self.shard.get('index')}/{self.shard.get('total')}: no case was assigned "
+                f"shard {shard.get('index')}/{shard.get('total')}: no case was assigned "
                 "to this shard; its empty run is written for nodeval merge"
             )
         self._fill_missing()
@@ -166,12 +181,14 @@ class Controller:
 
     def _check_baseline(self) -> None:
         """A baseline that cannot be read is a usage error now, not after the whole run."""
-        from ..errors import NodevalError
-        from ..report.baseline import load
-
         path = self.settings.baseline
         if path is None or (not path.exists() and not self.settings.baseline_from_cli):
             return  # nodeval_baseline naming a file not blessed yet: the run says how to make one
+        # Imported only when there is a baseline: report.models loads pydantic, which a run
+        # without one (every run of a project with no nodeval case) should not pay for.
+        from ..errors import NodevalError
+        from ..report.baseline import load
+
         try:
             load(path)
         except NodevalError as exc:
@@ -217,14 +234,15 @@ class Controller:
             return
         try:
             baseline = load(path)
-            self.diff = compare(baseline, report, policy_from(self.settings.gate_policy))
+            diff = compare(baseline, report, policy_from(self.settings.gate_policy))
         except (NodevalError, TypeError, ValueError) as exc:
             self.problem = f"the baseline gate could not run: {exc}"
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        report.gate = gate_section(self.diff, _relative(path))
-        if self.diff.breached and session.exitstatus == pytest.ExitCode.OK:
+        self.diff = diff
+        report.gate = gate_section(diff, _relative(path))
+        if diff.breached and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = EXIT_GATE_FAILED
 
     def _bless(self, report: RunReport) -> None:
@@ -248,19 +266,20 @@ class Controller:
                     case_id=case_id,
                     repeat=repeat,
                     outcome="not_run",
-                    reason="not run: the run stopped before this attempt (-x, --sw or an interrupt)",
+                    reason=(
+                        "not run: the run stopped before this attempt (-x, --sw or an interrupt)"
+                    ),
                 )
 
     def _build(self, pytest_exit: int) -> RunReport:
         from ..modes import REPLAY_MODES
         from ..report.aggregate import aggregate
-        from ..report.models import RunReport, summary_of
+        from ..report.models import RunReport, ShardRecord, summary_of
 
         cases, totals, suite = aggregate(self.records.values(), self.metas)
         duration_s = round(time.perf_counter() - self._t0, 3)
-        totals.cost_recorded = (
-            self.settings.mode in REPLAY_MODES
-        )  # replay spends nothing on the agent
+        # Replay spends nothing on the agent.
+        totals.cost_recorded = self.settings.mode in REPLAY_MODES
         return RunReport(
             run_id=self.run_id,
             started_at=self.started_at,
@@ -280,12 +299,12 @@ class Controller:
             cases=cases,
             environment=_environment(self.config),
             gate_policy=dict(self.settings.gate_policy),
-            shard=self.shard,
+            shard=None if self.shard is None else ShardRecord.model_validate(self.shard),
         )
 
     def _install_recordings(self, report: RunReport) -> None:
         """A recording replaces a case's golden journal only when its attempt passed every check."""
-        from ..runner.session import install_journal
+        from ..journal.writer import install_journal
 
         for case in report.cases:
             for attempt in case.attempts:
@@ -310,7 +329,8 @@ class Controller:
                     )
 
     def _decide_exit_status(self, report: RunReport, session: pytest.Session) -> None:
-        """Failures a case tolerates do not fail the run; infrastructure errors get their own status."""
+        """Failures a case tolerates do not fail the run; infrastructure errors get their own
+        status."""
         from ..report.models import EXIT_INFRA_ERROR
 
         tolerated = {
@@ -416,6 +436,12 @@ class Controller:
         elif self.report_path is not None:
             html = f", {self.html_path.name}" if self.html_path is not None else ""
             terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}{html}")
+
+
+def _worker_crashed(report: pytest.TestReport) -> bool:
+    """A report xdist made up for a test whose worker died in it: its phase is "???"."""
+    phase: str = report.when or ""
+    return phase == "???"
 
 
 def _crash_reason(report: pytest.TestReport) -> str:

@@ -11,9 +11,9 @@ import pytest
 from .keys import ahead_key, attempt_key, case_ref, fakes_key, infra_key, run_id_key, settings_key
 
 if TYPE_CHECKING:
-    from fakes.composio import ComposioFake
-    from fakes.llm import LLMFake
-    from fakes.mcp_oauth import MCPOAuthFake
+    from pytest_nodeval_fakes.composio import ComposioFake
+    from pytest_nodeval_fakes.llm import LLMFake
+    from pytest_nodeval_fakes.mcp_oauth import MCPOAuthFake
 
     from ..case.directory import Case
     from ..runner.session import Observed
@@ -56,21 +56,18 @@ def nodeval_attempt(
     nodeval_run_dir: Path,
 ) -> Iterator[Attempt]:
     """This attempt: `.run()` the case in the configured mode, `.check()` its assertions.yaml."""
-    attempt = request.node.stash.get(
-        ahead_key, None
-    )  # already started in the pool (plugin/ahead.py)
+    # Already started in the pool (plugin/ahead.py)
+    attempt = request.node.stash.get(ahead_key, None)
     if attempt is not None:
-        del request.node.stash[
-            ahead_key
-        ]  # once: a rerun (pytest-rerunfailures) is a new try, run here
+        # Once: a rerun (pytest-rerunfailures) is a new try, run here
+        del request.node.stash[ahead_key]
     else:
         from .attempt import new_attempt
         from .budget import shared_budget
 
         attempt = new_attempt(request.node, nodeval_case, nodeval_settings, nodeval_run_dir)
-        attempt.fakes = request.node.stash.setdefault(
-            fakes_key, {}
-        )  # shared with the fake fixtures, in any order
+        # Shared with the fake fixtures, in any order
+        attempt.fakes = request.node.stash.setdefault(fakes_key, {})
         attempt.budget = shared_budget(request.config, nodeval_settings, nodeval_run_dir)
     request.node.stash[attempt_key] = attempt
     token = attempt.activate()
@@ -185,7 +182,8 @@ def _serve_fake(request: pytest.FixtureRequest, kind: str) -> Iterator[Any]:
 
 
 def _fail(request: pytest.FixtureRequest, exc: Exception) -> NoReturn:
-    """Fail the test on a NodevalError, marking it an infrastructure error when the machine is at fault."""
+    """Fail the test on a NodevalError, marking it an infrastructure error when the machine is
+    at fault."""
     if getattr(exc, "infrastructure", False):
         request.node.stash[infra_key] = str(exc)
     from ..text import printable

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..case.directory import Case
-    from .attempt import Attempt
+    from .attempt import Attempt, SharedObservation
     from .settings import Settings
 
 settings_key: pytest.StashKey[Settings] = pytest.StashKey()
@@ -33,7 +33,7 @@ attempt_key: pytest.StashKey[Attempt] = pytest.StashKey()
 """item.stash: the test's attempt, read when its TestReport is made."""
 ahead_key: pytest.StashKey[Attempt] = pytest.StashKey()
 """item.stash: the test's attempt, started in the pool before the test (plugin/ahead.py)."""
-observed_key: pytest.StashKey[dict[tuple[str, int], list[Any]]] = pytest.StashKey()
+observed_key: pytest.StashKey[dict[tuple[str, int], SharedObservation]] = pytest.StashKey()
 """config.stash: reference-engine sessions by (case directory, repeat) that more tests of the
 same attempt will check, with how many: a process runs each attempt once."""
 checks_key: pytest.StashKey[dict[tuple[str, int], int]] = pytest.StashKey()
@@ -82,19 +82,33 @@ class RecentCases(OrderedDict):  # type: ignore[type-arg]
 WORKER_RUN_ID = "nodeval_run_id"
 """The key of the run id in an xdist worker's `workerinput`."""
 
-# The gate's thresholds as ini keys (nodeval_<name>); documented defaults live in stats.gate_models.GatePolicy.
+# The gate's thresholds as ini keys (nodeval_<name>); defaults: stats.gate_models.GatePolicy.
 GATE_INI_KEYS = {
-    "fail_on_score_drop": "Suite pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
-    "fail_on_scenario_drop": "Per-case pass-rate drop (absolute) that fails the gate when significant; 0 disables.",
-    "fail_on_latency_p95_increase": "Relative p95 latency increase that fails the gate: pooled p95 between live runs, "
-    "each case's p95 between replays; 0 disables.",
-    "fail_on_latency_p95_drop": "The seed's name of nodeval_fail_on_latency_p95_increase (an alias).",
+    "fail_on_score_drop": (
+        "Suite pass-rate drop (absolute) that fails the gate when significant; 0 disables."
+    ),
+    "fail_on_scenario_drop": (
+        "Per-case pass-rate drop (absolute) that fails the gate when significant; 0 disables."
+    ),
+    "fail_on_latency_p95_increase": (
+        "Relative p95 latency increase that fails the gate: pooled p95 between live runs, "
+        "each case's p95 between replays; 0 disables."
+    ),
+    "fail_on_latency_p95_drop": (
+        "The seed's name of nodeval_fail_on_latency_p95_increase (an alias)."
+    ),
     "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
     "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
-    "fail_on_token_increase": "Relative increase in tokens per attempt that fails the gate; 0 disables.",
-    "fail_on_cost_increase": "Relative increase in cost (USD) per attempt that fails the gate; 0 disables.",
+    "fail_on_token_increase": (
+        "Relative increase in tokens per attempt that fails the gate; 0 disables."
+    ),
+    "fail_on_cost_increase": (
+        "Relative increase in cost (USD) per attempt that fails the gate; 0 disables."
+    ),
     "alpha": "False-alarm budget of a run, all gates together (split across the gates).",
-    "fdr_level": "Benjamini-Hochberg level that names slower cases in the latency detail; decides no FAIL.",
+    "fdr_level": (
+        "Benjamini-Hochberg level that names slower cases in the latency detail; decides no FAIL."
+    ),
     "bootstrap_iterations": "Bootstrap resamples for the latency, token and cost gates.",
     "bootstrap_seed": "Seed of those resamples, so verdicts reproduce.",
 }

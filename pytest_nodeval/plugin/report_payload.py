@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ..report.models import AttemptRecord, CaseMeta
-from .attempt import case_meta
+from .attempt import Attempt, case_meta
 from .collect import CaseRef
 
 ATTRIBUTE = "nodeval"
@@ -55,7 +55,7 @@ def _head(config: pytest.Config, ref: CaseRef) -> Any:
         return None
 
 
-def _keep_divergence_failed(report: pytest.TestReport, attempt: Any) -> None:
+def _keep_divergence_failed(report: pytest.TestReport, attempt: Attempt) -> None:
     """A diverged replay is never a pass, even when the test caught what run() raised."""
     if report.when == "call" and report.passed and attempt.divergence:
         report.outcome = "failed"
@@ -63,7 +63,7 @@ def _keep_divergence_failed(report: pytest.TestReport, attempt: Any) -> None:
 
 
 def _record(
-    report: pytest.TestReport, item: pytest.Item, attempt: Any, ref: CaseRef
+    report: pytest.TestReport, item: pytest.Item, attempt: Attempt | None, ref: CaseRef
 ) -> AttemptRecord | None:
     if report.when == "call":
         outcome: str = report.outcome

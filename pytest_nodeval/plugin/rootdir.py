@@ -22,7 +22,9 @@ INI_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cf
 def check_rootdir(config: pytest.Config) -> None:
     """A usage error when one of our options' values moved pytest's rootdir out of the project."""
     args = [str(a) for a in config.invocation_params.args]
-    values = {value: option for option, value in zip(args, args[1:]) if option in PATH_OPTIONS}
+    # strict=False: each argument paired with the next one (the last has none).
+    pairs = zip(args, args[1:], strict=False)
+    values = {value: option for option, value in pairs if option in PATH_OPTIONS}
     existing = {value: option for value, option in values.items() if Path(value).exists()}
     if not existing:
         return
@@ -38,8 +40,9 @@ def check_rootdir(config: pytest.Config) -> None:
         path = (here / value).resolve()
         if path.is_relative_to(rootpath) and not path.is_relative_to(project.resolve()):
             raise pytest.UsageError(
-                f"{option} {value}: pytest read this value as a test path (it chooses its rootdir before "
-                f"loading the plugin that defines {option}) and took {config.rootpath} for its rootdir "
+                f"{option} {value}: pytest read this value as a test path "
+                f"(it chooses its rootdir before loading the plugin that defines {option}) "
+                f"and took {config.rootpath} for its rootdir "
                 f"instead of {project}, so it did not read the project's ini file; write "
                 f"{option}={value} (one argument)"
             )

@@ -71,13 +71,15 @@ class Settings:
     gate_policy: dict[str, float] = field(default_factory=dict)
     """Gate thresholds set in ini/pyproject (the rest keep GatePolicy's defaults)."""
     progress: str = "auto"
-    """How the controller shows a run's progress: auto, tty (a live line), plain (a line per interval) or off."""
+    """How the controller shows a run's progress: auto, tty (a live line), plain (a line per
+    interval) or off."""
     progress_interval_s: float = 30.0
     """Seconds between plain progress lines (nodeval_progress_interval)."""
     prices: dict[str, Any] = field(default_factory=dict)
     """Per-model price overrides (runner.cost.Price) from nodeval_prices, ahead of genai-prices."""
     max_cost: float | None = None
-    """--nodeval-max-cost / nodeval_max_cost: USD the run may spend before it stops starting attempts."""
+    """--nodeval-max-cost / nodeval_max_cost: USD the run may spend before it stops starting
+    attempts."""
     limits: tuple[Any, ...] = ()
     """The rate limits of nodeval_limits (agent.limits.LimitRule), shared by the run's processes."""
     concurrency: int = 1

@@ -31,7 +31,8 @@ import pytest
 SLACK = 0.15
 """How far above the mean load a shard may go before a unit tries its next preferred shard."""
 WORKER_OUTPUT_KEY = "nodeval_shard"
-"""The key of the shard plan in an xdist worker's `workeroutput` (the controller does not collect)."""
+"""The key of the shard plan in an xdist worker's `workeroutput` (the controller does not
+collect)."""
 
 # Variables a CI system sets on a parallel job: (index, total, first index).
 _CI_VARIABLES = (

@@ -1,1 +1,2 @@
-"""`nodeval inspect-mode`: one JSON request on stdin, one JSON response on stdout, and its worker."""
+"""`nodeval inspect-mode`: one JSON request on stdin, one JSON response on stdout, and its
+worker."""

@@ -15,6 +15,7 @@ shell around it, and the only place that touches the real stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -601,17 +602,14 @@ def kill_children(pid: int) -> None:
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    try:
+    # already gone, or not the leader of a group
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone, or not the leader of a group
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _children(pid: int) -> list[int]:

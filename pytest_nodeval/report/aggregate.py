@@ -39,7 +39,8 @@ def merge_checks(checks: list[AttemptRecord]) -> AttemptRecord:
 
 
 def attempts_of(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
-    """Per case and repeat, one attempt: the tests bound to it are its checks, not extra attempts."""
+    """Per case and repeat, one attempt: the tests bound to it are its checks, not extra
+    attempts."""
     grouped: dict[tuple[str, int], list[AttemptRecord]] = defaultdict(list)
     for record in records:
         grouped[(record.case_id, record.repeat)].append(record)

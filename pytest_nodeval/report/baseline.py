@@ -7,13 +7,15 @@ Pure of pytest: the plugin and the `nodeval baseline` command both use it.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NodevalError
 from ..journal.writer import write_atomic
 from .models import RunReport, load_report
+
+if TYPE_CHECKING:  # stats/ loads numpy: imported when a gate runs, not with this module
+    from ..stats.gate_models import CaseSample, Diff, GatePolicy
 
 DEFAULT_BASELINE = Path("reports") / "baseline.json"
 EXIT_GATE_FAILED = 6
@@ -35,7 +37,8 @@ def resolve(path: Path) -> Path:
             shown = "\n  ".join(str(r) for r in runs[:10])
             more = f"\n  ... and {len(runs) - 10} more" if len(runs) > 10 else ""
             raise NodevalError(
-                f"{path} holds {len(runs)} runs; name one of them (or its report.json):\n  {shown}{more}"
+                f"{path} holds {len(runs)} runs; name one of them (or its report.json):"
+                f"\n  {shown}{more}"
             )
         raise NodevalError(f"{path}: no report.json here or in its run directories")
     raise NodevalError(f"{path}: no such report or run directory")
@@ -45,7 +48,7 @@ def load(path: Path) -> RunReport:
     return load_report(resolve(path))
 
 
-def samples(report: RunReport) -> list[Any]:
+def samples(report: RunReport) -> list[CaseSample]:
     """What the gate compares: per case, the agent's pass/fail per attempt, latencies and tokens.
 
     Infrastructure errors (and attempts that never ran) are left out: they are not the agent's.
@@ -53,7 +56,7 @@ def samples(report: RunReport) -> list[Any]:
     """
     from ..stats.gate_models import CaseSample
 
-    out = []
+    out: list[CaseSample] = []
     for case in report.cases:
         judged = [
             a for a in case.attempts if a.outcome in ("passed", "failed") and not a.infra_error
@@ -74,19 +77,14 @@ def samples(report: RunReport) -> list[Any]:
     return out
 
 
-def policy_from(values: dict[str, float]) -> Any:
+def policy_from(values: dict[str, float]) -> GatePolicy:
     from ..stats.gate_models import GatePolicy
 
-    return GatePolicy(**values)
+    # The ini's numbers; the few whole-number fields (repeat counts, a seed) take them as given.
+    return GatePolicy(**values)  # type: ignore[arg-type]
 
 
-def policy_keys() -> list[str]:
-    from ..stats.gate_models import GatePolicy
-
-    return [f.name for f in fields(GatePolicy)]
-
-
-def compare(baseline: RunReport, current: RunReport, policy: Any) -> Any:
+def compare(baseline: RunReport, current: RunReport, policy: GatePolicy) -> Diff:
     """The gate's Diff of two runs (see stats/gate.py), in the light of both runs' modes:
     two deterministic replays are compared without statistics."""
     from ..stats.gate import compare as compare_samples
@@ -100,14 +98,17 @@ def compare(baseline: RunReport, current: RunReport, policy: Any) -> Any:
     )
 
 
-def gate_section(diff: Any, label: str) -> dict[str, Any]:
+def gate_section(diff: Diff, label: str) -> dict[str, Any]:
     """What report.json keeps under `gate`: the baseline compared with, then the Diff."""
     return {"baseline": label, **diff.model_dump(mode="json")}
 
 
 def incomplete_reason(report: RunReport) -> str | None:
     if report.pytest_exit_status in _INCOMPLETE:
-        return f"the run {_INCOMPLETE[report.pytest_exit_status]} (pytest exit status {report.pytest_exit_status})"
+        return (
+            f"the run {_INCOMPLETE[report.pytest_exit_status]} "
+            f"(pytest exit status {report.pytest_exit_status})"
+        )
     never = [
         a.nodeid
         for c in report.cases

@@ -52,7 +52,8 @@ DICTIONARY_ID = "nodeval-dict"
 SHARED_STRING = 64
 """Strings of views this long or longer are stored once per block and referred to."""
 STRING_REF = "\x01"
-"""Starts a reference to a block's shared string (a string that starts with it itself gets a second one)."""
+"""Starts a reference to a block's shared string (a string that starts with it itself gets a
+second one)."""
 
 
 def render(
@@ -90,7 +91,8 @@ def render_chunks(
 def write_html(
     report: RunReport, run_dir: Path, *, rootdir: Path | None, history: dict[str, Any] | None = None
 ) -> Path:
-    """Stream the page to `run_dir/report.html`; readers see the old file or the new one, never a torn one."""
+    """Stream the page to `run_dir/report.html`; readers see the old file or the new one, never
+    a torn one."""
     path = run_dir / HTML_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -214,7 +216,8 @@ def _slots(report: RunReport) -> tuple[Slots, str]:
     policy = (
         "every attempt's timeline is embedded"
         if embed_all
-        else f"this run has {report.totals.attempts} attempts: timelines are embedded for failed attempts "
+        else f"this run has {report.totals.attempts} attempts: "
+        "timelines are embedded for failed attempts "
         "and the first attempt of each scenario; the others are in their journal directories"
     )
     slots: Slots = []
@@ -235,7 +238,9 @@ def _scenario_blocks(
     before the first, the dictionary that every case's block is compressed against."""
     dictionary: Dictionary | None = None
     for index, case in enumerate(report.cases):
-        embedded = [a for a, slot in zip(case.attempts, slots[index]) if slot is not None]
+        embedded = [
+            a for a, slot in zip(case.attempts, slots[index], strict=True) if slot is not None
+        ]
         if not embedded:
             continue
         block, golden = _Block(), _Golden(case, rootdir)
@@ -374,7 +379,8 @@ def decode_block(element_text: str, dictionary_text: str) -> dict[str, Any]:
 
 
 class _Golden:
-    """Finds a case's golden journal (`<rootdir>/<case directory>/journal`), read once for all its attempts."""
+    """Finds a case's golden journal (`<rootdir>/<case directory>/journal`), read once for all
+    its attempts."""
 
     def __init__(self, case: CaseReport, rootdir: Path | None) -> None:
         self.case, self.rootdir = case, rootdir
@@ -390,7 +396,10 @@ class _Golden:
         if self.rootdir is None or not self.case.directory:
             return (
                 None,
-                f"The golden journal is not available: the project directory of {where} is not known.",
+                (
+                    "The golden journal is not available: "
+                    f"the project directory of {where} is not known."
+                ),
             )
         directory = self.rootdir / self.case.directory / "journal"
         if not (directory / "events.jsonl").is_file():

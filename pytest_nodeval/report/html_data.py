@@ -177,8 +177,9 @@ def regressions(gate: dict[str, Any] | None, names: dict[str, str]) -> list[dict
 
 
 def history_view(history: dict[str, Any] | None, run_id: str) -> dict[str, list[list[Any]]]:
-    """The one reader of the history input: case id -> [[finished_at, pass_rate, run_id, is_this_run]],
-    oldest first. Points without a pass rate are kept out (nothing to draw)."""
+    """The one reader of the history input: case id ->
+    [[finished_at, pass_rate, run_id, is_this_run]], oldest first. Points without a pass rate
+    are kept out (nothing to draw)."""
     trends: dict[str, list[list[Any]]] = {}
     for case_id, points in _dict(history).items():
         rows = [
@@ -276,7 +277,8 @@ def cost_overview(report: RunReport) -> dict[str, Any] | None:
         f"{usd(t.cost_per_attempt_usd)} per attempt"
         if t.cost_usd is not None
         else (
-            f"no price for {', '.join(t.cost_unpriced_models)}; priced attempts {usd(t.cost_priced_usd)}"
+            f"no price for {', '.join(t.cost_unpriced_models)}; "
+            f"priced attempts {usd(t.cost_priced_usd)}"
         )
     )
     if t.cost_recorded:
@@ -331,7 +333,7 @@ def case_row(
         "trend": trend,
         "attempts": [
             attempt_row(a, None if slot is None else block, slot)
-            for a, slot in zip(case.attempts, slots)
+            for a, slot in zip(case.attempts, slots, strict=True)
         ],
     }
 

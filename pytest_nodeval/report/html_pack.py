@@ -25,13 +25,15 @@ DICTIONARY_SIZE = 32_000
 """Characters of the first scenario's timelines used as the dictionary: deflate looks back
 at most 32 KB (zlib's compressor somewhat less: 32,768 - 262)."""
 LEVEL = 9
-"""zlib's best: costs little more time than the default on JSON text, and the page is read many times."""
+"""zlib's best: costs little more time than the default on JSON text, and the page is read
+many times."""
 _ZLIB_HEADER = bytes([0x78, 0x01])
 """Deflate, 32 KB window, no preset dictionary flag (the dictionary travels as data instead)."""
 
 
 def pack_text(text: str) -> str:
-    """ASCII text as the JSON string of its gzip in base64 (what `unpack_text` and the page read)."""
+    """ASCII text as the JSON string of its gzip in base64 (what `unpack_text` and the page
+    read)."""
     return _quoted(gzip.compress(text.encode("ascii"), compresslevel=LEVEL, mtime=0))
 
 
@@ -65,7 +67,8 @@ class Dictionary:
         return cls(gzip.decompress(_unquoted(element_text)).decode("ascii"))
 
     def unpack(self, element_text: str) -> str:
-        """What `pack` packed, read back the way the page does (a zlib stream checked end to end)."""
+        """What `pack` packed, read back the way the page does (a zlib stream checked end to
+        end)."""
         whole = zlib.decompress(zlib_stream(self.data, _unquoted(element_text)))
         return whole[len(self.data) :].decode("ascii")
 

@@ -2,8 +2,8 @@
 
 The journal keeps responses as the provider sent them: the mock's `{text, tool_calls}`,
 Anthropic Messages, OpenAI Chat Completions and Responses, Gemini GenerateContent bodies,
-or the whole event stream of a streaming call. `reply_of` reduces each to its text and tool calls, as far as
-it can; anything it does not recognise gives an empty reply, never an error.
+or the whole event stream of a streaming call. `reply_of` reduces each to its text and tool
+calls, as far as it can; anything it does not recognise gives an empty reply, never an error.
 """
 
 from __future__ import annotations
@@ -110,9 +110,8 @@ def _reply_of_stream(sse: str) -> Reply:
     for doc in _sse_documents(sse):
         if _dig(doc, "type") == "response.completed" and isinstance(_dig(doc, "response"), dict):
             return _reply_openai_responses(doc["response"]) or ("", [])
-        if (
-            "candidates" in doc
-        ):  # Gemini: every chunk is a whole response with a piece of the answer
+        # Gemini: every chunk is a whole response with a piece of the answer
+        if "candidates" in doc:
             text, whole_calls = _reply_gemini(doc) or ("", [])
             texts.append(text)
             for name, args in whole_calls:
@@ -146,9 +145,8 @@ def _stream_text(doc: dict[str, Any]) -> str:
 
 def _collect_stream_call(doc: dict[str, Any], calls: dict[str, list[Any]]) -> None:
     block = _dig(doc, "content_block")
-    if (
-        isinstance(block, dict) and block.get("type") == "tool_use"
-    ):  # Anthropic: start, then JSON deltas
+    # Anthropic: start, then JSON deltas
+    if isinstance(block, dict) and block.get("type") == "tool_use":
         calls[f"a{doc.get('index')}"] = [str(block.get("name"))]
     delta = _dig(doc, "delta")
     if (

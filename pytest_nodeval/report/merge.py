@@ -76,7 +76,8 @@ def _check_splits(runs: list[ShardRun]) -> None:
     if sharded and len(sharded) != len(runs):
         whole = next(r for r in runs if r.report.shard is None)
         raise NodevalError(
-            f"cannot merge a whole run with shard runs: {whole.path} was not run with --nodeval-shard"
+            "cannot merge a whole run with shard runs: "
+            f"{whole.path} was not run with --nodeval-shard"
         )
     seen: dict[int, ShardRun] = {}
     for run in sharded:
@@ -90,7 +91,8 @@ def _check_splits(runs: list[ShardRun]) -> None:
             )
         if shard.index in seen:
             raise NodevalError(
-                f"shard {shard.index}/{shard.total} given twice: {seen[shard.index].path} and {run.path}"
+                f"shard {shard.index}/{shard.total} given twice: "
+                f"{seen[shard.index].path} and {run.path}"
             )
         seen[shard.index] = run
 
@@ -151,9 +153,8 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
                 _not_run(case_id, r, f"{shard}/{total}") for r in range(1, first.repeat + 1)
             ]
     cases, totals, suite = aggregate(records, metas)
-    totals.cost_recorded = (
-        first.totals.cost_recorded
-    )  # as the shards' controllers set it (replay or not)
+    # As the shards' controllers set it (replay or not).
+    totals.cost_recorded = first.totals.cost_recorded
     started = min(r.report.started_at for r in runs)
     finished = max(r.report.finished_at for r in runs)
     duration_s = round((_when(finished) - _when(started)).total_seconds(), 3)
@@ -201,9 +202,9 @@ def combined_exit_status(statuses: list[int]) -> int:
     from .models import EXIT_INFRA_ERROR
 
     ran = [s for s in statuses if s != 5] or [5]
-    for wanted in (2, 3, 4, 1, EXIT_INFRA_ERROR):
-        if wanted in ran:
-            return wanted
+    for status in (2, 3, 4, 1, EXIT_INFRA_ERROR):  # the worst first
+        if status in ran:
+            return status
     return max(ran)
 
 

@@ -7,14 +7,14 @@ Every model here is what lands on disk or crosses xdist; its JSON Schema is expo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..journal.writer import write_atomic
 from ..stats.run_stats import CaseStats, SuiteStats
 
-REPORT_SCHEMA_VERSION = "1"
+REPORT_SCHEMA_VERSION: Final = "1"
 EXIT_INFRA_ERROR = 7
 """Exit status of a run whose only problems are infrastructure errors (no key, no image, a
 provider or judge down, a harness timeout): the agent was not judged, so this is neither 0
@@ -292,11 +292,13 @@ class RunReport(_Model):
     adaptive: AdaptiveRun | None = None
     """Adaptive repeats, when they were in effect (asked for, with a baseline, not replay)."""
     environment: dict[str, str] = Field(default_factory=dict)
-    """Versions, platform, xdist workers and, when known, git_commit (what `nodeval merge` compares)."""
+    """Versions, platform, xdist workers and, when known, git_commit (what `nodeval merge`
+    compares)."""
     shard: ShardRecord | None = None
     """The slice of the suite this run was (--nodeval-shard), None for a whole run."""
     merged_from: list[str] = Field(default_factory=list)
-    """The shard runs (their run ids) `nodeval merge` joined into this one; empty for a pytest run."""
+    """The shard runs (their run ids) `nodeval merge` joined into this one; empty for a pytest
+    run."""
 
     def case(self, case_id: str) -> CaseReport:
         return next(c for c in self.cases if c.id == case_id)

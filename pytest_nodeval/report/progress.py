@@ -46,13 +46,16 @@ class Snapshot:
     done: int
     in_flight: int
     failed: int
-    """Done or not, attempts with a test that failed or errored for a reason of the agent's or the case's."""
+    """Done or not, attempts with a test that failed or errored for a reason of the agent's or
+    the case's."""
     infra: int
-    """Attempts with an infrastructure error (a crashed worker, a missing key): counted apart from failed."""
+    """Attempts with an infrastructure error (a crashed worker, a missing key): counted apart
+    from failed."""
     spend_usd: float | None
     """The sum of `cost_usd` over the attempts that report one; None when none does."""
     eta_s: float | None
-    """Seconds until the rest is done at the rate attempts finished lately; None before any is done."""
+    """Seconds until the rest is done at the rate attempts finished lately; None before any is
+    done."""
 
 
 @dataclass(slots=True)
@@ -254,9 +257,8 @@ def format_line(snap: Snapshot) -> str:
         f"{snap.failed} failed",
         f"{snap.infra} infra",
     ]
-    if (
-        snap.spend_usd
-    ):  # None: nothing priced; 0: only free calls (the mock provider), nothing to say
+    # None: nothing priced; 0: only free calls (the mock provider), nothing to say
+    if snap.spend_usd:
         parts.append(f"${snap.spend_usd:.2f}")
     if snap.eta_s is not None:
         parts.append(f"ETA {format_eta(snap.eta_s)}")

@@ -55,8 +55,10 @@ def _headline(report: RunReport) -> str:
     shards = f", merged from {len(report.merged_from)} shard runs" if report.merged_from else ""
     return (
         f"## nodeval: {verdict_of(report.exit_status)}\n\n"
-        f"{report.mode} mode, repeat {report.repeat}{shards}: {t.cases} case(s), {t.attempts} attempt(s): "
-        f"{t.passed} passed, {t.failed} failed, {t.errors} error(s) ({t.infra_errors} infrastructure), "
+        f"{report.mode} mode, repeat {report.repeat}{shards}: "
+        f"{t.cases} case(s), {t.attempts} attempt(s): "
+        f"{t.passed} passed, {t.failed} failed, {t.errors} error(s) "
+        f"({t.infra_errors} infrastructure), "
         f"{t.not_run} not run. Suite pass rate {rate}. Exit status {report.exit_status}.\n"
     )
 
@@ -124,7 +126,8 @@ def _infra(report: RunReport) -> list[str]:
     ]
     for case_id, attempt in errors[:_ROWS]:
         lines.append(
-            f"| {_cell(case_id)} | {attempt.repeat} | {_cell(attempt.reason or 'no cause recorded')} |"
+            f"| {_cell(case_id)} | {attempt.repeat} | "
+            f"{_cell(attempt.reason or 'no cause recorded')} |"
         )
     return [*lines, ""]
 

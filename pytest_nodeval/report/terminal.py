@@ -156,7 +156,8 @@ def _verdict(case: CaseReport) -> str:
         notes.append("judge skipped")
     if case.adaptive is not None:
         notes.append(
-            f"adaptive: {case.adaptive.repeats} of {case.adaptive.cap} repeats, {case.adaptive.stop}"
+            f"adaptive: {case.adaptive.repeats} of {case.adaptive.cap} repeats, "
+            f"{case.adaptive.stop}"
         )
     return verdict.replace("_", " ") + (f" ({', '.join(notes)})" if notes else "")
 
@@ -297,7 +298,8 @@ def infra_lines(report: RunReport, limit: int = 10) -> list[str]:
     if not errors:
         return []
     lines = [
-        f"infrastructure errors (not the agent's; in no pass rate; exit status {report.exit_status}):"
+        "infrastructure errors (not the agent's; in no pass rate; "
+        f"exit status {report.exit_status}):"
     ]
     for case_id, attempt in errors[:limit]:
         lines.append(f"  {case_id} r{attempt.repeat}: {attempt.reason or 'no cause recorded'}")

@@ -234,7 +234,9 @@ def _patch_fields(
     """The counts; the changes themselves are in the patch, which the page shows as fields
     (so no text is embedded twice)."""
     messages = _messages_of(body)
-    appended = next((v for k, v in patch.get("append", {}).items() if k in _MESSAGE_KEYS), [])
+    appended: list[Any] = next(
+        (v for k, v in patch.get("append", {}).items() if k in _MESSAGE_KEYS), []
+    )
     rewritten = any(k in _MESSAGE_KEYS for k in patch.get("set", {}))
     count = f"{len(messages)}" + (
         ""
@@ -494,16 +496,6 @@ def _messages_of(body: Any) -> list[Any]:
     return []
 
 
-def _message_text(message: Any) -> Any:
-    if not isinstance(message, dict):
-        return message
-    content = message.get("content", message.get("text"))
-    role = message.get("role", "?")
-    if isinstance(content, str):
-        return f"{role}: {content}"
-    return {"role": role, "content": content} if content is not None else message
-
-
 # -- the golden diff ----------------------------------------------------------------------
 
 
@@ -540,7 +532,7 @@ class GoldenJournal:
             # contents; pair them by position (aligning is only needed when the shape differs).
             rows = [
                 [i, i, "same" if s == g else "changed"]
-                for i, (s, g) in enumerate(zip(stable, self._stable))
+                for i, (s, g) in enumerate(zip(stable, self._stable, strict=True))
             ]
         else:
             rows = self._aligned(observed)
@@ -567,7 +559,8 @@ class GoldenJournal:
         rows: list[list[Any]] = []
         for tag, g0, g1, o0, o1 in matcher.get_opcodes():
             if tag == "equal":
-                rows += [[g, o, "same"] for g, o in zip(range(g0, g1), range(o0, o1))]
+                pairs = zip(range(g0, g1), range(o0, o1), strict=True)
+                rows += [[g, o, "same"] for g, o in pairs]
             else:
                 rows += _paired_by_type(self.events, range(g0, g1), observed, range(o0, o1))
         return rows
@@ -587,9 +580,8 @@ def _paired_by_type(
     rows: list[list[Any]] = []
     for tag, g0, g1, o0, o1 in matcher.get_opcodes():
         if tag == "equal":
-            rows += [
-                [g_range[g], o_range[o], "changed"] for g, o in zip(range(g0, g1), range(o0, o1))
-            ]
+            pairs = zip(range(g0, g1), range(o0, o1), strict=True)
+            rows += [[g_range[g], o_range[o], "changed"] for g, o in pairs]
         else:
             rows += [[g_range[g], None, "missing"] for g in range(g0, g1)]
             rows += [[None, o_range[o], "extra"] for o in range(o0, o1)]

@@ -36,8 +36,9 @@ _CENT_FRACTION = 1e-9
 _WAIT_S = 0.05
 """How often an attempt waiting for the run's first cost looks again."""
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS in_flight (id INTEGER PRIMARY KEY, case_id TEXT NOT NULL, estimate REAL NOT NULL,
-                                      pid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS in_flight (
+    id INTEGER PRIMARY KEY, case_id TEXT NOT NULL, estimate REAL NOT NULL, pid INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS finished (case_id TEXT NOT NULL, cost REAL);
 """
 
@@ -66,7 +67,8 @@ class Reservation:
     def refusal(self) -> str:
         """One line for the report: why the attempt did not start."""
         return (
-            f"the run spent ${self.spent:.4f} with ${self.in_flight:.4f} in flight, and this attempt "
+            f"the run spent ${self.spent:.4f} with ${self.in_flight:.4f} in flight, "
+            "and this attempt "
             f"(about ${self.estimate:.4f}) would pass --nodeval-max-cost ${self.limit:g}"
         )
 
@@ -92,11 +94,11 @@ class Budget:
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")  # one decision at a time across processes
             self._forget_dead(db)
-            spent = _one(db, "SELECT COALESCE(SUM(cost), 0) FROM finished")
-            in_flight = _one(db, "SELECT COALESCE(SUM(estimate), 0) FROM in_flight")
+            spent = _scalar(db, "SELECT COALESCE(SUM(cost), 0) FROM finished")
+            in_flight = _scalar(db, "SELECT COALESCE(SUM(estimate), 0) FROM in_flight")
             estimate = self._estimate(db, case_id)
             if estimate is None:
-                if _one(db, "SELECT COUNT(*) FROM in_flight") and not _one(
+                if _scalar(db, "SELECT COUNT(*) FROM in_flight") and not _scalar(
                     db, "SELECT COUNT(*) FROM finished"
                 ):
                     return None
@@ -133,8 +135,8 @@ class Budget:
             return 0.0, 0
         with self._connect() as db:
             return (
-                _one(db, "SELECT COALESCE(SUM(cost), 0) FROM finished"),
-                int(_one(db, "SELECT COUNT(*) FROM finished WHERE cost IS NULL")),
+                _scalar(db, "SELECT COALESCE(SUM(cost), 0) FROM finished"),
+                int(_scalar(db, "SELECT COUNT(*) FROM finished WHERE cost IS NULL")),
             )
 
     def _estimate(self, db: sqlite3.Connection, case_id: str) -> float | None:
@@ -201,5 +203,6 @@ class BudgetGate:
         self.budget.settle(reservation, None if error is not None else self.cost_of(result))
 
 
-def _one(db: sqlite3.Connection, sql: str) -> float:
+def _scalar(db: sqlite3.Connection, sql: str) -> float:
+    """The one number a query such as `SELECT SUM(...)` answers."""
     return float(db.execute(sql).fetchone()[0])

@@ -56,7 +56,8 @@ class AttemptCost:
 
 
 def parse_price_line(line: str) -> tuple[str, Price]:
-    """`my-model: input=3.00 output=15.00 cache_read=0.30 cache_write=3.75` (USD per million tokens).
+    """`my-model: input=3.00 output=15.00 cache_read=0.30 cache_write=3.75` (USD per million
+    tokens).
 
     The model may be an fnmatch pattern (`my-org/*`). Raises ValueError saying what is wrong.
     """
@@ -134,7 +135,11 @@ def attempt_cost(events: Iterable[Any], overrides: Mapping[str, Price]) -> Attem
     calls = calls_of(events)
     costs = [call_cost(call, overrides) for call in calls]
     unpriced = sorted(
-        {call.model or "(no model named)" for call, cost in zip(calls, costs) if cost is None}
+        {
+            call.model or "(no model named)"
+            for call, cost in zip(calls, costs, strict=True)
+            if cost is None
+        }
     )
     total = None if unpriced else round(sum(c for c in costs if c is not None), 9)
     return AttemptCost(

@@ -1,4 +1,5 @@
-"""Attempts in flight at once: a bounded pool of threads, world slots, and one place to refuse a start.
+"""Attempts in flight at once: a bounded pool of threads, world slots, and one place to refuse
+a start.
 
 The pytest layer (plugin/ahead.py) submits the attempts its process will run next; each
 test then waits for its own. Nothing here knows pytest, so other runners can use it too.

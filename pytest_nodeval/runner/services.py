@@ -34,14 +34,24 @@ class _FakeKind:
 
 
 FAKES = {
-    "llm": _FakeKind("llm.yaml", "fakes.llm", "LLMFake", "a provider with `base_url: fake`"),
+    "llm": _FakeKind(
+        "llm.yaml", "pytest_nodeval_fakes.llm", "LLMFake", "a provider with `base_url: fake`"
+    ),
     "composio": _FakeKind(
-        "composio.yaml", "fakes.composio", "ComposioFake", "`composio: {base_url: fake}`"
+        "composio.yaml",
+        "pytest_nodeval_fakes.composio",
+        "ComposioFake",
+        "`composio: {base_url: fake}`",
     ),
     "mcp": _FakeKind(
-        "mcp.yaml", "fakes.mcp_oauth", "MCPOAuthFake", "an MCP server with `url: fake`"
+        "mcp.yaml",
+        "pytest_nodeval_fakes.mcp_oauth",
+        "MCPOAuthFake",
+        "an MCP server with `url: fake`",
     ),
-    "web": _FakeKind("web.yaml", "fakes.web", "WebFake", "the `web` tool with `web: {fake: true}`"),
+    "web": _FakeKind(
+        "web.yaml", "pytest_nodeval_fakes.web", "WebFake", "the `web` tool with `web: {fake: true}`"
+    ),
 }
 
 
@@ -75,8 +85,8 @@ def live_services(
     given = given or {}
     with ExitStack() as stack:
 
-        def running(kind: str, wanted: bool) -> Any:
-            if not wanted:
+        def running(kind: str, needed: bool) -> Any:
+            if not needed:
                 return None
             return given.get(kind) or stack.enter_context(make_fake(kind, case, seed=seed))
 
@@ -97,7 +107,7 @@ def make_fake(
     Without a case (or, when not `required`, without the file) the fake runs its default,
     empty script. A malformed file is a CaseFormatError naming the file and the field.
     """
-    from fakes._script import ScriptError
+    from pytest_nodeval_fakes._script import ScriptError
 
     fake = FAKES[kind]
     script = case.directory / "input" / fake.input_file if case is not None else None

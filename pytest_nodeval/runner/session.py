@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..agent.config import EngineConfig
+from ..agent.config import EngineConfig, ProviderSpec
 from ..case.directory import Case
 from ..checks.assertions import Evidence
 from ..errors import NodevalError
@@ -26,6 +26,9 @@ from ..journal.events import EngineInfo, JournalHeader, new_session_id, now_iso
 from ..journal.replay import ReplayStash, ReplayStopped
 from ..journal.writer import JournalWriter, install_journal
 from ..modes import REPLAY_MODES, MatchLevel, Mode
+
+if TYPE_CHECKING:
+    from ..journal.events import Event, SessionEnd
 
 WORLD_TOOLS = frozenset({"shell", "file", "code_exec", "pdf"})
 """Built-in tools that act in the world (`web` fetches from the harness: no world for it alone)."""
@@ -64,18 +67,19 @@ class Observed:
 
     case_id: str
     mode: str
-    events: list[Any]
+    events: list[Event]
     journal_dir: Path
-    golden: list[Any] | None = None
+    golden: list[Event] | None = None
     divergence: str | None = None
     world_backend: str | None = None
     wall_ms: float = 0.0
     judged: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def end(self) -> Any | None:
+    def end(self) -> SessionEnd | None:
         ends = [e for e in self.events if e.type == "session.end"]
-        return ends[-1].payload if ends else None
+        end: SessionEnd | None = ends[-1].payload if ends else None
+        return end
 
     @property
     def output(self) -> str | None:
@@ -275,7 +279,8 @@ def _skills(case: Case, config: Any, tools: dict[str, Any]) -> list[Any]:
 def _services(
     case: Case, settings: AttemptSettings, given: Mapping[str, Any] | None = None
 ) -> Iterator[Any]:
-    """The fakes of this attempt (services.LiveServices), started when something in the case points at them."""
+    """The fakes of this attempt (services.LiveServices), started when something in the case
+    points at them."""
     from .services import live_services
 
     specs = judge_provider_specs(case, settings)  # a judge grades live, even in full mode
@@ -287,9 +292,12 @@ def _services(
         yield services
 
 
-def user_provider_specs(case: Case) -> list[Any]:
+def user_provider_specs(case: Case) -> list[ProviderSpec]:
+    """The persona's provider, which a live attempt's fakes must serve too; none for a script."""
+    from ..people.inputs import PersonaUserSpec
+
     user = case.inputs.user if case.inputs else None
-    return [user.provider] if getattr(user, "provider", None) is not None else []
+    return [user.provider] if isinstance(user, PersonaUserSpec) else []
 
 
 def judge_provider_specs(case: Case, settings: AttemptSettings) -> list[Any]:
@@ -395,7 +403,8 @@ def build_tools(
     services: Any = None,
     resources: ExitStack | None = None,
 ) -> dict[str, Any]:
-    """The engine's tools; see toolset.build_tools (MCP tools need `resources` to close their sessions)."""
+    """The engine's tools; see toolset.build_tools (MCP tools need `resources` to close their
+    sessions)."""
     from ..agent.toolset import build_tools as build
 
     return build(config, stash=stash, services=services, resources=resources)
@@ -414,7 +423,8 @@ def _golden(case: Case, settings: AttemptSettings) -> list[Any] | None:
 
 
 def opens_world(case: Case, settings: AttemptSettings) -> bool:
-    """Whether `run_case` opens a world for this case (unless given one): live tools that act in it."""
+    """Whether `run_case` opens a world for this case (unless given one): live tools that act
+    in it."""
     return (
         not settings.replay
         and case.config is not None

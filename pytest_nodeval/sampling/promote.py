@@ -80,7 +80,8 @@ def promote(sample: Path, options: PromoteOptions) -> Promoted:
         []
         if (sample / CONFIG_FILE).is_file()
         else [
-            "the sample has no input/config.yaml (it came from your own agent, not the reference engine): "
+            "the sample has no input/config.yaml "
+            "(it came from your own agent, not the reference engine): "
             "run it from a Python scenario marked @pytest.mark.nodeval_case('"
             + options.case_id
             + "')"
@@ -174,8 +175,9 @@ class SampleFacts:
     @classmethod
     def of(cls, journal: Journal, sample: Path) -> SampleFacts:
         info = read_sample_info(sample)
-        candidate = (journal.of_type("eval.candidate") or [None])[-1]
-        end = (journal.of_type("session.end") or [None])[-1]
+        candidates, ends = journal.of_type("eval.candidate"), journal.of_type("session.end")
+        candidate = candidates[-1] if candidates else None
+        end = ends[-1] if ends else None
         outputs = journal.of_type("io.output")
         return cls(
             sample_id=info.id if info else sample.name,
@@ -328,7 +330,10 @@ def render_assertions(facts: SampleFacts, proposals: list[Proposal]) -> str:
 def _failure_header(facts: SampleFacts) -> list[str]:
     lines = [
         "#",
-        f"# This session FAILED when it was captured: {_one_line(facts.failure or 'unknown error')}",
+        (
+            "# This session FAILED when it was captured: "
+            f"{_one_line(facts.failure or 'unknown error')}"
+        ),
     ]
     if not facts.ended_ok:
         lines += [
@@ -354,7 +359,8 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def case_files(facts: SampleFacts, options: PromoteOptions, *, has_config: bool) -> dict[str, str]:
-    """case.yaml, input/inputs.yaml and assertions.yaml as text (the journal and config are copied)."""
+    """case.yaml, input/inputs.yaml and assertions.yaml as text (the journal and config are
+    copied)."""
     files = {
         CASE_FILE: _case_yaml(facts, options),
         ASSERTIONS_FILE: render_assertions(facts, propose_assertions(facts)),
@@ -388,7 +394,8 @@ def _case_yaml(facts: SampleFacts, options: PromoteOptions) -> str:
     )
     header = (
         f"# Promoted from sample {facts.sample_id} by `nodeval promote`.\n"
-        "# Review the name and description; `freshness` says when the journal is due for re-recording.\n"
+        "# Review the name and description; "
+        "`freshness` says when the journal is due for re-recording.\n"
     )
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
@@ -487,7 +494,8 @@ def verify_replay(case_dir: Path) -> list[str]:
         []
         if observed.status == "ok"
         else [
-            f"the replayed session ends with status '{observed.status}': {observed.metrics()['reason']}"
+            f"the replayed session ends with status '{observed.status}': "
+            f"{observed.metrics()['reason']}"
         ]
     )
     return problems + [

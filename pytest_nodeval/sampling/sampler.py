@@ -7,7 +7,8 @@
 
 and `NODEVAL_SAMPLER=1` in the environment of the deployments that should sample (opt-in 2).
 Without both the sampler does nothing. Sessions of your own agent are observed the same
-way: `sampler.observe(writer.events, error=...)`, or `run_agent_with_sampler(agent, inputs, sampler)`.
+way: `sampler.observe(writer.events, error=...)`, or
+`run_agent_with_sampler(agent, inputs, sampler)`.
 
 The production path only pays for the decision (a sha256 of the session id) and an
 enqueue. Redaction, serialisation, writing and eviction run on one background thread
@@ -59,15 +60,18 @@ class SamplerSettings:
     enabled: bool | None = None
     """Opt-in 2, per deployment: None reads NODEVAL_SAMPLER (1/true/yes/on) from the environment."""
     rate: float = 0.01
-    """Fraction of sessions kept, decided from the session id (the same id always decides the same)."""
+    """Fraction of sessions kept, decided from the session id (the same id always decides the
+    same)."""
     failure_capture: bool = True
     """Keep every failed session, whatever the rate."""
     out_dir: Path = DEFAULT_SAMPLES_DIR
     """Where samples go (`~` is expanded): one directory per session."""
     max_bytes: int = 256 * 1024 * 1024
-    """Size cap of out_dir's samples; the oldest are deleted first when a new one would exceed it."""
+    """Size cap of out_dir's samples; the oldest are deleted first when a new one would exceed
+    it."""
     redactors: tuple[Redactor, ...] = ()
-    """Run after the default redactor (API keys, bearer tokens, e-mail addresses, card-like numbers)."""
+    """Run after the default redactor (API keys, bearer tokens, e-mail addresses, card-like
+    numbers)."""
     queue_size: int = 64
     """Sessions waiting or being written; more are dropped (with a log message)."""
 
@@ -86,7 +90,8 @@ class SamplerSettings:
             or self.max_bytes < 1
         ):
             raise ConfigError(
-                f"SamplerSettings.max_bytes must be a positive number of bytes, got {self.max_bytes!r}"
+                "SamplerSettings.max_bytes must be a positive number of bytes, "
+                f"got {self.max_bytes!r}"
             )
         if (
             isinstance(self.queue_size, bool)
@@ -313,7 +318,8 @@ class _SampleWriter:
         try:
             sample = build_sample(capture, self.redactor, self.redaction)
         except Exception as exc:
-            # The message may quote unredacted content (a redactor's or a validator's), so only the type.
+            # The message may quote unredacted content (a redactor's or a validator's), so only
+            # the type.
             self._drop(
                 "nodeval sampler: session %s was not captured: preparing the sample failed with %s "
                 "(in a redactor, or the events are not journal events)",
@@ -342,8 +348,9 @@ class _SampleWriter:
             write_sample(self.out_dir, sample)
         except OSError as exc:
             self._drop(
-                "nodeval sampler: session %s was not captured: could not write %s (%s). The session itself "
-                "is unaffected; make SamplerSettings.out_dir a writable directory with free space",
+                "nodeval sampler: session %s was not captured: could not write %s (%s). "
+                "The session itself is unaffected; "
+                "make SamplerSettings.out_dir a writable directory with free space",
                 capture.session_id,
                 self.out_dir / sample.info.id,
                 exc,
@@ -541,7 +548,8 @@ def run_agent_with_sampler(
     session_id: str | None = None,
     journal_dir: Path | None = None,
 ) -> AgentSession:
-    """Run your own agent (see agent/adapter.py) live on one session, then let the sampler observe it."""
+    """Run your own agent (see agent/adapter.py) live on one session, then let the sampler
+    observe it."""
     from ..agent.adapter import run_agent
     from ..runner.session import journal_header
 

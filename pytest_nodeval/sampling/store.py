@@ -14,6 +14,7 @@ half a sample, and a crash leaves at most a hidden directory behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -266,10 +267,8 @@ def directory_size(path: Path) -> int:
     total = 0
     for root, _, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):  # removed meanwhile by another process's eviction
                 total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:  # removed meanwhile by another process's eviction
-                pass
     return total
 
 

@@ -32,7 +32,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..errors import NodevalWarning, WorldError
@@ -88,7 +88,10 @@ _LIMIT_SCRIPT = (
 
 # Run on the host before bwrap: join the world's cgroups (their cgroup.procs files, $2...),
 # so bwrap and everything inside start already capped; then become bwrap.
-_JOIN_SCRIPT = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
+_JOIN_SCRIPT = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); '
+    'done; exec "$@"'
+)
 
 
 class BwrapWorld:
@@ -182,7 +185,8 @@ class BwrapWorld:
         self._end()
 
     def _end(self) -> None:
-        """Kill every process of the world (a running command's bwrap, all in its cgroup), then remove it."""
+        """Kill every process of the world (a running command's bwrap, all in its cgroup), then
+        remove it."""
         for proc in list(self._running):
             _kill_group(proc.pid)
         self._cgroup.remove()
@@ -281,10 +285,8 @@ def _communicate(
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def fallback_limits(
@@ -438,5 +440,6 @@ def bwrap_problem() -> str | None:
 def _raise_if_rootfs_unusable(rootfs: Path) -> None:
     if not (rootfs / "usr").is_dir() or not (rootfs / "etc").is_dir():
         raise WorldError(
-            f"bwrap rootfs {str(rootfs)!r} has no usr/ and etc/; pass a directory made by debootstrap"
+            f"bwrap rootfs {str(rootfs)!r} has no usr/ and etc/; "
+            "pass a directory made by debootstrap"
         )

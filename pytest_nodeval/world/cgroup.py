@@ -127,7 +127,10 @@ def _open_v2(name: str, limits: WorldLimits) -> WorldCgroup:
         directory.mkdir()
         delegated = set((directory / "cgroup.controllers").read_text().split())
     except OSError as exc:
-        reason = f"cannot make a cgroup below {base}: {exc.strerror or exc} (run under a delegated cgroup, e.g. systemd-run --user --scope -p Delegate=yes)"
+        reason = (
+            f"cannot make a cgroup below {base}: {exc.strerror or exc} "
+            "(run under a delegated cgroup, e.g. systemd-run --user --scope -p Delegate=yes)"
+        )
         return WorldCgroup(problems={limit: reason for limit in LIMITS})
     cgroup = WorldCgroup(dirs=[directory])
     files = {
@@ -139,7 +142,8 @@ def _open_v2(name: str, limits: WorldLimits) -> WorldCgroup:
         controller = _V1_CONTROLLER[limit]
         if controller not in delegated:
             cgroup.problems[limit] = (
-                f"the {controller} controller is not delegated to {base} (its cgroup.subtree_control)"
+                f"the {controller} controller is not delegated to {base} "
+                "(its cgroup.subtree_control)"
             )
             continue
         try:

@@ -20,7 +20,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,10 +123,8 @@ class DockerWorld:
         self._closed = True
         from docker.errors import NotFound
 
-        try:
+        with suppress(NotFound):  # already removed, e.g. by `nodeval clean`
             self._started.stop(force=True, delete_volume=True)
-        except NotFound:
-            pass  # already removed, e.g. by `nodeval clean`
 
     def _end_in_a_hurry(self) -> None:
         """Remove the container (and so kill its processes) from a signal handler.
@@ -159,7 +157,10 @@ class DockerWorld:
     def _exec(self, command: Sequence[str]) -> tuple[int, bytes, bytes]:
         from docker.errors import APIError
 
-        api = self._container.client.api
+        client = self._container.client
+        if client is None:  # only a container not made by a client has none
+            raise WorldError(f"container {self._container.id} has no Docker client to exec with")
+        api = client.api
         try:
             exec_id = api.exec_create(self._container.id, command, workdir=self.workdir)["Id"]
             out, err = api.exec_start(exec_id, demux=True)
@@ -297,7 +298,8 @@ def docker_client(timeout_s: float = 60.0) -> DockerClient:
     import docker
 
     try:
-        return docker.from_env(timeout=timeout_s)
+        # Typed int in docker's stubs; requests, underneath, takes seconds as a float.
+        return docker.from_env(timeout=timeout_s)  # type: ignore[arg-type]
     except docker.errors.DockerException as exc:
         raise WorldError(f"cannot reach the Docker engine at {engine_address()}: {exc}") from None
 
@@ -316,7 +318,7 @@ def engine_problem(timeout_s: float = 2.0) -> str | None:
     except ImportError as exc:
         return f"the Python package {exc.name!r} is missing (pip install 'pytest-nodeval[docker]')"
     try:
-        client = docker.from_env(timeout=timeout_s)
+        client = docker.from_env(timeout=timeout_s)  # type: ignore[arg-type]  # as above
         try:
             client.ping()
         finally:
@@ -372,7 +374,8 @@ def is_stale(
 
 
 def owner_alive(labels: dict[str, str]) -> bool:
-    """Whether the process that started a container (on this host) still runs (a zombie does not)."""
+    """Whether the process that started a container (on this host) still runs (a zombie does
+    not)."""
     try:
         pid = int(labels.get(LABEL_PID, ""))
     except ValueError:
@@ -384,7 +387,7 @@ def containers_of(
     owner_pid: int, owner_start: str, *, remove: bool = False, client: DockerClient | None = None
 ) -> list[str]:
     """Names of the world containers process `owner_pid` of this host started; removed if asked."""
-    filters = {
+    filters: dict[str, str | list[str] | bool] = {
         "label": [
             f"{LABEL_MANAGED}=true",
             f"{LABEL_PID}={owner_pid}",
@@ -444,7 +447,6 @@ def _remove(containers: list[Container]) -> list[str]:
 
 
 def _remove_quietly(started: DockerContainer) -> None:
-    try:
+    # it may never have been created; a failed start is what we report
+    with suppress(Exception):
         started.stop(force=True, delete_volume=True)
-    except Exception:
-        pass  # it may never have been created; a failed start is what we report

@@ -104,9 +104,11 @@ def _no_base_message(candidates: list[str], pulled: str, exc: Exception) -> str:
     tried = " nor ".join(repr(name) for name in candidates)
     return (
         f"no base image for the world image: neither {tried} is present locally, and "
-        f"pulling {pulled!r} failed ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}). "
+        f"pulling {pulled!r} failed "
+        f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}). "
         f"On a machine without registry access, run `sudo {OFFLINE_SCRIPT}` (it builds "
-        f"{OFFLINE_BASE_IMAGE} from Debian packages), or set {BASE_IMAGE_ENV} to an image that is present."
+        f"{OFFLINE_BASE_IMAGE} from Debian packages), "
+        f"or set {BASE_IMAGE_ENV} to an image that is present."
     )
 
 
@@ -174,7 +176,8 @@ def _build(client: DockerClient, context: Path, tag: str, base: str) -> None:
         log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)
         tail = "\n".join(log.strip().splitlines()[-15:])
         raise WorldError(
-            f"building world image {tag} FROM {base} ({context}/Dockerfile) failed: {exc.msg}\n{tail}"
+            f"building world image {tag} FROM {base} ({context}/Dockerfile) failed: "
+            f"{exc.msg}\n{tail}"
         ) from None
     except APIError as exc:
         raise WorldError(f"building world image {tag} FROM {base} failed: {exc}") from None

@@ -6,6 +6,7 @@ process is found.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -97,7 +98,5 @@ def kill_marked(prefix: str, rounds: int = 20) -> int:
 
 
 def kill(pid: int, sig: int = signal.SIGKILL) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
