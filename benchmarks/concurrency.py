@@ -1,6 +1,7 @@
 """Attempts in flight per process: a latency-bound live suite, serial against --nodeval-concurrency.
 
-    .venv/bin/python benchmarks/concurrency.py [--cases 60] [--delay 1.0] [--runs serial,c30,n2c15] [--rounds 3]
+    .venv/bin/python benchmarks/concurrency.py
+        [--cases 60] [--delay 1.0] [--runs serial,c30,n2c15] [--rounds 3]
 
 Generates a suite of `--cases` cases x 1 repeat. Each case's agent (the reference engine, an
 `anthropic` provider with `base_url: fake`) makes 3 LLM calls to its own `fakes.llm`, which
@@ -116,7 +117,8 @@ def _dump(path: Path, data: object) -> None:
 
 
 def run(root: Path, args: list[str]) -> tuple[float, float, dict[str, str]]:
-    """(wall seconds, CPU seconds of every process of the run, outcome per case) of one pytest run in live mode.
+    """(wall seconds, CPU seconds of every process of the run, outcome per case) of one
+    pytest run in live mode.
 
     The CPU seconds (user + system, the run's processes together) hardly depend on what else
     loads the machine; with W processes the run cannot take less than CPU / W on W free cores.
@@ -141,7 +143,8 @@ def run(root: Path, args: list[str]) -> tuple[float, float, dict[str, str]]:
     report_path = root / "reports" / "latest" / "report.json"
     if done.returncode not in (0, 1) or not report_path.is_file():
         raise SystemExit(
-            f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            f"{' '.join(command)} exited {done.returncode}:\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
     report = json.loads(report_path.read_text())
     verdicts = {a["case_id"]: a["outcome"] for case in report["cases"] for a in case["attempts"]}
@@ -178,8 +181,9 @@ def main() -> None:
     base = statistics.median(live_startup(instant) for _ in range(3))
     goal = 1.5 * work / 30 + base
     print(
-        f"suite: {args.cases} cases x 1 repeat, {CALLS} LLM calls each, {args.delay:g} s per answer: "
-        f"{work:.0f} s of waiting serially; startup: --collect-only run {collect:.1f} s, live run of one "
+        f"suite: {args.cases} cases x 1 repeat, {CALLS} LLM calls each, "
+        f"{args.delay:g} s per answer: {work:.0f} s of waiting serially; "
+        f"startup: --collect-only run {collect:.1f} s, live run of one "
         f"instant case {base:.1f} s; goal 1.5 x {work / 30:.0f} s + {base:.1f} s = {goal:.1f} s; "
         f"load {os.getloadavg()[0]:.1f}"
     )
@@ -206,8 +210,9 @@ def main() -> None:
             cpus[name].append(cpu)
             passed = sum(v == "passed" for v in verdicts.values())
             print(
-                f"  round {round_ + 1} {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU, {passed} passed of "
-                f"{len(verdicts)}, same verdict per case; load {os.getloadavg()[0]:.1f}",
+                f"  round {round_ + 1} {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU, "
+                f"{passed} passed of {len(verdicts)}, same verdict per case; "
+                f"load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     for name in names:

@@ -1,4 +1,5 @@
-"""report.html at 1,000 scenarios x 5 repeats: build time, file size, peak memory, page load in Chromium.
+"""report.html at 1,000 scenarios x 5 repeats: build time, file size, peak memory, page load in
+Chromium.
 
     python benchmarks/html_report.py [--cases 1000] [--repeats 5] [--runs 5] [--memory 100 1000]
     python benchmarks/html_report.py --small        # the tests' 17-event journals instead
@@ -72,7 +73,10 @@ def measure_render(
 
 
 def summary(values: list[float]) -> str:
-    return f"median {statistics.median(values):.2f} s (min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
+    return (
+        f"median {statistics.median(values):.2f} s "
+        f"(min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
+    )
 
 
 def measure_browser(pages: list[Path], runs: int) -> dict[Path, dict[str, list[float]]]:
@@ -194,7 +198,8 @@ def main() -> int:
         "--text",
         choices=("prose", "bench"),
         default="prose",
-        help="Real-size text: a made-up vocabulary (compresses like prose) or replay_bench's sentence.",
+        help="Real-size text: a made-up vocabulary (compresses like prose) "
+        "or replay_bench's sentence.",
     )
     parser.add_argument(
         "--memory",
@@ -233,17 +238,18 @@ def main() -> int:
             start = time.perf_counter()
             run = build(Path(scratch), args, args.cases)
             journals = sum(p.stat().st_size for p in Path(scratch).rglob("events.jsonl"))
+            built = time.perf_counter() - start
+            failed = sum(1 for c in run.report.cases for a in c.attempts if a.outcome == "failed")
             print(
-                f"synthetic run: {args.cases} x {args.repeats} built in {time.perf_counter() - start:.1f} s "
-                f"({sum(1 for c in run.report.cases for a in c.attempts if a.outcome == 'failed')} failed attempts, "
-                f"{journals / 1e9:.2f} GB of journals)",
+                f"synthetic run: {args.cases} x {args.repeats} built in {built:.1f} s "
+                f"({failed} failed attempts, {journals / 1e9:.2f} GB of journals)",
                 flush=True,
             )
             cold, warm, html = measure_render(run, args.runs)
             size = html.stat().st_size
             print(
-                f"build, first in this process (imports jinja2, compiles the template): {cold[0]:.2f} s wall, "
-                f"{cold[1]:.2f} s CPU"
+                "build, first in this process (imports jinja2, compiles the template): "
+                f"{cold[0]:.2f} s wall, {cold[1]:.2f} s CPU"
             )
             print(f"build, wall: {summary([w for w, _ in warm])}")
             print(f"build, CPU:  {summary([c for _, c in warm])}")
@@ -254,7 +260,8 @@ def main() -> int:
                 for name, values in measure_browser([html], args.runs)[html].items():
                     print(f"chromium {name}: {summary(values)}")
     print(
-        f"machine: {os.cpu_count()} CPU, load average {os.getloadavg()[0]:.1f}, Python {platform.python_version()}"
+        f"machine: {os.cpu_count()} CPU, load average {os.getloadavg()[0]:.1f}, "
+        f"Python {platform.python_version()}"
     )
     return 0
 

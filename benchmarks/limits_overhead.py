@@ -22,10 +22,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fakes.llm import LLMFake
 from pytest_nodeval.agent.adapter import AgentContext
 from pytest_nodeval.agent.limits import RunLimits, parse_limits
 from pytest_nodeval.agent.providers import side_wiring
+from pytest_nodeval_fakes.llm import LLMFake
 
 LINE = "anthropic: rpm=1000000 tpm=1000000000 inflight=64"
 
@@ -71,7 +71,8 @@ def main() -> None:
     print(f"  without nodeval_limits   {a:7.2f} ms")
     print(f"  with '{LINE}'   {b:7.2f} ms")
     print(
-        f"  the limiter adds         {b - a:7.2f} ms per call ({b / a:.2f}x of a call to a local fake)"
+        f"  the limiter adds         {b - a:7.2f} ms per call "
+        f"({b / a:.2f}x of a call to a local fake)"
     )
 
 

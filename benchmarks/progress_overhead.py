@@ -31,7 +31,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-INI = "[pytest]\ntestpaths = scenarios\nnodeval_history =\naddopts = -p no:cacheprovider -p no:randomly\n"
+INI = (
+    "[pytest]\ntestpaths = scenarios\nnodeval_history =\n"
+    "addopts = -p no:cacheprovider -p no:randomly\n"
+)
 
 
 def make_suite(root: Path, cases: int) -> None:
@@ -70,7 +73,7 @@ def make_suite(root: Path, cases: int) -> None:
 
 
 def run_on_terminal(root: Path, *args: str) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds, bytes written) of one pytest run in a 120-column pseudo-terminal."""
+    """(wall seconds, CPU seconds, bytes written) of one pytest run in a 120-column pty."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm", "PYTHONPATH": str(ROOT)}
@@ -135,13 +138,13 @@ def main() -> None:
     for name in variants:
         wall, cpu = statistics.median(times[name]), statistics.median(cpus[name])
         print(
-            f"  progress {name:<4} wall {wall:6.2f} s, CPU {cpu:6.2f} s ({cpu / attempts * 1000:.2f} ms per attempt), "
+            f"  progress {name:<4} wall {wall:6.2f} s, CPU {cpu:6.2f} s "
+            f"({cpu / attempts * 1000:.2f} ms per attempt), "
             f"{sizes[name] / 1024:.0f} KiB to the terminal"
         )
     for label, figures in (("wall", times), ("CPU", cpus)):
-        print(
-            f"  tty / off, {label}: {statistics.median(figures['tty']) / statistics.median(figures['off']):.3f}"
-        )
+        ratio = statistics.median(figures["tty"]) / statistics.median(figures["off"])
+        print(f"  tty / off, {label}: {ratio:.3f}")
 
 
 if __name__ == "__main__":

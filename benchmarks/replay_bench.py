@@ -3,7 +3,8 @@
     python benchmarks/replay_bench.py sdk                 # one 20-call session vs the SDK floor
     python benchmarks/replay_bench.py pytest --n 100 1000 # N scenarios, -n 0 and -n 2
     python benchmarks/replay_bench.py collect --n 100 1000 10000 --against <rev>
-                                                          # per-case collection cost, beside a revision
+                                                          # per-case collection cost,
+                                                          # beside a revision
 
 Every figure is a median; the compared variants run side by side in one process (sdk) or
 one after the other in one invocation (pytest) or alternating run by run (collect), so load

@@ -128,7 +128,7 @@ class _Answers(http.server.BaseHTTPRequestHandler):
 
 
 def record_cassette(requests: list[dict[str, Any]], responses: list[bytes], cassette: Path) -> str:
-    """Record the exchanges through the real SDK and httpx2's HTTP transport; returns the base URL."""
+    """Record the exchanges through the real SDK and httpx2's transport; returns the base URL."""
     import anthropic
     import vcr
 
@@ -247,7 +247,8 @@ def _pytest(args: list[str], cwd: Path) -> tuple[float, int]:
     env["PYTEST_ADDOPTS"] = "-p no:hypothesispytest -p no:randomly"
     script = (
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
-        "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).returncode; "
+        "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, "
+        "stderr=subprocess.STDOUT).returncode; "
         "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc)"
     )
     done = subprocess.run(
@@ -289,7 +290,7 @@ def pytest_sessionfinish(session):
 
 def _rss_by_process(project: Path) -> dict[str, int]:
     lines = (project / "rss.txt").read_text().split() if (project / "rss.txt").exists() else []
-    return {name: round(int(kb) / 1024) for name, kb in zip(lines[::2], lines[1::2])}
+    return {name: round(int(kb) / 1024) for name, kb in zip(lines[::2], lines[1::2], strict=True)}
 
 
 def suite(sizes: list[int], workers: str) -> list[dict[str, Any]]:

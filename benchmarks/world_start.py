@@ -61,7 +61,8 @@ def docker_image() -> str:
     image = ensure_image()
     verb = "built" if image.built else "reused"
     print(
-        f"docker image {image.tag} {verb} in {time.perf_counter() - start:.2f}s (FROM {image.base_image})"
+        f"docker image {image.tag} {verb} in {time.perf_counter() - start:.2f}s "
+        f"(FROM {image.base_image})"
     )
     return image.tag
 
@@ -80,7 +81,8 @@ def row(backend: str, samples: list[tuple[float, float]]) -> str:
     totals = [opened + rest for opened, rest in samples]
     return (
         f"| {backend:<7} | {median_ms(totals):9.1f} | {median_ms([s[0] for s in samples]):7.1f} "
-        f"| {median_ms([s[1] for s in samples]):13.1f} | {min(totals) * 1000:6.1f} | {max(totals) * 1000:6.1f} |"
+        f"| {median_ms([s[1] for s in samples]):13.1f} "
+        f"| {min(totals) * 1000:6.1f} | {max(totals) * 1000:6.1f} |"
     )
 
 

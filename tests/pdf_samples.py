@@ -15,7 +15,7 @@ def make_pdf(pages: list[str]) -> bytes:
         + b"] /Count %d >>" % len(pages),
         3: b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     }
-    for page_id, text in zip(page_ids, pages):
+    for page_id, text in zip(page_ids, pages, strict=True):
         content = b"BT /F1 12 Tf 72 720 Td (" + text.encode("ascii") + b") Tj ET"
         objects[page_id] = (
             b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "

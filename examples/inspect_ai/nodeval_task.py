@@ -95,14 +95,18 @@ def nodeval_response() -> Scorer:
                 value=INCORRECT,
                 answer=output,
                 metadata=details,
-                explanation=f"nodeval {response.get('status')}: {error.get('code')}: {error.get('message')}",
+                explanation=(
+                    f"nodeval {response.get('status')}: {error.get('code')}: {error.get('message')}"
+                ),
             )
         found = any(text.lower() in output.lower() for text in target)
         return Score(
             value=CORRECT if found else INCORRECT,
             answer=output,
             metadata=details,
-            explanation=f"{'found' if found else 'did not find'} {target.text!r} in the engine's answer",
+            explanation=(
+                f"{'found' if found else 'did not find'} {target.text!r} in the engine's answer"
+            ),
         )
 
     return score

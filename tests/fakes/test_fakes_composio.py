@@ -16,8 +16,8 @@ from composio.exceptions import (
     ToolNotFoundError,
 )
 
-from fakes import ScriptError
-from fakes.composio import ComposioCatalogue, ComposioFake
+from pytest_nodeval_fakes import ScriptError
+from pytest_nodeval_fakes.composio import ComposioCatalogue, ComposioFake
 
 KEY = "test-composio-key"
 STAR = "GITHUB_STAR_A_REPOSITORY"

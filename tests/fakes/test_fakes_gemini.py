@@ -11,7 +11,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from fakes.llm import LLMFake
+from pytest_nodeval_fakes.llm import LLMFake
 
 TOOL_REPLY = {
     "text": "Let me check.",

@@ -13,8 +13,8 @@ import httpx2
 import openai
 import pytest
 
-from fakes import ScriptError
-from fakes.llm import LLMFake, LLMScript
+from pytest_nodeval_fakes import ScriptError
+from pytest_nodeval_fakes.llm import LLMFake, LLMScript
 
 TOOL_REPLY = {
     "text": "Let me check.",
@@ -241,7 +241,8 @@ def test_seeded_choices_repeat_with_the_seed_and_vary_without_it(llm: LLMFake) -
 def test_llm_script_loads_from_yaml_and_names_bad_fields(tmp_path: Path) -> None:
     good = tmp_path / "llm.yaml"
     good.write_text(
-        "schema_version: 1\nresponses:\n  - text: hi\n    usage: {input_tokens: 1, output_tokens: 2}\n"
+        "schema_version: 1\nresponses:\n"
+        "  - text: hi\n    usage: {input_tokens: 1, output_tokens: 2}\n"
     )
     assert LLMScript.load(good).responses[0].usage.output_tokens == 2
     bad = tmp_path / "bad.yaml"

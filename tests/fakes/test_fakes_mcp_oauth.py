@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from fakes import ScriptError
-from fakes.mcp_oauth import (
+from pytest_nodeval_fakes import ScriptError
+from pytest_nodeval_fakes.mcp_oauth import (
     HeadlessAuthorizationError,
     HeadlessAuthorizer,
     InMemoryTokenStorage,
@@ -74,9 +74,11 @@ def run_session(
             fake.mcp_url, storage=storage or InMemoryTokenStorage(), authorizer=authorizer
         )
         # verify=False: the fake is plain http, and a TLS context costs ~80 ms of CPU to build.
-        async with httpx2.AsyncClient(auth=provider, timeout=10.0, verify=False) as http:
-            async with Client(streamable_http_client(fake.mcp_url, http_client=http)) as client:
-                return await body(client)
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=10.0, verify=False) as http,
+            Client(streamable_http_client(fake.mcp_url, http_client=http)) as client,
+        ):
+            return await body(client)
 
     return asyncio.run(asyncio.wait_for(session(), 20))
 
@@ -252,9 +254,8 @@ def test_authorization_server_checks_pkce_and_client(
     )
     assert unauthenticated.status_code == 401
     challenge = unauthenticated.headers["www-authenticate"]
-    assert challenge.startswith(
-        'Bearer scope="mcp:read", resource_metadata='
-    )  # no error= without a token
+    # No error= without a token
+    assert challenge.startswith('Bearer scope="mcp:read", resource_metadata=')
 
     client = http.post(
         f"{issuer}/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -9,8 +10,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from fakes.llm import LLMFake
-from fakes.server import ServedApp, ServerStartError
+from pytest_nodeval_fakes.llm import LLMFake
+from pytest_nodeval_fakes.server import ServedApp, ServerStartError
 
 
 async def hello(scope: Any, receive: Any, send: Any) -> None:
@@ -68,12 +69,10 @@ def test_start_failure_is_reported_and_leaves_no_thread() -> None:
 
 def test_url_before_start_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="not started"):
-        ServedApp(hello).url
+        _ = ServedApp(hello).url
 
 
 def _swallow(url: str) -> None:
     """POST and ignore the outcome: the server is stopped under this request."""
-    try:
+    with contextlib.suppress(httpx2.HTTPError):
         httpx2.post(url, json={}, timeout=30, verify=False)
-    except httpx2.HTTPError:
-        pass

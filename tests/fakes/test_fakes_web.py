@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from fakes import ScriptError
-from fakes.web import URL_HEADER, WebFake
+from pytest_nodeval_fakes import ScriptError
+from pytest_nodeval_fakes.web import URL_HEADER, WebFake
 
 SCRIPT = {
     "schema_version": 1,

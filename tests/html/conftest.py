@@ -31,7 +31,10 @@ VIEWPORT = {"width": 1280, "height": 800}
 def require_chromium() -> None:
     if CHROMIUM.is_file():
         return
-    reason = f"{CHROMIUM} is missing: install the distribution's chromium package to run the browser tests"
+    reason = (
+        f"{CHROMIUM} is missing: install the distribution's chromium package "
+        "to run the browser tests"
+    )
     if os.environ.get("CI"):
         pytest.fail(reason + " (CI is set, so this fails instead of skipping)", pytrace=False)
     pytest.skip(reason)
@@ -76,7 +79,8 @@ class ReportPage:
         return path
 
     def assert_clean(self) -> None:
-        """No console error (a CSP violation is one), no uncaught exception, no request but the page."""
+        """No console error (a CSP violation is one), no uncaught exception, no request but
+        the page."""
         assert self.console_errors == []
         assert self.requests == [self.url]
 

@@ -43,7 +43,8 @@ class Page:
         }
 
     def timelines(self) -> dict[str, Any]:
-        """Every embedded attempt's timeline as the page's script sees it ("<element id>/<slot>" -> timeline)."""
+        """Every embedded attempt's timeline as the page's script sees it:
+        "<element id>/<slot>" -> timeline."""
         return {
             f"{key}/{n}": resolve(block, attempt)
             for key, block in self.blocks().items()

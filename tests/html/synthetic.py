@@ -74,7 +74,8 @@ def build_run(
     real_size: bool = False,
     text: Literal["prose", "bench"] = "prose",
 ) -> SyntheticRun:
-    """A run of `cases` x `repeats` attempts written under `root` (rootdir/scenarios, rootdir/reports)."""
+    """A run of `cases` x `repeats` attempts written under `root` (rootdir/scenarios,
+    rootdir/reports)."""
     rng = random.Random(seed)
     rootdir, run_dir = root / "project", root / "project" / "reports" / RUN_ID
     reports = []

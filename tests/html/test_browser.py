@@ -92,9 +92,8 @@ def test_clicking_a_header_sorts(
     assert report_page.case_ids() == sorted(p95, key=lambda c: (p95[c], c))
     report_page.page.locator('th[data-sort="id"]').click()
     assert report_page.case_ids() == sorted(p95)
-    report_page.page.locator('th[data-sort="id"]').press(
-        "Enter"
-    )  # headers sort from the keyboard too
+    # Headers sort from the keyboard too
+    report_page.page.locator('th[data-sort="id"]').press("Enter")
     assert report_page.case_ids() == sorted(p95, reverse=True)
     report_page.assert_clean()
 
@@ -245,7 +244,7 @@ def test_hostile_run_data_stays_inert_text(tmp_path: Path, report_page: ReportPa
 
 
 def shown(page: Any, tab: str) -> None:
-    """Wait until the open attempt's tab is on screen (its timelines are inflated asynchronously)."""
+    """Wait until the open attempt's tab is on screen (its timelines inflate asynchronously)."""
     page.wait_for_selector(f'#attempt-body[data-shown="{tab}"]', state="attached")
 
 
@@ -302,15 +301,15 @@ def test_a_thousand_scenarios_by_five_repeats_load_and_stay_usable(
     """Loads and answers; how fast is measured in benchmarks/html_report.py, not asserted here."""
     report_page.open(large_html, timeout_ms=120_000)
     print(
-        f"1,000 x 5: {large_html.stat().st_size / 1e6:.1f} MB, loaded in {report_page.load_seconds:.2f} s"
+        f"1,000 x 5: {large_html.stat().st_size / 1e6:.1f} MB, "
+        f"loaded in {report_page.load_seconds:.2f} s"
     )
     page = report_page.page
     assert page.locator("#f-count").inner_text() == "showing 1000 of 1000"
     assert page.locator("tr.case-row").count() == 150  # the rest come as the table scrolls
     page.locator(".table-scroll").evaluate("box => { box.scrollTop = box.scrollHeight; }")
-    page.locator("tr.case-row").nth(299).wait_for(
-        state="attached"
-    )  # (the page's CSP forbids wait_for_function)
+    # (the page's CSP forbids wait_for_function)
+    page.locator("tr.case-row").nth(299).wait_for(state="attached")
     page.locator('th[data-sort="tokens"]').click()
     page.select_option("#f-status", "failed")
     page.locator("tr.case-row").first.click()

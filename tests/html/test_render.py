@@ -106,9 +106,8 @@ def test_nothing_on_the_page_points_anywhere(hostile_page: Page) -> None:
         for name, value in e.attrs.items()
         if name in URL_ATTRIBUTES
     ]
-    assert urls == [
-        ("link", "href", "data:,")
-    ]  # the empty favicon, so the browser does not fetch one
+    # The empty favicon, so the browser does not fetch one
+    assert urls == [("link", "href", "data:,")]
 
 
 def test_one_script_runs_and_the_policy_allows_only_it_and_the_style(hostile_page: Page) -> None:
@@ -152,9 +151,8 @@ def test_hostile_strings_arrive_as_the_same_text(
 def test_template_rendered_values_are_escaped(hostile_page: Page) -> None:
     outside_scripts = visible_text(hostile_page.html)
     assert "<img src=x" not in outside_scripts and "<script>window" not in outside_scripts
-    assert (
-        "&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;" in outside_scripts
-    )  # a regressed case's id
+    # A regressed case's id
+    assert "&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;" in outside_scripts
 
 
 def test_a_one_megabyte_output_is_cut_with_a_marker(hostile_page: Page) -> None:
@@ -189,18 +187,16 @@ def test_a_lone_surrogate_from_undecodable_bytes_still_writes(tmp_path: Path) ->
     case.attempts[0].reason = "also \ud800 here"
     path = write_html(run.report, run.run_dir, rootdir=run.rootdir)
     page = parse(path.read_text(encoding="utf-8"))
-    assert (
-        page.data()["cases"][0]["name"] == "bad \udcff bytes"
-    )  # as an escape in the JSON, shown as U+FFFD
+    # As an escape in the JSON, shown as U+FFFD
+    assert page.data()["cases"][0]["name"] == "bad \udcff bytes"
 
 
 def test_write_html_puts_report_html_in_the_run_directory(tmp_path: Path) -> None:
     run = build_run(tmp_path, cases=3, repeats=2, gate=False)
     path = write_html(run.report, run.run_dir, rootdir=run.rootdir)
     assert path == run.run_dir / "report.html"
-    assert not list(
-        run.run_dir.glob(".report.html.*")
-    )  # the temporary file of the atomic write is gone
+    # The temporary file of the atomic write is gone
+    assert not list(run.run_dir.glob(".report.html.*"))
 
 
 # -- what the page says ---------------------------------------------------------------------
@@ -331,9 +327,8 @@ def test_without_the_project_directory_the_golden_is_said_to_be_unknown(
 def test_a_missing_golden_is_said_to_be_missing(small_run: SyntheticRun, tmp_path: Path) -> None:
     page = parse(render(small_run.report, small_run.run_dir, rootdir=tmp_path))
     note = next(iter(page.timelines().values()))["golden_note"]
-    assert (
-        note
-        == "The golden journal is not available: scenarios/c0000/journal/events.jsonl was not found."
+    assert note == (
+        "The golden journal is not available: scenarios/c0000/journal/events.jsonl was not found."
     )
 
 
@@ -375,7 +370,7 @@ def test_replays_equal_to_their_golden_share_one_copy_of_each_event(
     small_run: SyntheticRun,
 ) -> None:
     page = _page(small_run)
-    for case, (key, block) in zip(small_run.report.cases, page.blocks().items()):
+    for case, block in zip(small_run.report.cases, page.blocks().values(), strict=True):
         events = [len(a["events"]) for a in block["attempts"]]
         assert events == [17] * 5
         if case.verdict == "passed":  # five identical replays: 17 views in all, not 85
@@ -388,7 +383,8 @@ def test_replays_equal_to_their_golden_share_one_copy_of_each_event(
 
 
 def test_every_data_element_is_inert_base64_whatever_the_data(hostile_page: Page) -> None:
-    """The run's data, the dictionary and each case's block: nothing in them can end their element."""
+    """The run's data, the dictionary and each case's block: nothing in them can end their
+    element."""
     packed = [e for e in hostile_page.scripts() if e.attrs.get("type") == "application/json"]
     assert [e.attrs["id"] for e in packed[:3]] == ["nodeval-data", "nodeval-dict", "nodeval-c0"]
     for element in packed:

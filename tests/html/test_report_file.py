@@ -48,9 +48,8 @@ def test_a_run_writes_report_html_beside_report_json(run_dir: Path) -> None:
     output = next(e for e in timeline["events"] if e["type"] == "io.output")
     assert failed[0]["seqs"] == [output["seq"]]
     assert dict(output["fields"])["text"] == "Hello <b>there</b>."
-    assert (
-        timeline["diff"]["same"] == timeline["diff"]["total"]
-    )  # the replay matches its golden journal
+    # The replay matches its golden journal
+    assert timeline["diff"]["same"] == timeline["diff"]["total"]
 
 
 def test_the_run_history_feeds_the_trend(run_dir: Path) -> None:

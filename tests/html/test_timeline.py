@@ -77,7 +77,8 @@ def test_a_request_holds_only_what_changed_since_the_previous_one() -> None:
         "keys": "max_tokens, system",
     }
     for index, view in enumerate(later, start=1):
-        # Only the two messages appended since the previous call: not the system prompt, not the history.
+        # Only the two messages appended since the previous call: not the system prompt, not
+        # the history.
         assert set(view["req"]) == {"append"} and [
             len(v) for v in view["req"]["append"].values()
         ] == [2]
@@ -87,11 +88,10 @@ def test_a_request_holds_only_what_changed_since_the_previous_one() -> None:
         )
     assert "SSSS" not in json.dumps(later)
     body = None
-    for event, view in zip(events, views):
+    for event, view in zip(events, views, strict=True):
         body = apply_patch(body, view["req"])
-        assert json.dumps(body) == json.dumps(
-            event["payload"]["body"]
-        )  # same values, same key order
+        # Same values, same key order
+        assert json.dumps(body) == json.dumps(event["payload"]["body"])
 
 
 def test_request_patches_say_what_was_set_removed_replaced_or_reordered() -> None:
@@ -140,9 +140,8 @@ def test_past_the_limit_requests_are_counted_but_not_embedded(monkeypatch: Any) 
     monkeypatch.setattr(timeline, "REQUEST_LIMIT", 60_000)  # the base is ~52,000
     views = event_views(_growing_requests(12))
     kept = [v["req"] is not None for v in views]
-    assert (
-        kept[0] and not kept[-1] and kept == sorted(kept, reverse=True)
-    )  # a prefix of the requests
+    # A prefix of the requests
+    assert kept[0] and not kept[-1] and kept == sorted(kept, reverse=True)
     assert (
         "not embedded" in _fields(views[-1])["full request"]
         and _fields(views[-1])["messages"] == "23 (+2)"
@@ -378,10 +377,11 @@ def test_small_flat_arguments_and_results_show_a_field_per_key() -> None:
         ]
     )
     assert _fields(views[0]) == {"call id": "c1", "arguments.command": "du -sh ."}
+    # Empty stderr left out
     assert _fields(views[1]) == {
         "result.stdout": "12M\t.\nmore\n",
         "result.exit_code": "0",
-    }  # empty stderr left out
+    }
     assert _fields(views[2]) == {"result": '{"entries": ["a", "b"]}'}
 
 

@@ -14,9 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("inspect_ai")
-
 from inspect_ai.log import read_eval_log
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "inspect_ai" / "nodeval_task.py"

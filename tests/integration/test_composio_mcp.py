@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from fakes.mcp_oauth import MCPOAuthFake
 from pytest_nodeval.case.directory import load_case
 from pytest_nodeval.errors import CaseFormatError
 from pytest_nodeval.runner.session import AttemptSettings, Observed, run_case
+from pytest_nodeval_fakes.mcp_oauth import MCPOAuthFake
 
 from ..conftest import write_case
 
@@ -252,19 +252,28 @@ URLS = Path(__file__).parent.parent / "urls.json"
 
 def test_unbound_fakes_run_default_scripts(nodeval_llm_server, nodeval_composio, nodeval_mcp):
     with httpx2.Client(verify=False, timeout=5) as http:
-        tools = http.get(nodeval_composio.url + "/api/v3.1/tools", headers={"x-api-key": nodeval_composio.api_key})
+        tools = http.get(
+            nodeval_composio.url + "/api/v3.1/tools",
+            headers={"x-api-key": nodeval_composio.api_key},
+        )
         prm = http.get(nodeval_mcp.resource_url + "/.well-known/oauth-protected-resource/mcp")
-        llm = http.post(nodeval_llm_server.url + "/v1/messages",
-                        json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+        llm = http.post(
+            nodeval_llm_server.url + "/v1/messages",
+            json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+        )
     assert tools.json()["items"] == [] and prm.status_code == 200 and llm.status_code == 400
-    URLS.write_text(json.dumps([nodeval_llm_server.url, nodeval_composio.url, nodeval_mcp.issuer, nodeval_mcp.mcp_url]))
+    urls = [nodeval_llm_server.url, nodeval_composio.url, nodeval_mcp.issuer, nodeval_mcp.mcp_url]
+    URLS.write_text(json.dumps(urls))
 
 
 @pytest.mark.nodeval_case("star")
-def test_a_bound_fake_is_scripted_by_the_case_and_used_by_its_attempt(nodeval_composio, nodeval_attempt):
+def test_a_bound_fake_is_scripted_by_the_case_and_used_by_its_attempt(
+    nodeval_composio, nodeval_attempt
+):
     assert [t.slug for t in nodeval_composio.catalogue.tools] == ["GITHUB_STAR_A_REPOSITORY"]
     assert nodeval_attempt.run().status == "ok"
-    assert [c.body["arguments"] for c in nodeval_composio.executions] == [{"owner": "octo", "repo": "hello"}]
+    executed = [c.body["arguments"] for c in nodeval_composio.executions]
+    assert executed == [{"owner": "octo", "repo": "hello"}]
 """
 
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.llm import LLMFake
 from pytest_nodeval import AgentContext
 from pytest_nodeval.case.directory import load_case
 from pytest_nodeval.journal.reader import read_journal
 from pytest_nodeval.runner.session import AttemptSettings, run_case
+from pytest_nodeval_fakes.llm import LLMFake
 
 from ..conftest import write_case
 from .test_sdk_record_replay import _agent_case, _run

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.llm import LLMFake
 from pytest_nodeval import AgentContext
 from pytest_nodeval.agent.limits import LimitRule, RunLimits
 from pytest_nodeval.case.directory import load_case
@@ -24,6 +23,7 @@ from pytest_nodeval.runner.session import (
     run_agent_case,
     run_case,
 )
+from pytest_nodeval_fakes.llm import LLMFake
 
 SLOW = {
     "rules": [

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.llm import LLMFake
 from pytest_nodeval import AgentContext
 from pytest_nodeval.case.directory import load_case
 from pytest_nodeval.runner.session import (
@@ -23,6 +22,7 @@ from pytest_nodeval.runner.session import (
     run_agent_case,
     run_case,
 )
+from pytest_nodeval_fakes.llm import LLMFake
 
 KEY = "sk-ant-api03-nodeval-test-secret-0123456789"
 HELLO = {"text": "Hello!", "usage": {"input_tokens": 10, "output_tokens": 2}}
@@ -93,11 +93,12 @@ def test_a_burst_is_retried_and_the_journal_keeps_the_final_exchange(
     case_dir = _case(tmp_path)
     with LLMFake(_burst(kind, times=2)) as fake:
         observed = _run(make_agent(fake.url, 3), case_dir, "record", tmp_path / "rec")
+        # The SDK retried nothing on top
         assert [r.outcome for r in fake.requests] == [
             kind,
             kind,
             "text",
-        ]  # the SDK retried nothing on top
+        ]
     assert observed.status == "ok" and observed.output == "Hello!"
     assert [(r["status"], r["retries"]) for r in _responses(observed)] == [(200, 2)]
     assert sum(1 for e in observed.events if e.type == "llm.request") == 1
@@ -125,9 +126,8 @@ def test_an_outage_past_the_retries_is_the_infrastructures_and_replays_as_such(
         and "ServiceUnavailableError" in (end.reason or "")
     )
     assert [(r["status"], r["retries"]) for r in _responses(observed)] == [(503, 2)]
-    install_journal(
-        tmp_path / "rec", case_dir / "journal"
-    )  # record mode installs only a session that ended ok
+    # Record mode installs only a session that ended ok
+    install_journal(tmp_path / "rec", case_dir / "journal")
     block_network()
     replayed = _run(
         _anthropic_agent("http://127.0.0.1:9", 2), case_dir, "deterministic", tmp_path / "rep"

@@ -1,4 +1,5 @@
-"""The real anthropic and openai SDKs, recorded against a local fake and replayed with it stopped."""
+"""The real anthropic and openai SDKs, recorded against a local fake and replayed with it
+stopped."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.llm import LLMFake
 from pytest_nodeval import AgentContext, tool
 from pytest_nodeval.case.directory import load_case
 from pytest_nodeval.runner.session import AttemptSettings, Observed, run_agent_case, run_case
+from pytest_nodeval_fakes.llm import LLMFake
 
 from ..conftest import write_case
 

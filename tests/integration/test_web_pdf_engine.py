@@ -19,7 +19,8 @@ from ..pdf_samples import make_pdf
 
 PAGE = (
     b"<html><head><title>Status</title></head><body><nav>Home | Status | Blog</nav><main>"
-    b"<h1>Service status</h1><p>All systems are operational since the maintenance window on Monday.</p>"
+    b"<h1>Service status</h1>"
+    b"<p>All systems are operational since the maintenance window on Monday.</p>"
     b"</main><footer>Example Corp</footer></body></html>"
 )
 
@@ -137,7 +138,10 @@ def test_a_case_records_its_web_pages_from_the_fake(
         "web": {"allow": ["help.example.com"], "fake": True},
     }
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    page = "<html><body><article><p>Refunds are accepted within 30 days of purchase.</p></article></body></html>"
+    page = (
+        "<html><body><article><p>Refunds are accepted within 30 days of purchase.</p>"
+        "</article></body></html>"
+    )
     (directory / "input" / "web.yaml").write_text(
         yaml.safe_dump(
             {
@@ -182,4 +186,4 @@ def test_a_fake_web_case_without_its_pages_file_names_the_file(tmp_path: Path) -
     else:
         message = ""
     assert f"{directory / 'input' / 'web.yaml'}: missing" in message
-    assert "answered by fakes.web" in message
+    assert "answered by pytest_nodeval_fakes.web" in message

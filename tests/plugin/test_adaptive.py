@@ -1,4 +1,5 @@
-"""Adaptive repeats in a pytest run: decided cases skip their remaining repeats, with and without -n.
+"""Adaptive repeats in a pytest run: decided cases skip their remaining repeats, with and
+without -n.
 
 Live runs against the keyless mock provider: a baseline of 10 repeats per case, then a
 run with --nodeval-adaptive where one case is unchanged and one now fails every attempt.
@@ -9,7 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
+import xdist  # noqa: F401  (the pytester runs below use -n)
 
 from pytest_nodeval.report.models import RunReport
 
@@ -66,11 +69,12 @@ def _check_adaptive_outcome(project: pytest.Pytester, result: pytest.RunResult) 
     reason = "adaptive: decided after 3 repeats (no regression)"
     assert {a.reason for a in steady.attempts[3:]} == {f"Skipped: {reason}"}
     assert steady.adaptive.reason == reason
+    # Skips in no rate
     assert (steady.stats.passed, steady.stats.failed, steady.verdict) == (
         3,
         0,
         "passed",
-    )  # skips in no rate
+    )
     # The broken case is decided as regressed before its cap, and the gate FAILs it.
     assert broken.adaptive.stop == "regressed" and broken.adaptive.repeats < 10
     assert broken.stats.passed == 0 and broken.stats.failed == broken.adaptive.repeats
@@ -89,7 +93,8 @@ def _check_adaptive_outcome(project: pytest.Pytester, result: pytest.RunResult) 
         [
             "*steady*3/3*passed (adaptive: 3 of 10 repeats, no regression)*",
             (
-                f"adaptive repeats: {report.adaptive.repeats_run} run, {report.totals.skipped} skipped once decided, "
+                f"adaptive repeats: {report.adaptive.repeats_run} run, "
+                f"{report.totals.skipped} skipped once decided, "
                 "over 2 case(s) compared with the baseline (1 no regression, 1 regressed)"
             ),
         ]
@@ -108,7 +113,6 @@ def test_a_decided_case_skips_the_rest_of_its_repeats(project: pytest.Pytester) 
 def test_with_two_workers_each_case_runs_on_one_worker_with_the_same_outcome(
     project: pytest.Pytester,
 ) -> None:
-    pytest.importorskip("xdist")
     result = project.runpytest(*LIVE, BASELINE, "--nodeval-adaptive", "-n", "2")
     report = _check_adaptive_outcome(project, result)
     for case in report.cases:
@@ -120,8 +124,6 @@ def test_with_two_workers_each_case_runs_on_one_worker_with_the_same_outcome(
 def test_attempts_run_ahead_are_only_those_a_decided_case_would_not_skip(
     project: pytest.Pytester, workers: list[str]
 ) -> None:
-    if workers:
-        pytest.importorskip("xdist")
     result = project.runpytest(
         *LIVE, BASELINE, "--nodeval-adaptive", "--nodeval-concurrency", "8", *workers
     )
@@ -185,7 +187,6 @@ def test_a_bad_adaptive_value_names_where_it_came_from(nodeval_project: pytest.P
 
 
 def test_the_report_schema_accepts_an_adaptive_run(project: pytest.Pytester) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     project.runpytest(*LIVE, BASELINE, "--nodeval-adaptive")
     schema = json.loads((Path(__file__).parents[2] / "schemas" / "report.schema.json").read_text())
     data = json.loads((project.path / "reports" / "latest" / "report.json").read_text())
@@ -198,12 +199,10 @@ def test_the_report_schema_accepts_an_adaptive_run(project: pytest.Pytester) -> 
 
 
 def test_the_scheduler_groups_a_case_with_the_python_scenarios_bound_to_it() -> None:
-    pytest.importorskip("xdist")
     from pytest_nodeval.plugin.case_scheduling import CaseScheduling
 
-    scheduler = object.__new__(
-        CaseScheduling
-    )  # only the grouping is under test, not a live session
+    # Only the grouping is under test, not a live session
+    scheduler = object.__new__(CaseScheduling)
     scheduler._case_ids = None
     scheduler.collection = [
         "scenarios/refund/case.yaml::test_scenario[refund]",

@@ -267,7 +267,8 @@ CORPUS = [
         "config-bad-regex",
         _script_step(when={"input_matches": "(("}),
         FAILED,
-        "*config.yaml: providers.0.script.0.when.input_matches: *'((' is not a valid regular expression*",
+        "*config.yaml: providers.0.script.0.when.input_matches: "
+        "*'((' is not a valid regular expression*",
     ),
     Bad("config-unknown-key", _config(prompt="hi"), FAILED, "*config.yaml: prompt: unknown key*"),
     Bad(
@@ -293,7 +294,8 @@ CORPUS = [
         "config-skills-missing",
         _config(skills="skills"),
         FAILED,
-        "*input/skills: the skills directory named by 'skills' in input/config.yaml does not exist*",
+        "*input/skills: the skills directory named by 'skills' in input/config.yaml "
+        "does not exist*",
     ),
     Bad(
         "config-skill-no-front-matter",
@@ -407,7 +409,8 @@ CORPUS = [
         "assertions-unknown-tool",
         _write(ASSERTIONS, "- kind: tool_called\n  tool: browser\n"),
         FAILED,
-        "*assertions.yaml: 0.tool: tool_called names tool 'browser', which input/config.yaml does not offer*",
+        "*assertions.yaml: 0.tool: tool_called names tool 'browser', "
+        "which input/config.yaml does not offer*",
     ),
     Bad(
         "assertions-negative",

@@ -102,7 +102,8 @@ def test_malformed_case_yaml_is_a_collection_error_naming_file_and_field(
         [
             "*ERROR collecting scenarios/alpha/case.yaml*",
             "*scenarios/alpha/case.yaml: repeat: Input should be a valid integer* (got 'many')",
-            "*scenarios/alpha/case.yaml: colour: unknown key (valid keys: schema_version, id, name*",
+            "*scenarios/alpha/case.yaml: colour: unknown key "
+            "(valid keys: schema_version, id, name*",
         ]
     )
     assert "Traceback" not in result.stdout.str()
@@ -124,7 +125,8 @@ def test_unknown_config_key_names_file_and_key(nodeval_project: pytest.Pytester)
     result = nodeval_project.runpytest()
     result.stdout.fnmatch_lines(
         [
-            "*input/config.yaml: limits.max_turn: unknown key (valid keys: max_turns, max_tokens, timeout_s, tool_timeout_s)"
+            "*input/config.yaml: limits.max_turn: unknown key "
+            "(valid keys: max_turns, max_tokens, timeout_s, tool_timeout_s)"
         ]
     )
 
@@ -146,7 +148,8 @@ def test_duplicate_case_ids_are_an_error_naming_both_files(
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
         [
-            "*duplicate case id 'alpha': *scenarios/alpha/case.yaml and *scenarios/more/alpha-copy/case.yaml*"
+            "*duplicate case id 'alpha': "
+            "*scenarios/alpha/case.yaml and *scenarios/more/alpha-copy/case.yaml*"
         ]
     )
 
@@ -165,9 +168,8 @@ def test_profiles_from_markers(nodeval_project: pytest.Pytester) -> None:
     )
     nodeval_project.runpytest("-m", "release").assert_outcomes(passed=3)
     nodeval_project.runpytest("-m", "pr").assert_outcomes(passed=1)
-    nodeval_project.runpytest("-m", "release", "--repeat", "2").assert_outcomes(
-        passed=2
-    )  # CLI over profile
+    # CLI over profile
+    nodeval_project.runpytest("-m", "release", "--repeat", "2").assert_outcomes(passed=2)
     result = nodeval_project.runpytest("-m", "pr or release")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
@@ -181,7 +183,8 @@ def test_bad_profile_value_names_its_source(nodeval_project: pytest.Pytester) ->
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*mode from profile 'release' (*tox.ini) must be one of deterministic, full, live, record, got 'livee'*"
+            "*mode from profile 'release' (*tox.ini) "
+            "must be one of deterministic, full, live, record, got 'livee'*"
         ]
     )
 
@@ -314,9 +317,8 @@ def test_a_path_option_given_apart_from_its_value_is_not_taken_for_the_rootdir(
     )
     joined = nodeval_project.runpytest(f"--nodeval-report-dir={elsewhere}")
     joined.assert_outcomes(passed=1)
-    inside = nodeval_project.runpytest(
-        "--nodeval-report-dir", "scenarios"
-    )  # within the project: harmless
+    # Within the project: harmless
+    inside = nodeval_project.runpytest("--nodeval-report-dir", "scenarios")
     inside.assert_outcomes(passed=1)
 
 

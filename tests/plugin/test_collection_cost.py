@@ -100,7 +100,8 @@ def test_a_broken_assertions_yaml_fails_only_its_case(nodeval_project: pytest.Py
         write_case(root, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
     (root / "alpha" / "assertions.yaml").write_text("- kind: output_contains\n  text: [unclosed\n")
     (root / "test_bound.py").write_text(
-        "import pytest\n\n@pytest.mark.nodeval_case('alpha')\ndef test_bound(nodeval_run):\n    pass\n"
+        "import pytest\n\n"
+        "@pytest.mark.nodeval_case('alpha')\ndef test_bound(nodeval_run):\n    pass\n"
     )
     result = nodeval_project.runpytest("--repeat", "2")
     result.assert_outcomes(passed=2, errors=4)

@@ -1,4 +1,5 @@
-"""--nodeval-concurrency: attempts run ahead in a pool, reported by their own tests as a serial run would."""
+"""--nodeval-concurrency: attempts run ahead in a pool, reported by their own tests as a
+serial run would report them."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_rerunfailures  # noqa: F401  (the pytester runs below use --reruns)
+import xdist  # noqa: F401  (the pytester runs below use -n)
 import yaml
 
-from fakes.llm import LLMFake
-from fakes.server import ServedApp
 from pytest_nodeval.report.models import RunReport
+from pytest_nodeval_fakes.llm import LLMFake
+from pytest_nodeval_fakes.server import ServedApp
 
 from ..conftest import write_case
 
@@ -215,9 +218,8 @@ def test_reports_come_in_collection_order_with_the_content_of_a_serial_run(
     root = project.path / "scenarios"
     for index in range(8):
         write_fake_case(root, f"case-{index}", "all fine" if index % 3 else "all broken")
-    write_shared_case(
-        root, "case-nokey", "http://127.0.0.1:9", key_env="NODEVAL_UNSET_KEY"
-    )  # an infrastructure error
+    # An infrastructure error
+    write_shared_case(root, "case-nokey", "http://127.0.0.1:9", key_env="NODEVAL_UNSET_KEY")
     serial = project.runpytest("--nodeval-mode", "live", "-v", "-p", "no:randomly")
     serial_report = _report(project)
     pooled = project.runpytest(
@@ -263,14 +265,18 @@ URL = "{url}"
 def sync_agent(ctx):
     client = ctx.anthropic(base_url=URL, api_key="k")
     for text in ctx.inputs():
-        reply = client.messages.create(model="m", max_tokens=50, messages=[{{"role": "user", "content": text}}])
+        reply = client.messages.create(
+            model="m", max_tokens=50, messages=[{{"role": "user", "content": text}}]
+        )
         ctx.output(reply.content[0].text)
 
 
 async def async_agent(ctx):
     client = ctx.async_anthropic(base_url=URL, api_key="k")
     for text in ctx.inputs():
-        reply = await client.messages.create(model="m", max_tokens=50, messages=[{{"role": "user", "content": text}}])
+        reply = await client.messages.create(
+            model="m", max_tokens=50, messages=[{{"role": "user", "content": text}}]
+        )
         ctx.output(reply.content[0].text)
     await client.close()
 
@@ -395,7 +401,6 @@ def test_exit_first_stops_starting_attempts_and_the_rest_are_not_run(
 def test_with_xdist_each_worker_keeps_several_attempts_in_flight(
     project: pytest.Pytester, counting_llm: CountingLLM
 ) -> None:
-    pytest.importorskip("xdist")
     root = project.path / "scenarios"
     for index in range(12):
         write_shared_case(root, f"case-{index:02d}", counting_llm.served.url)
@@ -428,7 +433,6 @@ def test_second_try_passes(nodeval_attempt):
 
 
 def test_a_rerun_of_a_pooled_attempt_runs_it_again(project: pytest.Pytester) -> None:
-    pytest.importorskip("pytest_rerunfailures")
     root = project.path / "scenarios"
     write_own_case(root, "own-rerun", ["go"])
     (root / "test_rerun.py").write_text(RERUN)
@@ -453,7 +457,9 @@ from pytest_nodeval import expect
 def fake_agent(ctx):
     client = ctx.anthropic()  # sent to the test's nodeval_llm_server: no key, no base_url
     for text in ctx.inputs():
-        reply = client.messages.create(model="m", max_tokens=50, messages=[{"role": "user", "content": text}])
+        reply = client.messages.create(
+            model="m", max_tokens=50, messages=[{"role": "user", "content": text}]
+        )
         ctx.output(reply.content[0].text)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xdist  # noqa: F401  (the pytester runs below use -n)
 import yaml
 
 from pytest_nodeval.report.models import RunReport
@@ -156,7 +157,10 @@ def test_a_model_without_a_price_is_unknown_and_said(nodeval_project: pytest.Pyt
     attempt = report.case("house").attempts[0]
     assert attempt.cost_usd is None and attempt.cost_unpriced == ["house-model"]
     assert report.totals.cost_usd is None and report.totals.cost_unpriced_models == ["house-model"]
-    unknown = "cost: unknown: no price for model(s) house-model (1 attempt(s); name them in nodeval_prices)*"
+    unknown = (
+        "cost: unknown: no price for model(s) house-model "
+        "(1 attempt(s); name them in nodeval_prices)*"
+    )
     result.stdout.fnmatch_lines(["*house*unknown*passed*", unknown])
 
 
@@ -191,11 +195,12 @@ def test_max_cost_stops_starting_attempts_and_the_rest_are_not_run(
         (a.reason or "").startswith("not run (budget): the run spent $0.1758")
         for a in house.attempts[2:]
     )
+    # In no rate
     assert (house.stats.passed, house.stats.attempts, house.stats.pass_rate) == (
         2,
         2,
         1.0,
-    )  # in no rate
+    )
     assert report.totals.not_run_budget == 3 and report.max_cost_usd == 0.2
     assert _cents(report.totals.cost_usd) == pytest.approx(17.58)
     assert result.ret == 0
@@ -243,7 +248,6 @@ def test_attempts_run_ahead_hold_the_budget_as_serial_ones_do(
 def test_the_budget_is_shared_by_the_xdist_workers_of_a_run(
     priced_project: pytest.Pytester,
 ) -> None:
-    pytest.importorskip("xdist")
     (priced_project.path / "scenarios" / "table" / "case.yaml").unlink()
     result = priced_project.runpytest(
         "-n",
@@ -275,12 +279,14 @@ def test_the_budget_is_shared_by_the_xdist_workers_of_a_run(
         (
             "nodeval_prices =\n    house-model: input=3.00 output=lots\n",
             [],
-            "*nodeval_prices (*): 'house-model: input=3.00 output=lots': output='lots' is not a price*",
+            "*nodeval_prices (*): 'house-model: input=3.00 output=lots': "
+            "output='lots' is not a price*",
         ),
         (
             "nodeval_prices =\n    house-model input=3 output=15\n",
             [],
-            "*nodeval_prices (*): 'house-model input=3 output=15' is not 'model: input=USD output=USD*",
+            "*nodeval_prices (*): 'house-model input=3 output=15' "
+            "is not 'model: input=USD output=USD*",
         ),
         (
             "",

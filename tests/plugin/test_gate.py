@@ -1,4 +1,5 @@
-"""The baseline gate inside pytest: regression exit code, unchanged reruns, bad baselines, blessing."""
+"""The baseline gate inside pytest: regression exit code, unchanged reruns, bad baselines,
+blessing."""
 
 from __future__ import annotations
 
@@ -62,9 +63,8 @@ def test_a_real_regression_fails_with_the_gate_exit_code_and_names_the_case(
     project: pytest.Pytester,
 ) -> None:
     _bless(project)  # 10/10
-    (project.path / "scenarios" / "failing.json").write_text(
-        "[1, 2, 3, 4, 5, 6]"
-    )  # now 4/10, tolerated (>= 0.4)
+    # Now 4/10, tolerated (>= 0.4)
+    (project.path / "scenarios" / "failing.json").write_text("[1, 2, 3, 4, 5, 6]")
     result, report = _run(project, "--nodeval-baseline=reports/baseline.json")
     assert result.ret == EXIT_GATE_FAILED
     result.stdout.fnmatch_lines(
@@ -125,7 +125,8 @@ def test_new_and_missing_cases_are_listed(project: pytest.Pytester) -> None:
 
 def test_an_interrupted_run_is_never_blessed(project: pytest.Pytester) -> None:
     (project.path / "scenarios" / "conftest.py").write_text(
-        "import pytest\n\ndef pytest_runtest_call(item):\n    if item.callspec.params['nodeval_case'].repeat == 3:\n"
+        "import pytest\n\ndef pytest_runtest_call(item):\n"
+        "    if item.callspec.params['nodeval_case'].repeat == 3:\n"
         "        pytest.exit('stopped by the operator')\n"
     )
     result = project.runpytest(

@@ -12,14 +12,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import xdist  # noqa: F401  (the pytester runs below use -n)
 import yaml
 
-from fakes.llm import LLMFake
 from pytest_nodeval.report.models import RunReport
+from pytest_nodeval_fakes.llm import LLMFake
 
 from ..conftest import PROJECT_INI
-
-pytest.importorskip("xdist")
 
 THREADS = 6
 AGENT = f"""
@@ -36,8 +35,11 @@ def agent(ctx):
     def ask(i):
         start.wait()  # all at once: only the limit keeps them apart
         try:
-            reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=16,
-                                           messages=[{{"role": "user", "content": f"question {{i}}"}}])
+            reply = client.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=16,
+                messages=[{{"role": "user", "content": f"question {{i}}"}}],
+            )
         except Exception as exc:
             errors.append(exc)
         else:
@@ -166,5 +168,8 @@ def test_a_bad_limits_line_is_a_usage_error_naming_it(project: pytest.Pytester) 
     _limits(project, "anthropic: rpm=fast")
     result = project.runpytest("--nodeval-mode", "live")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    said = "*nodeval_limits (*tox.ini*): rpm in line 'anthropic: rpm=fast' must be a whole number >= 1, got 'fast'*"
+    said = (
+        "*nodeval_limits (*tox.ini*): rpm in line 'anthropic: rpm=fast' "
+        "must be a whole number >= 1, got 'fast'*"
+    )
     result.stderr.fnmatch_lines([said])

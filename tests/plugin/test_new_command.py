@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -23,7 +24,6 @@ def test_new_cases_record_and_replay_green(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     monkeypatch.chdir(nodeval_project.path)
     assert main(["new", "greeting"]) == 0
     assert main(["new", "my-agent", "--agent"]) == 0

@@ -18,7 +18,8 @@ def agent(ctx):
     for text in ctx.inputs():
         first = anthropic.messages.create(model="claude-test", max_tokens=64,
                                           messages=[{"role": "user", "content": text}])
-        second = openai.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": text}])
+        second = openai.chat.completions.create(model="gpt-test",
+                                                messages=[{"role": "user", "content": text}])
         ctx.output(first.content[0].text + " / " + second.choices[0].message.content)
 
 @pytest.mark.nodeval_case("foreign")
@@ -113,19 +114,24 @@ class Bot:
     def reply(self, text):
         messages = [{"role": "user", "content": text}]
         while True:
-            answer = self.client.messages.create(model="claude-test", max_tokens=256, tools=TOOLS, messages=messages)
+            answer = self.client.messages.create(model="claude-test", max_tokens=256, tools=TOOLS,
+                                                 messages=messages)
             calls = [b for b in answer.content if b.type == "tool_use"]
             if not calls:
                 return "".join(b.text for b in answer.content if b.type == "text")
-            messages.append({"role": "assistant", "content": [b.model_dump() for b in answer.content]})
+            messages.append({"role": "assistant",
+                             "content": [b.model_dump() for b in answer.content]})
             messages.append({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": c.id, "content": json.dumps(refund(**c.input))} for c in calls]})
+                {"type": "tool_result", "tool_use_id": c.id,
+                 "content": json.dumps(refund(**c.input))} for c in calls]})
 
 
 async def summarise(client, text):
     stream = await client.chat.completions.create(model="gpt-test", stream=True,
                                                   messages=[{"role": "user", "content": text}])
-    return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
+    return "".join(
+        [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+    )
 '''
 
 WORKED = """

@@ -19,6 +19,7 @@ import termios
 import anthropic  # noqa: F401  (loaded before pytester snapshots sys.modules: the no-key case needs it)
 import pyte
 import pytest
+import xdist  # noqa: F401  (the pytester runs below use -n)
 
 from ..conftest import write_case
 
@@ -141,7 +142,6 @@ def test_crash(nodeval_run, request):
 def test_with_xdist_the_controller_counts_every_workers_attempts(
     nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("xdist")
     _mixed_live_suite(nodeval_project, monkeypatch)
     (nodeval_project.path / "scenarios" / "test_crash.py").write_text(CRASH)
     result = nodeval_project.runpytest(
@@ -292,12 +292,9 @@ def _screen(raw: str) -> list[str]:
 def test_on_a_terminal_the_live_line_is_drawn_and_leaves_nothing_behind(
     nodeval_project: pytest.Pytester, args: tuple[str, ...]
 ) -> None:
-    if "-n" in args:
-        pytest.importorskip("xdist")
     _replay_suite(nodeval_project)
-    live = _on_a_terminal(
-        nodeval_project, "--repeat", "2", *args
-    )  # auto: a terminal gets the live line
+    # Auto: a terminal gets the live line
+    live = _on_a_terminal(nodeval_project, "--repeat", "2", *args)
     quiet = _on_a_terminal(nodeval_project, "--repeat", "2", *args, "--nodeval-progress", "off")
     attempts = 4 if "-n" in args else 6
     assert f"\r\nnodeval: {attempts}/{attempts} attempts, 0 in flight" in live, (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from pytest_nodeval.report.models import RunReport
@@ -96,7 +97,8 @@ def test_a_missing_journal_is_a_setup_error_naming_the_directory(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*scenarios/hello/journal: no journal here; record one with `nodeval record *scenarios/hello`*"
+            "*scenarios/hello/journal: no journal here; "
+            "record one with `nodeval record *scenarios/hello`*"
         ]
     )
     assert "Traceback" not in result.stdout.str()
@@ -160,7 +162,8 @@ def test_failures_within_min_pass_rate_are_tolerated_and_said(
     result.stdout.fnmatch_lines(
         [
             "hello * 2/3 * 0.67 * tolerated (min 0.60)",
-            "1 attempt failure(s) tolerated by min_pass_rate: they do not fail the run (exit status 0)",
+            "1 attempt failure(s) tolerated by min_pass_rate: "
+            "they do not fail the run (exit status 0)",
         ]
     )
     report = _report(nodeval_project)
@@ -244,7 +247,6 @@ def test_plain_test_suites_get_no_report(nodeval_project: pytest.Pytester) -> No
 
 
 def test_report_json_matches_the_exported_schema(nodeval_project: pytest.Pytester) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     write_case(
         nodeval_project.path / "scenarios", "hello", script=ANSWER, inputs=["hi"], assertions=[]
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xdist  # noqa: F401  (the pytester runs below use -n)
 
 from pytest_nodeval.cli import main as nodeval
 from pytest_nodeval.report.models import RunReport
@@ -25,7 +26,8 @@ def test_bravo_answers(nodeval_run):
 
 @pytest.mark.nodeval_case("foxtrot")
 def test_foxtrot(nodeval_run, request):
-    assert request.node.callspec.params["nodeval_case"].repeat != 2, "foxtrot r2 gave a wrong answer"
+    repeat = request.node.callspec.params["nodeval_case"].repeat
+    assert repeat != 2, "foxtrot r2 gave a wrong answer"
 
 @pytest.mark.parametrize("n", range(5))
 def test_plain(n):
@@ -256,9 +258,8 @@ def test_the_gate_on_the_merged_run_gives_the_unsharded_runs_verdict_and_writes_
     )
     unsharded = _report(next((project.path / "whole").glob("*/report.json")).parent)
     merged = _report(project.path / "merged")
-    assert (
-        status == whole.ret == unsharded.exit_status == merged.exit_status == 1
-    )  # bravo failed outright
+    # Bravo failed outright
+    assert status == whole.ret == unsharded.exit_status == merged.exit_status == 1
     assert merged.gate is not None and unsharded.gate is not None
     assert (merged.gate["verdict"], merged.gate["breached"]) == (
         unsharded.gate["verdict"],
@@ -310,8 +311,6 @@ def _properties(xml: Path) -> dict[str, dict[str, str]]:
 def test_junit_testcases_carry_case_repeat_outcome_latency_and_tokens(
     project: pytest.Pytester, workers: list[str]
 ) -> None:
-    if workers:
-        pytest.importorskip("xdist")
     result = project.runpytest("--repeat", "2", "--junitxml=junit.xml", *workers)
     assert result.ret == 0
     props = _properties(project.path / "junit.xml")
@@ -337,7 +336,6 @@ def test_junit_testcases_carry_case_repeat_outcome_latency_and_tokens(
 def test_a_shard_under_xdist_runs_the_same_tests_and_records_its_split(
     project: pytest.Pytester,
 ) -> None:
-    pytest.importorskip("xdist")
     alone = project.runpytest("--repeat", "2", "--nodeval-shard=2/3", "--nodeval-report-dir=alone")
     spread = project.runpytest(
         "--repeat", "2", "--nodeval-shard=2/3", "--nodeval-report-dir=spread", "-n", "2"

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import pytest_rerunfailures  # noqa: F401  (the pytester runs below use --reruns)
+import pytest_timeout  # noqa: F401  (a pytester run below uses --timeout)
 import yaml
 
 from pytest_nodeval.report.models import RunReport
@@ -89,7 +91,8 @@ def test_an_own_agent_that_diverges_fails_whatever_the_test_does_after_run(
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(
         [
-            "*replay of *orders* diverged from its journal (*orders/journal/events.jsonl): at seq 4 (tool.call lookup-1):*",
+            "*replay of *orders* diverged from its journal (*orders/journal/events.jsonl): "
+            "at seq 4 (tool.call lookup-1):*",
             "*at args.order_id: recorded *A-1*, now *B-2*",
             "*re-record the journal: nodeval record *orders*",
         ]
@@ -191,7 +194,6 @@ def test_second_try_passes(nodeval_run, tmp_path_factory):
 
 
 def test_a_pass_on_rerun_counts_and_is_marked_flaky(nodeval_project: pytest.Pytester) -> None:
-    pytest.importorskip("pytest_rerunfailures")
     root = nodeval_project.path / "scenarios"
     write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
     (root / "test_rerun.py").write_text(
@@ -210,7 +212,6 @@ def test_a_pass_on_rerun_counts_and_is_marked_flaky(nodeval_project: pytest.Pyte
 def test_a_rerun_runs_the_attempt_again_even_when_other_checks_share_it(
     nodeval_project: pytest.Pytester,
 ) -> None:
-    pytest.importorskip("pytest_rerunfailures")
     root = nodeval_project.path / "scenarios"
     write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
     (root / "test_rerun.py").write_text(
@@ -362,7 +363,6 @@ def test_an_unreachable_judge_is_an_infrastructure_error_not_a_skip(
 
 
 def test_a_harness_timeout_is_an_infrastructure_error(nodeval_project: pytest.Pytester) -> None:
-    pytest.importorskip("pytest_timeout")
     root = nodeval_project.path / "scenarios"
     write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
     (root / "test_slow.py").write_text("""

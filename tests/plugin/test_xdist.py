@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import xdist  # noqa: F401  (the pytester runs below use -n)
 
 from pytest_nodeval.report.models import RunReport
 
 from ..conftest import write_case
-
-pytest.importorskip("xdist")
 
 VOLATILE_RUN = {"run_id", "started_at", "finished_at", "duration_s", "environment"}
 VOLATILE_ATTEMPT = {"wall_ms", "worker"}

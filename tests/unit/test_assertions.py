@@ -211,10 +211,11 @@ def test_unknown_kind_or_key_is_a_clear_error() -> None:
         validate(
             AssertionsFile, [{"kind": "tool_called", "tool": "shell", "tims": 2}], "assertions.yaml"
         )
-    assert (
-        "assertions.yaml: assertions.0.tool_called.tims: unknown key (valid keys: name, kind, tool, args"
-        in str(info.value)
+    said = (
+        "assertions.yaml: assertions.0.tool_called.tims: unknown key "
+        "(valid keys: name, kind, tool, args"
     )
+    assert said in str(info.value)
     with pytest.raises(
         CaseFormatError,
         match=r"assertions.0: Input tag 'tool_caled' found using 'kind' does not match",

@@ -61,9 +61,8 @@ def test_world_slots_cap_the_jobs_that_open_a_world() -> None:
     pool = AttemptPool(4, world_slots=1)
     worlds = [pool.submit(jobs.job(f"w{i}", world=True)) for i in range(3)]
     plain = [pool.submit(jobs.job(f"p{i}")) for i in range(2)]
-    jobs.wait_started(
-        3
-    )  # one world job and both plain ones; the other world jobs wait for the slot
+    # One world job and both plain ones; the other world jobs wait for the slot
+    jobs.wait_started(3)
     assert jobs.now == 3
     jobs.release.set()
     assert [f.result(WAIT) for f in worlds + plain] == ["w0", "w1", "w2", "p0", "p1"]
@@ -183,7 +182,6 @@ class Node:
 
 
 def _scheduler(chunk: int, tests: int, nodes: int) -> tuple[Any, list[Node]]:
-    pytest.importorskip("xdist")
     from pytest_nodeval.plugin.schedule import ChunkedLoadScheduling
 
     config = SimpleNamespace(
@@ -226,8 +224,8 @@ def test_a_small_suite_is_shared_fairly_and_then_the_workers_shut_down() -> None
 
 
 def test_only_modes_that_wait_on_models_run_attempts_ahead() -> None:
-    from pytest_nodeval.plugin.ahead import wanted
+    from pytest_nodeval.plugin.ahead import runs_attempts_ahead
 
-    assert wanted(SimpleNamespace(concurrency=8, mode="live"))  # type: ignore[arg-type]
-    assert not wanted(SimpleNamespace(concurrency=1, mode="live"))  # type: ignore[arg-type]
-    assert not wanted(SimpleNamespace(concurrency=8, mode="deterministic"))  # type: ignore[arg-type]
+    assert runs_attempts_ahead(SimpleNamespace(concurrency=8, mode="live"))  # type: ignore[arg-type]
+    assert not runs_attempts_ahead(SimpleNamespace(concurrency=1, mode="live"))  # type: ignore[arg-type]
+    assert not runs_attempts_ahead(SimpleNamespace(concurrency=8, mode="deterministic"))  # type: ignore[arg-type]

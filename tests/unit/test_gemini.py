@@ -1,4 +1,5 @@
-"""The pure parts of Gemini support: message conversion, usage, timeline text, matching, redaction."""
+"""The pure parts of Gemini support: message conversion, usage, timeline text, matching,
+redaction."""
 
 from __future__ import annotations
 
@@ -281,7 +282,8 @@ GOOGLE_KEY = "AIzaSyA1234567890abcdefghijklmnopqrstu"
     [
         f"key {GOOGLE_KEY} end",
         json.dumps({"s": f"line\n{GOOGLE_KEY}"}),
-        f"GET https://g.test/v1beta/models/m:streamGenerateContent?alt=sse&key={GOOGLE_KEY[4:]} failed",
+        "GET https://g.test/v1beta/models/m:streamGenerateContent"
+        f"?alt=sse&key={GOOGLE_KEY[4:]} failed",
     ],
 )
 def test_the_journal_redactor_removes_google_keys_and_keys_in_urls(text: str) -> None:

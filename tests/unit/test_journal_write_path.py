@@ -67,7 +67,8 @@ def test_a_served_payload_is_written_verbatim_without_a_second_scan(tmp_path: Pa
         served = [writer.emit_recorded(event) for event in golden.events]
     assert redactor.seen == [], "served payloads were redacted when recorded"
     assert [e.payload for e in served] == [e.payload for e in golden.events]
-    assert all(s.payload is g.payload for s, g in zip(served, golden.events)), "shared, not copied"
+    pairs = zip(served, golden.events, strict=True)
+    assert all(s.payload is g.payload for s, g in pairs), "shared, not copied"
     observed = read_journal(tmp_path / "observed").events
     assert [(e.seq, e.turn, e.payload_dict()) for e in observed] == [
         (1, 3, golden.events[0].payload_dict()),
@@ -189,7 +190,8 @@ def test_a_diverging_request_is_journaled_as_sent_before_the_replay_stops(tmp_pa
 def test_a_request_sent_byte_for_byte_as_recorded_is_served_without_parsing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Matched on the golden journal's own bytes: nothing is parsed, and the line is written as recorded."""
+    """Matched on the golden journal's own bytes: nothing is parsed, and the line is written as
+    recorded."""
     from pytest_nodeval.journal import replay
 
     golden = _exchange_journal(tmp_path)
@@ -258,9 +260,8 @@ def test_a_flat_payload_is_not_copied_through_json_and_its_strings_are_still_sca
     ) as writer:
         writer.emit("io.output", {"text": "here it is: Bearer abcdefghijklmnop"})
         writer.emit("agent.turn.end", {"stop_reason": "end_turn"})
-        writer.emit(
-            "tool.call", {"tool": "shell", "call_id": "c1", "args": {"command": "ls"}}
-        )  # nested: copied
+        # Nested: copied
+        writer.emit("tool.call", {"tool": "shell", "call_id": "c1", "args": {"command": "ls"}})
     assert len(dumps) == 2, "only the nested payload went through JSON (scan + copy)"
     text = (tmp_path / "observed" / "events.jsonl").read_text()
     assert "abcdefghijklmnop" not in text and redact.REDACTED in text
@@ -269,7 +270,8 @@ def test_a_flat_payload_is_not_copied_through_json_and_its_strings_are_still_sca
 def test_matching_a_request_never_dumps_the_recorded_one_to_a_dict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A 40 KB request body dumped per call (and once more per event at seeding) cost more than the replay."""
+    """A 40 KB request body dumped per call (and once more per event at seeding) cost more than
+    the replay."""
     from pytest_nodeval.journal import replay
     from pytest_nodeval.journal.events import EVENT_MODELS
 

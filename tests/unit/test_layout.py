@@ -20,9 +20,8 @@ ENTRY_MODULE = "pytest_nodeval.plugin"
 # may import modules of its own unit and of units in lower layers; units that share a
 # layer do not know each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    (
-        "pytest_nodeval",
-    ),  # the root __init__: __version__ and the table of lazily imported public names
+    # The root __init__: __version__ and the table of lazily imported public names
+    ("pytest_nodeval",),
     ("errors", "modes", "text"),
     ("yamlfiles",),
     ("journal", "world", "stats"),
@@ -34,12 +33,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plugin",),
     ("sampling", "protocol"),
     ("commands",),
+    # The command line and the public faces of the gate and the sampler
     (
         "cli",
         "gate",
         "sampler",
         "schemas",
-    ),  # the command line and the public faces of the gate and the sampler
+    ),
 )
 
 
@@ -106,7 +106,8 @@ def _absolute(here: str, node: ast.ImportFrom) -> str:
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """Some import cycle, as the modules along it with the first repeated at the end; None if there is none."""
+    """Some import cycle, as the modules along it with the first repeated at the end; None if
+    there is none."""
     state: dict[str, str] = {}  # "open" while on the current path, "done" after
     path: list[str] = []
 
@@ -142,7 +143,8 @@ def layer_violations(
         unit = unit_of(module, package)
         if unit not in rank:
             problems.append(
-                f"{module}: its unit {unit!r} is in no layer; add it to LAYERS and docs/architecture.md"
+                f"{module}: its unit {unit!r} is in no layer; "
+                "add it to LAYERS and docs/architecture.md"
             )
             continue
         for target in sorted(targets):
@@ -240,7 +242,8 @@ def test_an_import_up_the_layers_is_named(synthetic: Path) -> None:
 
 def test_type_checking_imports_are_not_dependencies(synthetic: Path) -> None:
     (synthetic / "pkg/low/b.py").write_text(
-        "import typing\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..high.c import lazy\n"
+        "import typing\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ..high.c import lazy\n"
         "if typing.TYPE_CHECKING:\n    from ..high import c\n"
     )
     assert layer_violations(import_graph(synthetic, "pkg"), SYNTHETIC_LAYERS, "pkg") == []

@@ -112,9 +112,8 @@ def test_rpm_waits_for_the_request_that_leaves_the_window_first() -> None:
     assert rpm_wait([41.0, 50.0], 100.0, 3) == 0.0
     assert rpm_wait([41.0, 50.0, 70.0], 100.0, 3) == pytest.approx(1.0)  # 41 leaves at 101
     assert rpm_wait([41.0, 50.0, 70.0], 100.0, 2) == pytest.approx(10.0)  # 50 must leave too
-    assert rpm_wait([10.0, 39.0, 50.0], 100.0, 1) == pytest.approx(
-        10.0
-    )  # older than a minute: gone
+    # Older than a minute: gone
+    assert rpm_wait([10.0, 39.0, 50.0], 100.0, 1) == pytest.approx(10.0)
 
 
 def test_tpm_waits_until_the_last_minutes_tokens_fall_below_the_limit() -> None:
@@ -122,9 +121,8 @@ def test_tpm_waits_until_the_last_minutes_tokens_fall_below_the_limit() -> None:
     assert tpm_wait([(50.0, 600), (60.0, 400)], 100.0, 1000) == pytest.approx(10.0)  # 1000 reached
     assert tpm_wait([(50.0, 600), (60.0, 400), (70.0, 900)], 100.0, 1000) == pytest.approx(20.0)
     assert tpm_wait([(30.0, 5000), (90.0, 10)], 100.0, 1000) == 0.0  # the big debit left the window
-    assert tpm_wait([(95.0, 3000)], 100.0, 1000) == pytest.approx(
-        55.0
-    )  # one response over the limit
+    # One response over the limit
+    assert tpm_wait([(95.0, 3000)], 100.0, 1000) == pytest.approx(55.0)
 
 
 # -- retries: pure parts ----------------------------------------------------------------------
@@ -195,9 +193,8 @@ def test_requests_per_minute_are_a_sliding_window(tmp_path: Path) -> None:
     limiter.release(first, now=1011.0)
     limiter.release(second, now=1011.0)
     refused, wait = limiter.try_acquire([rule], now=1020.0)
-    assert refused is None and wait == pytest.approx(
-        40.0
-    )  # finished or not, both started this minute
+    # Finished or not, both started this minute
+    assert refused is None and wait == pytest.approx(40.0)
     third, _ = limiter.try_acquire([rule], now=1060.5)
     assert third is not None
 

@@ -1,4 +1,5 @@
-"""The `pdf` tool on real PDFs in a world: page count, text, page ranges, and files it cannot read."""
+"""The `pdf` tool on real PDFs in a world: page count, text, page ranges, and files it cannot
+read."""
 
 from __future__ import annotations
 
@@ -124,9 +125,8 @@ def test_a_file_over_the_size_limit_is_a_tool_error(world: LocalWorld) -> None:
     size = len(make_pdf(PAGES))
     outcome = _read(world, "report.pdf", max_bytes=size - 1)
     assert not outcome.ok
-    assert (
-        outcome.error
-        == f"report.pdf: the file is {size} bytes, more than the {size - 1}-byte limit (pdf.max_bytes)"
+    assert outcome.error == (
+        f"report.pdf: the file is {size} bytes, more than the {size - 1}-byte limit (pdf.max_bytes)"
     )
 
 

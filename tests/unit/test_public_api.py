@@ -1,4 +1,5 @@
-"""The public import paths hold whatever the internal layout, and docs/api.md says where each name lives."""
+"""The public import paths hold whatever the internal layout, and docs/api.md says where each
+name lives."""
 
 from __future__ import annotations
 

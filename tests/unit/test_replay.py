@@ -118,14 +118,14 @@ def test_an_agent_that_stops_early_diverges(case_dir: Path, tmp_path: Path) -> N
     journal = case_dir / "journal" / "events.jsonl"
     lines = journal.read_text().splitlines()
     cut = next(i for i, line in enumerate(lines) if '"type":"agent.turn.start","turn":3' in line)
-    journal.write_text(
-        "\n".join([*lines[:cut], lines[-1]]) + "\n"
-    )  # still ends with its session.end
+    # Still ends with its session.end
+    journal.write_text("\n".join([*lines[:cut], lines[-1]]) + "\n")
     observed = run_case(
         load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed"
     )
     assert (
-        "made an LLM call to 'mock' that the journal does not have, after its last recorded response to "
+        "made an LLM call to 'mock' that the journal does not have, "
+        "after its last recorded response to "
         "'mock' (seq " in (observed.divergence or "")
     )
     assert f"diverged from its journal ({journal}):" in (observed.divergence or "")

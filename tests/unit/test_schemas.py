@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from pytest_nodeval.schemas import SHIPPED, USER_FILES, render, schemas
@@ -16,14 +17,14 @@ def test_committed_schema_matches_the_model(name: str) -> None:
     for directory in (SCHEMA_DIR, SHIPPED):
         committed = (directory / name).read_text()
         assert committed == render(schemas()[name]), (
-            f"{directory.name}/{name} is out of date with its model; if the change is deliberate, run "
+            f"{directory.name}/{name} is out of date with its model; "
+            "if the change is deliberate, run "
             "`python -m pytest_nodeval.schemas` (and bump schema_version if readers would break)"
         )
 
 
 @pytest.mark.parametrize("relative", sorted(USER_FILES))
 def test_every_file_of_the_seed_scenarios_validates_against_its_schema(relative: str) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     import yaml
 
     schema = json.loads((SCHEMA_DIR / USER_FILES[relative]).read_text())
@@ -35,8 +36,6 @@ def test_every_file_of_the_seed_scenarios_validates_against_its_schema(relative:
 
 
 def test_a_schema_refuses_what_the_loader_refuses() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-
     schema = json.loads((SCHEMA_DIR / "assertions.schema.json").read_text())
     jsonschema.validate([{"kind": "tool_called", "tool": "shell"}], schema)
     jsonschema.validate({"assertions": [{"kind": "no_errors"}]}, schema)
@@ -96,8 +95,6 @@ WRONG_FILES = [  # (schema, document, the key the error must name)
     ids=[f"{s.split('.')[0]}-{k}-{i}" for i, (s, _, k) in enumerate(WRONG_FILES)],
 )
 def test_a_wrong_file_fails_its_schema_naming_the_key(schema: str, document: Any, key: str) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-
     validator = jsonschema.Draft202012Validator(json.loads((SCHEMA_DIR / schema).read_text()))
     errors = list(validator.iter_errors(document))
     assert errors, f"{schema} accepted {document}"

@@ -1,4 +1,5 @@
-"""The shard split: K/N and the CI variables, determinism, balance, and stability when cases come and go."""
+"""The shard split: K/N and the CI variables, determinism, balance, and stability when cases
+come and go."""
 
 from __future__ import annotations
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fakes.web import WebFake
 from pytest_nodeval.agent.config import EngineConfig, WebSpec
 from pytest_nodeval.agent.tools import ToolContext, ToolOutcome, WebTool
 from pytest_nodeval.agent.web import host_allowed
+from pytest_nodeval_fakes.web import WebFake
 
 ARTICLE = b"""<!doctype html><html><head><title>Install guide</title></head><body>
 <nav><a href="/">Home</a> | <a href="/about">About</a> | <a href="/login">Log in</a></nav>
@@ -71,9 +71,8 @@ class _Site(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
     def _slow(self) -> None:
-        self.release.wait(
-            30
-        )  # longer than any limit in these tests; the test releases it at teardown
+        # Longer than any limit in these tests; the test releases it at teardown
+        self.release.wait(30)
 
     def _huge(self) -> None:
         # No Content-Length: the client only learns the size by reading.

@@ -67,7 +67,8 @@ MakeWorld = Callable[..., World]
 
 @pytest.fixture
 def make_world(request: pytest.FixtureRequest, run_id: str) -> Iterator[MakeWorld]:
-    """make_world(backend, seed_dir=None, limits=None, network=False): closed after the test (local: only seed_dir)."""
+    """make_world(backend, seed_dir=None, limits=None, network=False): closed after the test
+    (local: only seed_dir)."""
     opened: list[World] = []
 
     def make(

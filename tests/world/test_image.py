@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import sys
 import textwrap
@@ -17,19 +18,27 @@ from pytest_nodeval.errors import WorldError
 from pytest_nodeval.world import image as image_module
 from pytest_nodeval.world.image import context_digest, ensure_image
 
-# Asks for the image from a separate process, as an xdist worker would.
+# Asks for the image from a separate process, as an xdist worker would. Imported, it says
+# "ready" on stdout and waits for a line on stdin: both start together, so the race is real.
 _ASK_FOR_IMAGE = textwrap.dedent(
     """
-    import json, sys, time
+    import json, sys
     from pathlib import Path
     from pytest_nodeval.world.image import ensure_image
-    go = Path(sys.argv[3])
-    while not go.exists():  # start together, so the race is real
-        time.sleep(0.005)
+    print("ready", flush=True)
+    sys.stdin.readline()
     image = ensure_image(context_dir=Path(sys.argv[1]), lock_dir=Path(sys.argv[2]))
     print(json.dumps({"tag": image.tag, "built": image.built}))
     """
 )
+
+
+def _wait_until_ready(asker: subprocess.Popen[str], deadline: float) -> None:
+    """Block until the asker has said "ready" (it has imported and waits for its go)."""
+    assert asker.stdout is not None
+    ready, _, _ = select.select([asker.stdout], [], [], max(0.0, deadline - time.monotonic()))
+    line = asker.stdout.readline() if ready else ""  # "" at EOF: the asker died
+    assert line == "ready\n", f"an asker did not get ready in time (it said {line!r})"
 
 
 @pytest.fixture
@@ -56,18 +65,29 @@ def _remove_images_built_from(context: Path) -> None:
 
 
 def test_two_processes_at_once_build_it_once(own_context: Path, tmp_path: Path) -> None:
-    go = tmp_path / "go"
     askers = [
         subprocess.Popen(
-            [sys.executable, "-c", _ASK_FOR_IMAGE, str(own_context), str(tmp_path), str(go)],
+            [sys.executable, "-c", _ASK_FOR_IMAGE, str(own_context), str(tmp_path)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for _ in range(2)
     ]
-    time.sleep(1.5)  # both have imported and are waiting
-    go.touch()
-    answers = [json.loads(asker.communicate(timeout=300)[0]) for asker in askers]
+    try:
+        deadline = time.monotonic() + 120
+        for asker in askers:
+            _wait_until_ready(asker, deadline)
+        for asker in askers:  # both are waiting: let them go at once
+            assert asker.stdin is not None
+            asker.stdin.write("go\n")
+            asker.stdin.flush()
+        answers = [json.loads(asker.communicate(timeout=300)[0]) for asker in askers]
+    finally:
+        for asker in askers:
+            if asker.poll() is None:
+                asker.kill()
+                asker.wait()
     assert [a["built"] for a in answers].count(True) == 1, answers
     assert answers[0]["tag"] == answers[1]["tag"]
 
@@ -82,7 +102,6 @@ def test_a_later_ensure_reuses_the_image(own_context: Path, tmp_path: Path) -> N
 
 
 def test_the_tag_follows_the_content(tmp_path: Path) -> None:
-    pytest.importorskip("docker")
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     before = context_digest(tmp_path, "sha256:base-one")
     assert context_digest(tmp_path, "sha256:base-one") == before
@@ -92,7 +111,6 @@ def test_the_tag_follows_the_content(tmp_path: Path) -> None:
 
 
 def test_the_dockerignore_keeps_unrelated_files_out_of_the_digest(tmp_path: Path) -> None:
-    pytest.importorskip("docker")
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     (tmp_path / ".dockerignore").write_text("*\n!Dockerfile\n")
     before = context_digest(tmp_path, "sha256:base")

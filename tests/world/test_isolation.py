@@ -199,9 +199,8 @@ def test_a_fork_bomb_is_stopped_by_the_pids_limit(make_world: MakeWorld, backend
     result = world.exec([PY, "-c", FORK_BOMB], timeout_s=120)
     assert "refused:" in result.stdout, result
     started = int(result.stdout.split("started")[1])
-    assert (
-        0 < started < 64
-    )  # the limit counts the world's other processes too (its init, the shell)
+    # The limit counts the world's other processes too (its init, the shell)
+    assert 0 < started < 64
 
 
 def _require_enforced(world: World, limit: str) -> None:
@@ -224,9 +223,8 @@ def test_closing_a_world_kills_what_its_commands_left_running(
         ["sh", "-c", f"setsid {marker} >/dev/null 2>&1 </dev/null & echo started"], timeout_s=30
     )
     assert started.stdout == "started\n"
-    if (
-        kind != "bwrap"
-    ):  # bwrap's pid namespace, and everything in it, already ended with the command
+    # Bwrap's pid namespace, and everything in it, already ended with the command
+    if kind != "bwrap":
         assert host_processes_running(marker), (
             "the detached command is not running, so the test proves nothing"
         )
@@ -244,9 +242,8 @@ def test_without_a_cgroup_bwrap_falls_back_and_names_what_it_cannot_cap(
     from pytest_nodeval.errors import NodevalWarning
     from pytest_nodeval.world import cgroup
 
-    monkeypatch.setattr(
-        cgroup, "CGROUP_ROOT", tmp_path / "no-cgroups"
-    )  # as on a machine without them
+    # As on a machine without them
+    monkeypatch.setattr(cgroup, "CGROUP_ROOT", tmp_path / "no-cgroups")
     with pytest.warns(NodevalWarning) as warned:
         world = make_world("bwrap", limits=WorldLimits(memory_mb=256))
     unenforced = world.limits_unenforced  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ world containers labelled with the owner's pid, and world cgroups named after it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -138,7 +139,8 @@ def world_things_of(owner_pid: int) -> list[str]:
 
 
 def leftovers(marker: str, owner_pids: list[int], within_s: float = 5.0) -> list[str]:
-    """What is still there; killed processes may take a moment to be reaped, so look again briefly."""
+    """What is still there; killed processes may take a moment to be reaped, so look again
+    briefly."""
     deadline = time.monotonic() + within_s
     while True:
         left = marked_processes(marker) + [t for pid in owner_pids for t in world_things_of(pid)]
@@ -175,10 +177,8 @@ def reap_on_failure(marker: str) -> Iterator[None]:
     """Whatever a failing test leaves is killed, so one failure does not slow the rest."""
     yield
     for pid in marked_pids(marker):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 # -- pytest and nodeval record -------------------------------------------------------------

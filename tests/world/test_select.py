@@ -135,8 +135,8 @@ def test_limits_must_be_positive(bad: dict[str, float]) -> None:
 
 def test_importing_the_world_package_loads_no_docker_code() -> None:
     program = (
-        "import sys, pytest_nodeval.world, pytest_nodeval.world.select, pytest_nodeval.world.docker, "
-        "pytest_nodeval.world.bwrap, pytest_nodeval.world.image\n"
+        "import sys, pytest_nodeval.world, pytest_nodeval.world.select, "
+        "pytest_nodeval.world.docker, pytest_nodeval.world.bwrap, pytest_nodeval.world.image\n"
         "print(sorted(m for m in ('docker', 'testcontainers', 'requests') if m in sys.modules))"
     )
     loaded = subprocess.run(

@@ -1,0 +1,98 @@
+"""Loading the plugin loads nothing heavy: no SDK, pydantic model, jinja2 or numpy.
+
+docs/architecture.md: "A pytest run loads the entry module, those two, and the fixtures and
+collection modules [...]: no SDK, pydantic model, jinja2 or numpy. Everything else loads
+when first used." Each check runs in a fresh interpreter, since this one has long imported
+all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+# What a run that needs none of them must not pay for at startup.
+HEAVY = (
+    "anthropic",
+    "openai",
+    "google.genai",
+    "httpx2",
+    "mcp",
+    "pydantic",
+    "jinja2",
+    "jsonschema",
+    "numpy",
+    "scipy",
+    "statsmodels",
+    "docker",
+    "testcontainers",
+    "yaml",
+)
+
+# Writes every module loaded by the end of the session (after every other plugin's hook).
+RECORDING_CONFTEST = textwrap.dedent(
+    """
+    import json
+    import sys
+
+    import pytest
+
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(session):
+        with open(session.config.rootpath / "modules.json", "w") as out:
+            json.dump(sorted(sys.modules), out)
+    """
+)
+
+
+def _env() -> dict[str, str]:
+    """This environment without the pytest and nodeval settings of the run testing us."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "NODEVAL_"))}
+
+
+def _heavy(modules: list[str]) -> list[str]:
+    return [name for name in HEAVY if name in modules]
+
+
+def _ours(modules: list[str]) -> list[str]:
+    """The package's modules that were loaded: where to look for the heavy import."""
+    return [name for name in modules if name.startswith("pytest_nodeval")]
+
+
+def test_importing_the_entry_module_loads_nothing_heavy(tmp_path: Path) -> None:
+    code = "import json, sys\nimport pytest_nodeval.plugin\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules = json.loads(done.stdout)
+    assert "pytest_nodeval.plugin" in modules
+    assert _heavy(modules) == [], _ours(modules)
+
+
+def test_a_collect_only_run_without_cases_loads_nothing_heavy(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "conftest.py").write_text(RECORDING_CONFTEST)
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 test collected" in done.stdout
+    modules = json.loads((tmp_path / "modules.json").read_text())
+    # The plugin came in through its pytest11 entry point, with the fixtures it registers.
+    assert {"pytest_nodeval.plugin", "pytest_nodeval.plugin.fixtures"} <= set(modules)
+    assert _heavy(modules) == [], _ours(modules)
