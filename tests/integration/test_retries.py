@@ -126,12 +126,8 @@ def test_an_outage_past_the_retries_is_the_infrastructures_and_replays_as_such(
         and "ServiceUnavailableError" in (end.reason or "")
     )
     assert [(r["status"], r["retries"]) for r in _responses(observed)] == [(503, 2)]
-    # Record mode installs only a session that ended ok
-    install_journal(tmp_path / "rec", case_dir / "journal")
     block_network()
-    replayed = _run(
-        _anthropic_agent("http://127.0.0.1:9", 2), case_dir, "deterministic", tmp_path / "rep"
-    )
+    replayed = _install_and_replay(tmp_path, case_dir, max_retries=2)
     # The final refusal is served once; the SDK (told x-should-retry: false) asks for no more.
     assert replayed.divergence is None and replayed.end is not None and replayed.end.infra
 
@@ -150,15 +146,20 @@ def test_a_connection_lost_past_the_retries_replays_as_lost(
         and "APIConnectionError" in (observed.end.reason or "")
     )
     assert [(r["status"], r["retries"]) for r in _responses(observed)] == [(0, 1)]
-    install_journal(tmp_path / "rec", case_dir / "journal")
     block_network()
     # In replay the SDK keeps its own retry (journals from before need it): each of its tries
     # of the request nodeval gave up on fails the same way, and the journal is not overrun.
-    replayed = _run(
-        _anthropic_agent("http://127.0.0.1:9", 1), case_dir, "deterministic", tmp_path / "rep"
-    )
+    replayed = _install_and_replay(tmp_path, case_dir, max_retries=1)
     assert replayed.divergence is None and replayed.end is not None and replayed.end.infra
     assert "APIConnectionError" in (replayed.end.reason or "")
+
+
+def _install_and_replay(tmp_path: Path, case_dir: Path, *, max_retries: int) -> Observed:
+    """Install the recording by hand (record mode installs only a session that ended ok) and
+    replay it with an agent whose client points nowhere."""
+    install_journal(tmp_path / "rec", case_dir / "journal")
+    agent = _anthropic_agent("http://127.0.0.1:9", max_retries)
+    return _run(agent, case_dir, "deterministic", tmp_path / "rep")
 
 
 def _gemini_case(root: Path, script: dict[str, Any]) -> Path:

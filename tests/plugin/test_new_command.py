@@ -19,33 +19,36 @@ def _schema_of(path: Path) -> Path:
     return (path.parent / first.partition("$schema=")[2]).resolve()
 
 
-def test_new_cases_record_and_replay_green(
-    nodeval_project: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+@pytest.fixture
+def in_project(
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    """The project, as the working directory `nodeval new` writes under."""
     monkeypatch.chdir(nodeval_project.path)
+    return nodeval_project
+
+
+def test_new_cases_record_and_replay_green(
+    in_project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["new", "greeting"]) == 0
     assert main(["new", "my-agent", "--agent"]) == 0
     out = capsys.readouterr().out
     assert "created scenarios/greeting: recorded its journal" in out
     assert "created scenarios/my-agent: recorded its journal with _record/record.py" in out
-    root = nodeval_project.path / "scenarios"
+    root = in_project.path / "scenarios"
     for path in [*root.glob("*/*.yaml"), *root.glob("*/input/*.yaml")]:
         schema = _schema_of(path)
         jsonschema.validate(yaml.safe_load(path.read_text()), json.loads(schema.read_text()))
-    result = nodeval_project.runpytest()
+    result = in_project.runpytest()
     result.assert_outcomes(passed=2)
 
 
 def test_new_refuses_an_existing_id_and_a_bad_one(
-    nodeval_project: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    in_project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(nodeval_project.path)
     assert main(["new", "greeting"]) == 0
-    before = sorted(p.name for p in (nodeval_project.path / "scenarios" / "greeting").iterdir())
+    before = sorted(p.name for p in (in_project.path / "scenarios" / "greeting").iterdir())
     assert main(["new", "greeting"]) == 4
     assert main(["new", "Bad Id"]) == 4
     err = capsys.readouterr().err
@@ -53,7 +56,4 @@ def test_new_refuses_an_existing_id_and_a_bad_one(
         "case 'greeting' already exists at scenarios/greeting" in err
         and "'Bad Id' is not a valid case id" in err
     )
-    assert (
-        sorted(p.name for p in (nodeval_project.path / "scenarios" / "greeting").iterdir())
-        == before
-    )
+    assert sorted(p.name for p in (in_project.path / "scenarios" / "greeting").iterdir()) == before
