@@ -337,10 +337,15 @@ def _select_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
         return
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
+    bound_ids: set[str] = set()
     for item in items:
         ref = case_ref(item)
-        (kept if ref is not None and ref.case_id in selected_ids else dropped).append(item)
-    unbound = sorted(selected_ids - {case_ref(item).case_id for item in kept})
+        if ref is not None and ref.case_id in selected_ids:
+            kept.append(item)
+            bound_ids.add(ref.case_id)
+        else:
+            dropped.append(item)
+    unbound = sorted(selected_ids - bound_ids)
     if unbound:
         raise pytest.UsageError(
             f"--nodeval-case: no test is bound to case {', '.join(map(repr, unbound))} among "

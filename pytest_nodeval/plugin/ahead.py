@@ -130,6 +130,8 @@ class RunAhead:
         from .collect import load_case_cached
 
         ref = case_ref(item)
+        if ref is None:
+            return  # not a case's test: nothing to start
         try:
             case = load_case_cached(item.config, Path(ref.directory))
         except (Exception, pytest.fail.Exception):

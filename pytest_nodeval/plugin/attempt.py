@@ -403,6 +403,7 @@ class Attempt:
 def new_attempt(item: pytest.Item, case: Case, settings: Settings, run_dir: Path) -> Attempt:
     """The attempt of a test: for its fixture, or to start ahead of it (plugin/ahead.py)."""
     ref = case_ref(item)
+    assert ref is not None, f"{item.nodeid} is bound to no case, so it has no attempt"
     attempt = Attempt(case, ref, settings, run_dir, item.config.rootpath)
     attempt.shared = item.config.stash.setdefault(observed_key, {})
     if getattr(item, "execution_count", 1) > 1:  # a rerun (pytest-rerunfailures) is a new try

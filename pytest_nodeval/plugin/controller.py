@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..case import CASE_FILE
-from .keys import case_ref, run_id_key, settings_key, shard_key
+from .keys import case_ref, run_id_key, settings_key, shard_key, worker_crashed
 
 if TYPE_CHECKING:  # the models load only once a run has cases (a suite without any never pays)
     from ..report.models import AttemptRecord, CaseMeta, RunReport
@@ -115,7 +115,7 @@ class Controller:
         if meta is not None:
             self.metas[meta.id] = meta
             self.expected.setdefault(report.nodeid, (meta.id, repeat))
-        if record is None and _worker_crashed(report) and report.nodeid in self.expected:
+        if record is None and worker_crashed(report) and report.nodeid in self.expected:
             from ..report.models import AttemptRecord
 
             case_id, repeat = self.expected[report.nodeid]
@@ -436,12 +436,6 @@ class Controller:
         elif self.report_path is not None:
             html = f", {self.html_path.name}" if self.html_path is not None else ""
             terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}{html}")
-
-
-def _worker_crashed(report: pytest.TestReport) -> bool:
-    """A report xdist made up for a test whose worker died in it: its phase is "???"."""
-    phase: str = report.when or ""
-    return phase == "???"
 
 
 def _crash_reason(report: pytest.TestReport) -> str:

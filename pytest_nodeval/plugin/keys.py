@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from ..case.directory import Case
     from .attempt import Attempt, SharedObservation
+    from .collect import CaseRef
     from .settings import Settings
 
 settings_key: pytest.StashKey[Settings] = pytest.StashKey()
@@ -53,10 +54,17 @@ GATE_INI_ALIASES = {"fail_on_latency_p95_drop": "fail_on_latency_p95_increase"}
 """Other names a gate ini key is known by -> the GatePolicy field it sets."""
 
 
-def case_ref(node: Any) -> Any:
+def case_ref(node: Any) -> CaseRef | None:
     """The node's CaseRef (which case, which repeat) when the plugin parametrized it, else None."""
     ref = getattr(getattr(node, "callspec", None), "params", {}).get("nodeval_case")
     return ref if hasattr(ref, "case_id") else None
+
+
+def worker_crashed(report: pytest.TestReport) -> bool:
+    """A report xdist made up for a test whose worker died while running it (its phase is "???",
+    not setup, call or teardown)."""
+    phase: str = report.when or ""
+    return phase == "???"
 
 
 class RecentCases(OrderedDict):  # type: ignore[type-arg]

@@ -48,7 +48,7 @@ from typing import Any, TextIO
 import pytest
 
 from ..report.progress import Tally, format_line
-from .keys import settings_key
+from .keys import settings_key, worker_crashed
 
 ERASE_BELOW = "\x1b[J"
 UP_ONE_ROW = "\x1b[1A"
@@ -93,8 +93,8 @@ class Progress:
         now = time.monotonic()
         with self.lock:
             self._count(report, now)
-        crashed = report.when == "???"  # type: ignore[comparison-overlap]  # no logfinish follows
-        if crashed and isinstance(self.out, _PlainLines) and self.out.due(now):
+        # No logfinish follows a crashed worker's report: show the line now.
+        if worker_crashed(report) and isinstance(self.out, _PlainLines) and self.out.due(now):
             self._show(self.out)
         self._redraw()
 
@@ -132,7 +132,7 @@ class Progress:
             self.tally.ahead(str(ahead[0]), int(ahead[1]))
         if report.outcome == "rerun":  # type: ignore[comparison-overlap]  # pytest-rerunfailures
             self.tally.rerun(report.nodeid)
-        elif report.when == "???":  # type: ignore[comparison-overlap]  # xdist: the worker crashed
+        elif worker_crashed(report):
             self.tally.crash(report.nodeid, now)
             node = getattr(report, "node", None)
             if node is not None:  # its pool died with it

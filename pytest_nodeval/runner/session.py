@@ -28,6 +28,7 @@ from ..journal.writer import JournalWriter, install_journal
 from ..modes import REPLAY_MODES, MatchLevel, Mode
 
 if TYPE_CHECKING:
+    from ..agent.limits import RunLimits
     from ..journal.events import Event, SessionEnd
 
 WORLD_TOOLS = frozenset({"shell", "file", "code_exec", "pdf"})
@@ -42,14 +43,14 @@ class AttemptSettings:
     run_id: str = "adhoc"
     seed: int | None = None
     """Seeds stochastic fakes; repeats of a live case get different seeds."""
-    judge: Any = None
+    judge: ProviderSpec | None = None
     """The judge's ProviderSpec (full, live and record modes grade rubrics with it)."""
     work_dir: Path | None = None
     """Shared scratch space of the run (locks, image builds)."""
     session_id: str | None = None
     """The observed journal's session id (default: a new random one); set by callers that
     must correlate the journal with their own records, such as `nodeval inspect-mode`."""
-    limits: Any = None
+    limits: RunLimits | None = None
     """The run's shared rate limits (agent.limits.RunLimits), for live model calls; None: none."""
     install: bool = True
     """Record mode: replace the case's journal as soon as the session ends ok. Callers that
