@@ -16,6 +16,7 @@ import io
 import os
 import re
 import socket
+import struct
 import tarfile
 import time
 import uuid
@@ -163,8 +164,8 @@ class DockerWorld:
         api = client.api
         try:
             exec_id = api.exec_create(self._container.id, command, workdir=self.workdir)["Id"]
-            out, err = api.exec_start(exec_id, demux=True)
-            return _exit_code(api, exec_id), out or b"", err or b""
+            out, err = _exec_output(api, exec_id)
+            return _exit_code(api, exec_id), out, err
         except APIError as exc:
             raise WorldError(f"exec in docker world {self._container.name} failed: {exc}") from None
 
@@ -182,6 +183,37 @@ class DockerWorld:
             raise WorldError(
                 f"copying into {directory} of docker world {self._container.name} failed: {exc}"
             ) from None
+
+
+_FRAME_HEADER = struct.Struct(">BxxxL")
+"""A frame of the engine's multiplexed stream: which stream (1 stdout, 2 stderr), then size."""
+
+
+def _exec_output(api: Any, exec_id: str) -> tuple[bytes, bytes]:
+    """Start the exec and read its whole stdout and stderr.
+
+    Not `api.exec_start`: docker-py reads the upgraded connection from the raw socket under the
+    HTTP response, so bytes that arrived with the response's headers, already in the response's
+    buffer, are lost. A command that answers at once (a `cat` while the machine is busy) then
+    comes back with no output and exit code 0 (docker/docker-py#3332; seen here as a PDF read
+    empty under load). This reads the same frames through that buffer.
+    """
+    response = api._post_json(
+        api._url("/exec/{0}/start", exec_id),
+        headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+        data={"Tty": False, "Detach": False},
+        stream=True,
+    )
+    try:
+        api._raise_for_status(response)
+        buffered = response.raw._fp.fp  # http.client's reader: the buffer, then the socket
+        chunks: dict[int, list[bytes]] = {1: [], 2: []}
+        while len(header := buffered.read(_FRAME_HEADER.size)) == _FRAME_HEADER.size:
+            stream, size = _FRAME_HEADER.unpack(header)
+            chunks.setdefault(stream, []).append(buffered.read(size))
+        return b"".join(chunks[1]), b"".join(chunks[2])
+    finally:
+        response.close()
 
 
 def _exit_code(api: Any, exec_id: str) -> int:
