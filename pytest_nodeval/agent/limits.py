@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..shared_db import connect_shared
 from ..world.processes import process_alive
 
 WINDOW_S = 60.0
@@ -248,7 +249,6 @@ class SharedLimiter:
         self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
 
     def _connect(self) -> _Borrowed:
@@ -256,7 +256,7 @@ class SharedLimiter:
         # a new one after a fork. The busy timeout waits out other processes' transactions.
         db = getattr(self._local, "db", None)
         if db is None or self._local.pid != os.getpid():
-            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            db = connect_shared(self.path)
             # The state lives one run and means nothing after a crash of the machine: no fsync.
             db.execute("PRAGMA synchronous=OFF")
             self._local.db, self._local.pid = db, os.getpid()

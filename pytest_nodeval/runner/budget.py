@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..shared_db import connect_shared
 from ..world.processes import process_alive
 
 if TYPE_CHECKING:
@@ -163,9 +164,8 @@ class Budget:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        db = connect_shared(self.path)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             yield db
         finally:

@@ -1,0 +1,32 @@
+"""The SQLite files that every process of a run shares: the money budget, the rate limits.
+
+They run in WAL mode, so readers never wait for the one writer. Turning a file to WAL takes
+an exclusive lock for a moment, and when several processes open a new file at once SQLite may
+answer "database is locked" straight away, without waiting out its busy timeout (it does so
+where waiting could deadlock). Seen when xdist workers opened the budget together: the attempt
+failed. So the switch is retried here, within the same timeout.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+BUSY_TIMEOUT_S = 60.0
+_RETRY_S = 0.01
+
+
+def connect_shared(path: Path, timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+    """A connection in autocommit mode (callers BEGIN IMMEDIATE themselves) to a WAL file."""
+    db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return db
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                db.close()
+                raise
+            time.sleep(_RETRY_S)
