@@ -91,12 +91,12 @@ class PersonaUser:
         messages: list[dict[str, Any]] = [
             {"role": "user", "text": "(The conversation starts. Say your first message.)"}
         ]
-        # strict=False: during a turn (answer()) the persona has said one more than it heard.
-        for said, heard in zip(self._said, self._heard, strict=False):
-            messages += [
-                {"role": "assistant", "text": said, "tool_calls": []},
-                {"role": "user", "text": heard},
-            ]
+        # Mid-turn (answer()) the persona has said one message more than it has heard: that
+        # last message still belongs in the conversation, before the assistant's question.
+        for index, said in enumerate(self._said):
+            messages.append({"role": "assistant", "text": said, "tool_calls": []})
+            if index < len(self._heard):
+                messages.append({"role": "user", "text": self._heard[index]})
         return messages
 
     def _ask_model(self, messages: list[dict[str, Any]]) -> str:

@@ -9,10 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
+from pytest_nodeval.agent.config import ProviderSpec
 from pytest_nodeval.case.directory import load_case
+from pytest_nodeval.people.inputs import PersonaUserSpec
 from pytest_nodeval.people.judge import make_grader
+from pytest_nodeval.people.persona import PersonaUser
 from pytest_nodeval.report.models import RunReport
 from pytest_nodeval.runner.session import AttemptSettings, Observed, run_case
+from pytest_nodeval_fakes.llm import LLMFake
 
 from ..conftest import PROJECT_INI
 
@@ -57,6 +61,26 @@ def test_a_persona_conversation_records_and_replays_with_no_model_call(
     assert replayed.divergence is None and attempts == []
     assert _user_turns(replayed.events) == _user_turns(live.events)
     assert replayed.end.user_ending == "done"
+
+
+def test_a_persona_asked_mid_turn_sees_its_own_last_message_before_the_question() -> None:
+    spec = PersonaUserSpec(
+        kind="persona",
+        provider=ProviderSpec(name="anthropic", model="claude-sonnet-4-6", base_url="fake"),
+        persona="A customer with a damaged parcel",
+        reason="wants a refund",
+        first_message="My parcel arrived damaged.",
+    )
+    with LLMFake({"responses": [{"text": "Order A-1042."}]}) as fake:
+        persona = PersonaUser(spec, fake.url)
+        opening = persona.next_input(None)
+        assert opening is not None and opening.text == "My parcel arrived damaged."
+        assert persona.answer("ask_1", "Which order is it?").text == "Order A-1042."
+        sent = [(m["role"], m["content"]) for m in fake.requests[0].body["messages"]]
+    # The persona's own words are the assistant's side, then the question: roles alternate.
+    assert [role for role, _ in sent] == ["user", "assistant", "user"]
+    assert "My parcel arrived damaged." in str(sent[1][1])
+    assert "Which order is it?" in str(sent[2][1])
 
 
 def _write_llm_script(case_dir: Path, **changes: Any) -> None:
