@@ -21,7 +21,8 @@ import scipy.stats  # noqa: F401
 import yaml
 
 # Imported here, before pytester snapshots sys.modules, so in-process runs reuse them
-# instead of re-importing (and rebuilding every pydantic model) on each run.
+# instead of re-importing (and rebuilding every pydantic model) on each run; for own agents,
+# also so that @tool sees the same session contextvar as the run.
 import pytest_nodeval.agent.adapter
 import pytest_nodeval.agent.engine
 import pytest_nodeval.plugin.controller

@@ -331,13 +331,8 @@ class EngineConfig(_Strict):
 
     def digest(self) -> str:
         data = self.model_dump(mode="json")
-        # Absent sections leave older configs' digests unchanged
-        for section in (
-            "composio",
-            "mcp",
-            "web",
-            "pdf",
-        ):
+        # Absent sections leave older configs' digests unchanged.
+        for section in ("composio", "mcp", "web", "pdf"):
             if data[section] is None:
                 del data[section]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))

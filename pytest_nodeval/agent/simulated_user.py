@@ -21,8 +21,8 @@ class SimulatedUser(Protocol):
 
     A user owns the conversation's side of the human: what is said next given the agent's last
     output, the answers to questions asked mid-turn, and when the conversation is over.
-    Scripted users read input/inputs.yaml, personas ask a model, and replay's
-    user serves the recorded turns.
+    Scripted users read input/inputs.yaml, personas ask a model, and replay's user serves
+    the recorded turns.
     """
 
     def next_input(self, last_output: str | None) -> UserTurn | None:

@@ -37,7 +37,7 @@ def inactive_reason(config: pytest.Config) -> str | None:
     runs_all = "every case runs all its repeats"
     if settings.mode == "deterministic":
         return (
-            "a deterministic replay repeats itself exactly, so there is nothing to decide_look: "
+            "a deterministic replay repeats itself exactly, so there is nothing to decide: "
             f"{runs_all}"
         )
     if settings.update_baseline:

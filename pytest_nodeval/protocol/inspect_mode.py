@@ -15,7 +15,6 @@ shell around it, and the only place that touches the real stdout.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -32,6 +31,7 @@ from typing import Any, BinaryIO, Literal, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..case import CASE_FILE
+from ..world.processes import kill, kill_group
 
 SCHEMA = 1
 """The protocol version this module speaks; a change of layout needs a new one."""
@@ -584,9 +584,9 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
     from ..world.processes import process_start
 
     start = process_start(worker.pid) or ""
-    _signal_group(worker.pid, signal.SIGSTOP)
+    kill_group(worker.pid, signal.SIGSTOP)
     kill_children(worker.pid)
-    _signal_group(worker.pid, signal.SIGKILL)
+    kill_group(worker.pid, signal.SIGKILL)
     # wait, not communicate: this may run from a signal handler while communicate is under way.
     worker.wait()
     removed = remove_left_by(worker.pid, start)
@@ -597,19 +597,8 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
 def kill_children(pid: int) -> None:
     """Kill a process's direct children, with the process groups they lead."""
     for child in _children(pid):
-        _signal_group(child, signal.SIGKILL)
-        _signal(child, signal.SIGKILL)  # a child that leads no group of its own
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    # already gone, or not the leader of a group
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
+        kill_group(child, signal.SIGKILL)
+        kill(child, signal.SIGKILL)  # a child that leads no group of its own
 
 
 def _children(pid: int) -> list[int]:

@@ -80,7 +80,8 @@ def samples(report: RunReport) -> list[CaseSample]:
 def policy_from(values: dict[str, float]) -> GatePolicy:
     from ..stats.gate_models import GatePolicy
 
-    # The ini's numbers; the few whole-number fields (repeat counts, a seed) take them as given.
+    # Typed float, but the whole-number fields (latency_min_attempts, bootstrap_iterations,
+    # bootstrap_seed) hold ints: plugin/settings.py parses them so, and report.json keeps them.
     return GatePolicy(**values)  # type: ignore[arg-type]
 
 

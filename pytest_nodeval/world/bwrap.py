@@ -26,13 +26,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import NodevalWarning, WorldError
@@ -48,6 +47,7 @@ from ._inside import (
     run_script,
 )
 from .cgroup import WorldCgroup, open_cgroup, sweep_stale
+from .processes import kill_group
 
 WORKDIR = "/workspace"
 SANDBOX_TMP = "/tmp"
@@ -188,7 +188,7 @@ class BwrapWorld:
         """Kill every process of the world (a running command's bwrap, all in its cgroup), then
         remove it."""
         for proc in list(self._running):
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
         self._cgroup.remove()
         shutil.rmtree(self._host_root, ignore_errors=True)
 
@@ -276,17 +276,12 @@ def _communicate(
     except subprocess.TimeoutExpired:
         # Killing bwrap is enough: --die-with-parent takes the sandbox's pid 1 down with
         # it, and the kernel then kills every process left in that pid namespace.
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         out, err = proc.communicate()
         return out, err, True
     except BaseException:
-        _kill_group(proc.pid)  # interrupted (Ctrl-C): the command must not run on
+        kill_group(proc.pid)  # interrupted (Ctrl-C): the command must not run on
         raise
-
-
-def _kill_group(pid: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def fallback_limits(

@@ -196,8 +196,12 @@ def _exec_output(api: Any, exec_id: str) -> tuple[bytes, bytes]:
     HTTP response, so bytes that arrived with the response's headers, already in the response's
     buffer, are lost. A command that answers at once (a `cat` while the machine is busy) then
     comes back with no output and exit code 0 (docker/docker-py#3332; seen here as a PDF read
-    empty under load). This reads the same frames through that buffer.
+    empty under load). This reads the same frames through that buffer. Transports whose
+    response has no such buffer (ssh, Windows pipes) keep docker-py's own reading.
     """
+    if not api.base_url.startswith(("http+docker://localhost", "http://", "https://")):
+        out, err = api.exec_start(exec_id, demux=True)
+        return out or b"", err or b""
     response = api._post_json(
         api._url("/exec/{0}/start", exec_id),
         headers={"Connection": "Upgrade", "Upgrade": "tcp"},

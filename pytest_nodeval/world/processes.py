@@ -98,5 +98,12 @@ def kill_marked(prefix: str, rounds: int = 20) -> int:
 
 
 def kill(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal one process; one already gone (or not ours) is left be."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal the process group `pid` leads; one already gone (or no group) is left be."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)

@@ -32,7 +32,8 @@ class _Response:
 
 
 class _API:
-    def __init__(self, wire: bytes) -> None:
+    def __init__(self, wire: bytes, base_url: str = "http+docker://localhost") -> None:
+        self.base_url = base_url
         self.wire = wire
         self.posted: list[tuple[str, Any]] = []
         self.response: _Response | None = None
@@ -49,6 +50,10 @@ class _API:
 
     def _raise_for_status(self, response: _Response) -> None:
         assert response is self.response
+
+    def exec_start(self, exec_id: str, demux: bool) -> tuple[bytes | None, bytes | None]:
+        self.posted.append(("exec_start", {"demux": demux}))
+        return b"over ssh", None
 
 
 def test_buffered_frames_are_read_and_demultiplexed() -> None:
@@ -70,3 +75,9 @@ def test_the_exec_starts_attached_without_a_tty() -> None:
 def test_a_stream_cut_inside_a_frame_keeps_what_arrived() -> None:
     api = _API(_frame(1, b"complete\n") + _frame(1, b"cut")[:-1])
     assert _exec_output(api, "e3") == (b"complete\ncu", b"")
+
+
+def test_an_ssh_engine_keeps_docker_pys_own_reading() -> None:
+    api = _API(b"", base_url="http+docker://ssh")
+    assert _exec_output(api, "e4") == (b"over ssh", b"")
+    assert api.posted == [("exec_start", {"demux": True})]
