@@ -1,9 +1,11 @@
 """Record and replay a user's own agent, not only the reference engine.
 
-An agent is any callable taking an `AgentContext` (sync or async). It builds its SDK
-clients through the context, so their traffic is journaled (record, live) or served
-from the journal (replay), and it wraps its local side-effecting functions with
-`@tool`, so replay returns their recorded results without running them:
+An agent is any callable taking an `AgentContext` (sync or async). Every Anthropic, OpenAI
+and Gemini client anything builds during the attempt sends through its journal
+(agent/intercept.py):
+record and live journal the traffic, replay serves it from the journal. The agent wraps its
+local side-effecting functions with `@tool`, so replay returns their recorded results without
+running them:
 
     from pytest_nodeval import AgentContext, tool
 
@@ -12,15 +14,17 @@ from the journal (replay), and it wraps its local side-effecting functions with
         return payments.refund(order_id)          # never runs during replay
 
     def my_agent(ctx: AgentContext) -> None:
-        client = ctx.anthropic()                  # anthropic.Anthropic, wired to the journal
-                                                  # (ctx.openai(), ctx.gemini() likewise)
+        client = anthropic.Anthropic()            # journaled: no key needed to replay
+                                                  # (ctx.anthropic() is the explicit form)
         for text in ctx.inputs():
             ...                                   # the agent's own loop
             ctx.output(answer)
 
-Tool arguments and results must be JSON types, because the journal stores them. A tool that
-raised when recorded raises `ToolFailed` (with the recorded "Type: message") in replay: the
-original exception object cannot be rebuilt from the journal.
+Tool arguments and results must be JSON types, because the journal stores them; a framework's
+context argument (RunContext, ToolContext, RunnableConfig, callbacks) is left out, and
+`@tool(exclude=[...])` leaves out others. A tool that raised when recorded raises `ToolFailed`
+(with the recorded "Type: message") in replay: the original exception object cannot be rebuilt
+from the journal.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ import contextvars
 import functools
 import inspect
 import json
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, Protocol, TypeVar
 
 from .. import __version__
@@ -42,9 +47,6 @@ from ..journal.writer import JournalWriter
 from .simulated_user import SimulatedUser
 
 F = TypeVar("F", bound=Callable[..., Any])
-_CURRENT: contextvars.ContextVar[AgentContext | None] = contextvars.ContextVar(
-    "nodeval_agent", default=None
-)
 
 
 class Agent(Protocol):
@@ -83,6 +85,11 @@ class AgentContext:
         the SDK clients there unless a base_url is given."""
         self.limits = limits
         """The run's shared rate limits (limits.RunLimits), which every client here goes through."""
+        from .intercept import Routes
+
+        self.routes = Routes(journal, stash, limits, self._fake_url(), owner=self)
+        """Where every provider request made during the attempt goes (agent/intercept.py): the
+        clients handed out here and the ones anything else builds."""
         self._clients: list[Any] = []
         self._registered: set[str] = set()
         self._calls = 0
@@ -212,9 +219,11 @@ class AgentContext:
     def _key(self, kwargs: dict[str, Any], what: str, *key_envs: str) -> None:
         import os
 
+        from ..provider_keys import real_key
+
         if self.replaying:
             kwargs["api_key"] = "nodeval-replay-needs-no-key"
-        elif "api_key" not in kwargs and not any(os.environ.get(env) for env in key_envs):
+        elif "api_key" not in kwargs and not any(real_key(os.environ.get(e)) for e in key_envs):
             raise ProviderError(
                 f"{what}: no API key; set {' or '.join(key_envs)} or pass api_key=, "
                 "or replay the journal in deterministic mode, which needs no key"
@@ -268,7 +277,7 @@ class AgentContext:
             )
         self._calls += 1
         call_id = f"{name}-{self._calls}"
-        jsonable = _jsonable(args, f"the arguments of tool '{name}'")
+        jsonable = _journal_args(name, args)
         self.journal.emit("tool.call", {"tool": name, "call_id": call_id, "args": jsonable})
         return call_id, jsonable
 
@@ -331,25 +340,63 @@ def _jsonable(value: Any, what: str) -> Any:
         ) from None
 
 
-def tool(fn: F | None = None, *, name: str | None = None) -> Any:
+def _journal_args(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    stored = {}
+    for arg, value in arguments.items():
+        try:
+            stored[arg] = json.loads(json.dumps(value))
+        except (TypeError, ValueError):
+            raise NodevalError(
+                f"the argument {arg!r} of tool {name!r} is a {type(value).__name__}, which the "
+                "journal cannot store: pass JSON types (dict, list, str, int, float, bool, "
+                f"None), or leave it out of the journal with @tool(exclude=[{arg!r}]) if it "
+                "is a context or a dependency the recorded result does not depend on"
+            ) from None
+    return stored
+
+
+def tool(fn: Any = None, *, name: str | None = None, exclude: Collection[str] = ()) -> Any:
     """Journal a local side-effecting function; replay serves its recorded results instead.
 
-    Outside a nodeval session the function runs as if undecorated.
+    It goes inside or outside a framework's own tool decorator (agent/framework_tools.py):
+    the function keeps its name, docstring and signature, so the framework derives the same
+    schema. Arguments that are a framework's context objects, and those named in `exclude`,
+    are passed through and left out of the journal. Outside a nodeval session the function
+    runs as if undecorated.
     """
 
-    def decorate(func: F) -> F:
-        tool_name = name or func.__name__
+    def decorate(func: Any) -> Any:
+        from .framework_tools import journal_tool_object
+
+        if not inspect.isfunction(func) and not inspect.ismethod(func):
+            return journal_tool_object(func, decorate_function)
+        return decorate_function(func, name or func.__name__)
+
+    def decorate_function(func: F, tool_name: str) -> F:
+        from .framework_tools import is_context_value, unjournaled_params
+
         signature = inspect.signature(func)
+        left_out = unjournaled_params(signature) | set(exclude)
 
         def bound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             arguments = signature.bind(*args, **kwargs)
             arguments.apply_defaults()
-            return dict(arguments.arguments)
+            flat: dict[str, Any] = {}
+            for arg, value in arguments.arguments.items():
+                if signature.parameters[arg].kind is inspect.Parameter.VAR_KEYWORD:
+                    flat.update(value)  # **kwargs are parameters in their own right
+                else:
+                    flat[arg] = value
+            return {
+                arg: value
+                for arg, value in flat.items()
+                if arg not in left_out and not is_context_value(value)
+            }
 
         def begin(
             args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> tuple[AgentContext | None, str, dict[str, Any]]:
-            ctx = _CURRENT.get()
+            ctx = _current()
             if ctx is None:
                 return None, "", {}
             call_id, jsonable = ctx._tool_call(tool_name, func, bound(args, kwargs))
@@ -386,6 +433,16 @@ def tool(fn: F | None = None, *, name: str | None = None) -> Any:
     return decorate(fn) if fn is not None else decorate
 
 
+def _current() -> AgentContext | None:
+    """The attempt the caller runs in (see intercept.current), if any."""
+    if "pytest_nodeval.agent.intercept" not in sys.modules:
+        return None  # no attempt has run in this process yet
+    from .intercept import current
+
+    routes = current()
+    return routes.owner if routes is not None else None
+
+
 def run_agent(
     agent: Agent,
     journal: JournalWriter,
@@ -395,8 +452,15 @@ def run_agent(
     mode: str,
     fakes: dict[str, Any] | None = None,
     limits: Any = None,
+    needs_model: bool = False,
 ) -> tuple[str | None, str | None]:
-    """Run a user's agent; returns (divergence, error). The journal gets session.start/end."""
+    """Run a user's agent; returns (divergence, error). The journal gets session.start/end.
+
+    needs_model: a session with no model call ends in error (a recording of it would replay
+    nothing of the agent's).
+    """
+    from .intercept import activated
+
     ctx = AgentContext(journal, user, stash, fakes, limits)
     journal.emit(
         "session.start",
@@ -408,12 +472,12 @@ def run_agent(
         },
     )
     start = time.perf_counter()
-    token = _CURRENT.set(ctx)
-    status, reason, divergence, infra = "ok", None, None, False
+    status, reason, divergence, infra, kind = "ok", None, None, False, None
     try:
-        result = agent(ctx)
-        if inspect.isawaitable(result):
-            result = _run_coroutine(result)
+        with activated(ctx.routes):
+            result = agent(ctx)
+            if inspect.isawaitable(result):
+                result = _run_coroutine(result)
         if isinstance(result, str) and ctx._last_output() is None:
             ctx.output(result)
         if stash is not None:
@@ -424,10 +488,26 @@ def run_agent(
         status, reason = "error", f"{type(exc).__name__}: {exc}"
         infra = infrastructure_failure(exc)
     finally:
-        _CURRENT.reset(token)
         ctx.close()
-    _end_session(journal, stash, status, reason, divergence, start, infra)
+    if stash is not None and stash.stopped is not None and divergence is None:
+        # A framework that gathers its tasks' outcomes can turn the stop into something else
+        # (LangChain's async batch reads it as a result): the stash remembers it.
+        status, divergence, reason = "error", str(stash.stopped), None
+    if ctx.routes.refusals:  # whatever the agent made of the refused request
+        kind, reason = ctx.routes.refusals[0]
+        status, divergence, infra = "error", None, kind == "no_key"
+    elif status == "ok" and needs_model and not _made_model_call(journal):
+        status, kind = "error", "no_model_call"
+        reason = (
+            "the agent made no model call, so a recording of it would replay nothing of the "
+            "agent's; if the case needs no model, say `needs_model: false` in its case.yaml"
+        )
+    _end_session(journal, stash, status, reason, divergence, start, infra, kind)
     return divergence, reason
+
+
+def _made_model_call(journal: JournalWriter) -> bool:
+    return any(event.type == "llm.request" for event in journal.events)
 
 
 # What the SDKs raise when the provider, not the agent, failed: no or a bad key, the network,
@@ -486,6 +566,7 @@ def _end_session(
     divergence: str | None,
     start: float,
     infra: bool = False,
+    kind: str | None = None,
 ) -> None:
     usage = {"input_tokens": 0, "output_tokens": 0}
     for event in journal.events:
@@ -501,7 +582,7 @@ def _end_session(
             "reason": divergence or reason,
             "error_kind": "divergence"
             if divergence
-            else ("provider" if infra else ("agent" if reason else None)),
+            else (kind or ("provider" if infra else ("agent" if reason else None))),
             "infra": infra,
             "duration_ms": round(duration, 3),
             "usage": usage,

@@ -25,6 +25,7 @@ from ..errors import ProviderError
 from ..journal.events import EngineInfo, JournalHeader, new_session_id, now_iso
 from ..journal.replay import ReplayStash
 from ..journal.writer import JournalWriter
+from ..provider_keys import real_key
 from .config import MockStep, ProviderSpec
 
 
@@ -273,7 +274,7 @@ def api_key(spec: ProviderSpec, wiring: Wiring, default_env: str, *other_envs: s
     env = spec.api_key_env or default_env
     envs = (env,) if spec.api_key_env else (default_env, *other_envs)
     key = wiring.api_keys.get(spec.key) or next(
-        (os.environ[e] for e in envs if os.environ.get(e)), None
+        (os.environ[e] for e in envs if real_key(os.environ.get(e))), None
     )
     if not key:
         raise ProviderError(
@@ -605,7 +606,8 @@ class GeminiProvider:
                 timeout=round(min(self._spec.timeout_s, request.timeout_s) * 1000)
             ),
         )
-        contents = to_gemini(request.messages, self._made_up_ids, self._signatures)
+        # Content dicts; typed as the SDK's union, which (with Pillow installed) names images too.
+        contents: Any = to_gemini(request.messages, self._made_up_ids, self._signatures)
         if self._spec.stream:
             chunks = list(
                 self._client.models.generate_content_stream(

@@ -69,6 +69,9 @@ class CaseSpec(BaseModel):
     min_pass_rate: float | None = Field(default=None, ge=0, le=1)
     """With repeats, the case passes when at least this fraction of attempts pass."""
     timeout_s: float | None = Field(default=None, gt=0)
+    needs_model: bool = True
+    """An own agent's recording with no model call in it fails (and is not installed) unless
+    this is false."""
     world: WorldSpec = Field(default_factory=WorldSpec)
 
     @field_validator("id")

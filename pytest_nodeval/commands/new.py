@@ -122,7 +122,10 @@ def _agent_case(directory: Path, case_id: str, schemas: Path) -> None:
         directory / "case.yaml",
         schemas,
         "case.yaml",
-        _case_yaml(case_id, "Your own agent, run by the test bound to this case."),
+        _case_yaml(case_id, "Your own agent, run by the test bound to this case.")
+        + "# The starter agent calls no model; delete this line once yours does, so a\n"
+        "# recording without a model call is refused.\n"
+        "needs_model: false\n",
     )
     _write(
         directory / "input" / "inputs.yaml",
@@ -139,9 +142,9 @@ def _agent_case(directory: Path, case_id: str, schemas: Path) -> None:
     root = directory.parent
     (root / f"{module}.py").write_text(
         f'"""The agent of case {case_id}: replace the body with a call into your own agent.\n\n'
-        "ctx.inputs() gives the user's turns, ctx.output() answers, "
-        "ctx.anthropic() / ctx.openai() give\n"
-        "SDK clients that are recorded and replayed; wrap side-effecting functions with @tool.\n"
+        "ctx.inputs() gives the user's turns, ctx.output() answers; every SDK client built\n"
+        "meanwhile is recorded and replayed (docs/frameworks.md); wrap side-effecting\n"
+        "functions with @tool.\n"
         '"""\n\nfrom pytest_nodeval import tool\n\n\n'
         '@tool\ndef greeting(name: str) -> str:\n    return f"Hello, {name}! How can I help?"\n\n\n'
         'def agent(ctx):\n    for text in ctx.inputs():\n        ctx.output(greeting("there"))\n'

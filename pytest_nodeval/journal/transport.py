@@ -2,13 +2,15 @@
 
 The anthropic, openai, google-genai and mcp SDKs speak httpx2; these transports are handed
 to them through `http_client=httpx2.Client(transport=...)` (google-genai: `http_options`'
-`httpx_client` and `httpx_async_client`), never patched in. Both write the
+`httpx_client` and `httpx_async_client`), or put under a client nodeval did not build by
+agent/intercept.py, which routes its requests here. Both write the
 observed `llm.request` / `llm.response` events, so a replayed session's journal looks
 like the recorded one.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import ssl
@@ -19,6 +21,10 @@ import httpx2
 
 from .replay import ReplayStash
 from .writer import JournalWriter
+
+ROUTED: contextvars.ContextVar[bool] = contextvars.ContextVar("nodeval_routed", default=False)
+"""True while a request is inside a journal transport (or was let through by agent/intercept.py's
+router): httpx2's default transports below it send as usual, and its host lookup is no escape."""
 
 RETRIES_EXTENSION = "nodeval_retries"
 """Set by the retrying transport under the recorder: the failed tries before this exchange."""
@@ -245,12 +251,15 @@ class RecordingTransport(httpx2.BaseTransport):
         asked = requested_model(payload)  # read before the journal owns the payload
         self._journal.emit("llm.request", payload, owned=True)
         start = time.perf_counter()
+        token = ROUTED.set(True)
         try:
             response = self._inner.handle_request(request)
             response.read()
         except httpx2.TransportError as exc:
             self._journal.emit("llm.response", error_payload(self._provider, exc, _ms(start)))
             raise
+        finally:
+            ROUTED.reset(token)
         self._journal.emit(
             "llm.response", response_payload(self._provider, response, _ms(start), asked)
         )
@@ -277,12 +286,15 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         asked = requested_model(payload)  # read before the journal owns the payload
         self._journal.emit("llm.request", payload, owned=True)
         start = time.perf_counter()
+        token = ROUTED.set(True)
         try:
             response = await self._inner.handle_async_request(request)
             await response.aread()
         except httpx2.TransportError as exc:
             self._journal.emit("llm.response", error_payload(self._provider, exc, _ms(start)))
             raise
+        finally:
+            ROUTED.reset(token)
         self._journal.emit(
             "llm.response", response_payload(self._provider, response, _ms(start), asked)
         )

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ..case import CASE_FILE
+from ..provider_keys import provide_placeholders, withdraw_placeholders
 from .keys import (
     GATE_INI_KEYS,
     WORKER_RUN_ID,
@@ -233,6 +234,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     check_rootdir(config)
     config.stash[settings_key] = from_config(config)
+    # Frameworks build their SDK clients when the agent is made, often at import: an unset key
+    # gets a placeholder now, which never reaches a real provider (provider_keys.py).
+    provide_placeholders()
     config.stash[cases_key] = RecentCases()
     workerinput = getattr(config, "workerinput", None)
     config.stash[run_id_key] = workerinput[WORKER_RUN_ID] if workerinput else new_run_id()
@@ -294,6 +298,10 @@ class _XdistHooks:
         if not runs_attempts_ahead(settings):
             return None
         return ChunkedLoadScheduling(config, log, chunk=settings.concurrency)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    withdraw_placeholders()
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -346,6 +346,7 @@ def run_agent_case(
             mode=settings.mode,
             fakes=dict(fakes or {}),
             limits=settings.limits,
+            needs_model=settings.mode == "record" and case.spec.needs_model,
         )
     finally:
         writer.close()

@@ -44,7 +44,7 @@ async def async_agent(ctx: AgentContext) -> str:
 
 def _case(root: Path) -> Path:
     (root / "input").mkdir(parents=True)
-    (root / "case.yaml").write_text("id: tools-case\n")
+    (root / "case.yaml").write_text("id: tools-case\nneeds_model: false\n")
     (root / "assertions.yaml").write_text("[]\n")  # none on purpose: the tests check it
     (root / "input" / "inputs.yaml").write_text(
         yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["A-1"]}})

@@ -22,7 +22,7 @@ ENTRY_MODULE = "pytest_nodeval.plugin"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # The root __init__: __version__ and the table of lazily imported public names
     ("pytest_nodeval",),
-    ("errors", "modes", "text", "shared_db"),
+    ("errors", "modes", "text", "shared_db", "provider_keys"),
     ("yamlfiles",),
     ("journal", "world", "stats"),
     ("agent",),
