@@ -13,7 +13,7 @@ unexport PYTHONDONTWRITEBYTECODE
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,lint]'
+	$(BIN)/python -m pip install -q -e '.[test,lint,frameworks]'
 	touch $(STAMP)
 
 # The pull-request job on this repository's own scenarios: no key, no Docker, no network.

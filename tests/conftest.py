@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -28,6 +29,11 @@ import pytest_nodeval.agent.engine
 import pytest_nodeval.plugin.controller
 import pytest_nodeval.plugin.report_payload
 import pytest_nodeval.report.aggregate  # noqa: F401
+
+# langsmith (installed with the frameworks extra) registers a pytest plugin whose import takes
+# ~2.5 s: every pytest process this suite starts would pay it. The runs here never use it.
+PYTEST_ADDOPTS = "-p no:langsmith_plugin"
+os.environ["PYTEST_ADDOPTS"] = PYTEST_ADDOPTS
 
 pytest_plugins = ["pytester"]
 
@@ -131,7 +137,7 @@ def block_network(monkeypatch: pytest.MonkeyPatch) -> Any:
 @pytest.fixture
 def nodeval_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester directory laid out like a user's project (scenarios/ as the case root)."""
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    monkeypatch.setenv("PYTEST_ADDOPTS", PYTEST_ADDOPTS)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makeini(PROJECT_INI)
     (pytester.path / "scenarios").mkdir()

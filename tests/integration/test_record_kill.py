@@ -18,6 +18,7 @@ import pytest
 from pytest_nodeval.case.directory import JOURNALS, load_case
 from pytest_nodeval.journal.reader import read_golden, read_journal
 from pytest_nodeval.journal.writer import install_journal
+from tests.conftest import PYTEST_ADDOPTS
 
 from ..conftest import PROJECT_INI, write_case
 
@@ -80,7 +81,7 @@ def test_a_killed_recording_leaves_a_whole_journal(
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTEST_ADDOPTS", None)
+    env["PYTEST_ADDOPTS"] = PYTEST_ADDOPTS
     env.pop("PYTEST_XDIST_WORKER", None)
     process = subprocess.Popen(
         _command(entry, project),

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import PYTEST_ADDOPTS
+
 from ..conftest import PROJECT_INI, write_case
 from .conftest import require_backend
 
@@ -90,9 +92,8 @@ def entry_command(entry: str, backend: str) -> list[str]:
 
 
 def clean_env() -> dict[str, str]:
-    return {
-        k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")
-    }
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    return {**env, "PYTEST_ADDOPTS": PYTEST_ADDOPTS}
 
 
 # -- what is left ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_nodeval.report.models import RunReport
+from tests.conftest import PYTEST_ADDOPTS
 
 from ..conftest import write_case
 from .conftest import require_backend
@@ -93,7 +94,7 @@ def test_a_killed_run_leaves_no_container_after_the_next_run(tmp_path: Path) -> 
     (project / "pytest.ini").write_text(
         "[pytest]\ntestpaths = scenarios\naddopts = -p no:hypothesispytest\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env = {**os.environ, "PYTEST_ADDOPTS": PYTEST_ADDOPTS}
     first = subprocess.Popen(
         [sys.executable, "-m", "pytest", "--nodeval-mode", "live", "--nodeval-world", "docker"],
         cwd=project,
