@@ -453,15 +453,18 @@ def run_agent(
     fakes: dict[str, Any] | None = None,
     limits: Any = None,
     needs_model: bool = False,
+    guard: bool = True,
 ) -> tuple[str | None, str | None]:
     """Run a user's agent; returns (divergence, error). The journal gets session.start/end.
 
     needs_model: a session with no model call ends in error (a recording of it would replay
-    nothing of the agent's).
+    nothing of the agent's). guard: refuse provider requests sent around the journal (off
+    for production sessions, which must not fail for it).
     """
     from .intercept import activated
 
     ctx = AgentContext(journal, user, stash, fakes, limits)
+    ctx.routes.guard = guard
     journal.emit(
         "session.start",
         {

@@ -135,6 +135,9 @@ class Routes:
         self.fake = httpx2.URL(fake_url) if fake_url else None
         self.owner = owner
         """The AgentContext these routes belong to (what `@tool` journals through)."""
+        self.guard = True
+        """Refuse lookups that go around the journal. Off for production sessions
+        (sampling/sampler.py): a sample may miss a call, a user's request may not fail."""
         self.refusals: list[tuple[str, str]] = []
         """What was refused, as (kind, message): "escape" (around the journal) or "no_key"
         (the placeholder on its way to a real provider). The first decides the attempt,
@@ -151,6 +154,8 @@ class Routes:
         return self.stash is not None or self.fake is not None
 
     def guarded(self, host: str, port: int | None) -> bool:
+        if not self.guard:
+            return False
         if host in PROVIDER_HOSTS:
             return True
         return self.fake is not None and (host, port) == (self.fake.host, self.fake.port)
@@ -402,23 +407,26 @@ _PASS, _MARKED, _DROP, _ROUTE = range(4)
 
 
 def _decision(url: httpx2.URL) -> tuple[int, Routes | None, Target | None]:
-    """What the patched transports do with a request: pass it untouched (no attempt, or a
-    journal transport sends it already), pass it marked as seen (the host lookup below it is
-    not an escape), drop it (telemetry kept home) or route it through an attempt's journal."""
+    """What the patched transports do with a request: pass it untouched (not a model call,
+    or a journal transport sends it already), pass it marked as seen (the host lookup below
+    it is no escape), drop it (telemetry kept home) or route it through an attempt's journal."""
     if ROUTED.get():
         return _PASS, None, None
+    telemetry = _telemetry(url)
+    target = None if telemetry else target_of(url)
+    if not telemetry and target is None:
+        return _PASS, None, None  # whatever runs beside the attempt (a tool's fetch, MCP)
     try:
         routes = current()
     except NodevalError as exc:
-        _escaped_everywhere(str(exc))
+        _refused_everywhere(str(exc))
         raise JournalEscape(str(exc)) from None
-    if _telemetry(url):
+    if telemetry:
         home = routes.home if routes is not None else _HOME_SEEN
         return (_DROP if home else _MARKED), routes, None
     if routes is None:
         return _PASS, None, None
-    target = target_of(url)
-    return (_ROUTE, routes, target) if target is not None else (_MARKED, routes, None)
+    return _ROUTE, routes, target
 
 
 def _handle_request(self: httpx2.HTTPTransport, request: httpx2.Request) -> httpx2.Response:
@@ -496,7 +504,7 @@ def _check_lookup(host: Any, port: Any) -> None:
     raise JournalEscape(message)
 
 
-def _escaped_everywhere(message: str) -> None:
+def _refused_everywhere(message: str) -> None:
     with _ACTIVE_LOCK:
         active = list(_ACTIVE)
     for routes in active:

@@ -558,7 +558,7 @@ def run_agent_with_sampler(
         header = header.model_copy(update={"session_id": session_id})
     writer = JournalWriter(journal_dir, header)
     try:
-        run_agent(agent, writer, _user_for(inputs), None, mode="live")
+        run_agent(agent, writer, _user_for(inputs), None, mode="live", guard=False)
     finally:
         writer.close()
         if sampler is not None:

@@ -54,7 +54,8 @@ def _nodeval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _own_agent_case(root: Path, *, assertions: list[dict[str, object]] | None = None) -> Path:
     case_dir = root / "orders"
     (case_dir / "input").mkdir(parents=True)
-    (case_dir / "case.yaml").write_text("id: orders\n")
+    # A tool-only agent: it calls no model, and says so.
+    (case_dir / "case.yaml").write_text("id: orders\nneeds_model: false\n")
     (case_dir / "input" / "inputs.yaml").write_text(
         yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["where?"]}})
     )

@@ -194,3 +194,17 @@ def test_a_patch_stands_back_for_a_test_that_blocks_lookups(
     intercept.install()
     assert socket.getaddrinfo is intercept._getaddrinfo
     assert socket.getaddrinfo("127.0.0.1", 80)
+
+
+def test_a_production_session_is_not_refused_what_it_sends_around() -> None:
+    """The sampler's sessions (guard off) are a user's real requests: never failed for it."""
+    routes = Routes(_writer(), None)
+    routes.guard = False
+    with activated(routes):
+        try:
+            socket.getaddrinfo("api.anthropic.com", 443)
+        except JournalEscape:  # pragma: no cover - the failure this test exists to catch
+            pytest.fail("a production session's request was refused")
+        except OSError:
+            pass  # this machine may have no resolver for the host: not nodeval's refusal
+    assert routes.refusals == []

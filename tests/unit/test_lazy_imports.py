@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.conftest import PYTEST_ADDOPTS
+
 # What a run that needs none of them must not pay for at startup.
 HEAVY = (
     "anthropic",
@@ -84,7 +86,9 @@ def test_a_collect_only_run_without_cases_loads_nothing_heavy(tmp_path: Path) ->
     (tmp_path / "conftest.py").write_text(RECORDING_CONFTEST)
     (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        # langsmith's own plugin (the frameworks extra) imports httpx2 and pydantic: not ours.
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + PYTEST_ADDOPTS.split(),
         cwd=tmp_path,
         env=_env(),
         capture_output=True,
