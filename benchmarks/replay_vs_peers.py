@@ -3,6 +3,7 @@
     python benchmarks/replay_vs_peers.py                     # in-process figures only
     python benchmarks/replay_vs_peers.py --suite 100 1000    # + pytest runs of N generated cases
     python benchmarks/replay_vs_peers.py --suite 10000 --workers 2
+    python benchmarks/replay_vs_peers.py --frameworks-only  # LangGraph, OpenAI Agents SDK
 
 In-process (medians of interleaved rounds, so load on the machine hits every variant):
 
@@ -18,6 +19,19 @@ In-process (medians of interleaved rounds, so load on the machine hits every var
   transport, which vcrpy patches), once with a fresh default client per test (what a test
   usually does: its SSL context costs ~24 ms).
 
+With `--frameworks` (`--frameworks-only`: without the figures above, so without vcrpy), two
+agents written as their frameworks' docs write them, each session 10 model calls (a tool
+called nine times in a row, then the answer), the tool `@pytest_nodeval.tool` under the
+framework's own decorator; needs the frameworks extra (`pip install -e '.[frameworks]'`):
+
+* **LangGraph**: langchain's `create_agent(ChatAnthropic(model="claude-sonnet-4-6"), tools=[...])`.
+* **OpenAI Agents SDK**: `Agent(name=..., model="gpt-4.1-mini", tools=[...])` + `Runner.run_sync`.
+
+For each, the **framework's floor** (the same agent, no nodeval attempt, its SDK client
+answered from memory by an `httpx2.MockTransport` with the recorded responses) against
+**nodeval replay** (`run_agent_case(..., mode="deterministic")` of a journal recorded once
+against fakes.llm, with no client handed over). Target: replay <= 1.2 x floor + 1 ms per call.
+
 With `--suite N...`: N generated mock-provider cases (20 LLM + 10 tool calls each) in a fresh
 project, run by `pytest -p no:cacheprovider` in subprocesses: collection per case
 (`--collect-only`, minus a one-case run), the whole run per case, and the peak RSS of the
@@ -28,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import http.server
+import importlib.util
 import json
 import os
 import shutil
@@ -237,6 +252,246 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
     }
 
 
+# -- framework agents ------------------------------------------------------------------------
+
+FRAMEWORK_CALLS = 10
+"""Model calls per framework session: the tool nine times in a row, then the answer."""
+FRAMEWORK_INPUT = "Run the plan."
+FRAMEWORK_ANSWER = "All nine steps done."
+FRAMEWORK_SCRIPT = {
+    "rules": [
+        {
+            "respond": {"tool_calls": [{"name": "lookup", "args": {"step": 1}}]},
+            "times": FRAMEWORK_CALLS - 1,
+        },
+        {"respond": {"text": FRAMEWORK_ANSWER}},
+    ]
+}
+FRAMEWORK_MODULES = {
+    "langgraph": ("langchain", "langchain_anthropic", "langgraph", "anthropic"),
+    "openai_agents": ("agents", "openai"),
+}
+
+
+def lookup(step: int) -> str:
+    """Look up one step of the plan."""
+    return f"step {step}: ok"
+
+
+def _answering(responses: list[bytes]) -> Any:
+    """An httpx2.MockTransport answering the recorded responses in order (the floor's)."""
+    import httpx2
+
+    answers = iter(responses)
+    return httpx2.MockTransport(
+        lambda request: httpx2.Response(
+            200, content=next(answers), headers={"content-type": "application/json"}
+        )
+    )
+
+
+def langgraph_agent(floor: list[bytes] | None = None) -> Callable[[Any], None]:
+    """langchain's `create_agent` (a LangGraph graph) over ChatAnthropic, as its docs write it.
+
+    With `floor`, ChatAnthropic's client is one built as ChatAnthropic builds its own (the
+    same parameters) over a MockTransport serving those responses: ChatAnthropic takes no
+    client or transport, so the benchmark fills its cached `_client` before the first call.
+    """
+    from langchain.agents import create_agent
+    from langchain_anthropic import ChatAnthropic
+    from langchain_core.tools import tool as lc_tool
+
+    from pytest_nodeval import tool
+
+    lookup_tool = lc_tool(tool(lookup))
+
+    def agent(ctx: Any) -> None:
+        model = ChatAnthropic(model="claude-sonnet-4-6")
+        if floor is not None:
+            import anthropic
+            import httpx2
+
+            params = {**model._client_params, "api_key": "k"}
+            http_client = httpx2.Client(transport=_answering(floor))
+            model.__dict__["_client"] = anthropic.Anthropic(**params, http_client=http_client)
+        graph = create_agent(model, tools=[lookup_tool], system_prompt="You follow the plan.")
+        for text in ctx.inputs():
+            state = graph.invoke({"messages": [{"role": "user", "content": text}]})
+            ctx.output(state["messages"][-1].content)
+
+    return agent
+
+
+def openai_agents_agent(floor: list[bytes] | None = None) -> Callable[[Any], None]:
+    """The OpenAI Agents SDK's `Agent` + `Runner.run_sync`, as its docs write it.
+
+    With `floor`, the agent's model is `OpenAIResponsesModel` over an `AsyncOpenAI` client
+    whose httpx2 client sends to a MockTransport serving those responses.
+    """
+    from agents import Agent, Runner, function_tool
+
+    from pytest_nodeval import tool
+
+    lookup_tool = function_tool(tool(lookup))
+
+    def agent(ctx: Any) -> None:
+        model: Any = "gpt-4.1-mini"
+        if floor is not None:
+            import httpx2
+            from agents import OpenAIResponsesModel
+            from openai import AsyncOpenAI
+
+            http_client = httpx2.AsyncClient(transport=_answering(floor))
+            client = AsyncOpenAI(api_key="k", max_retries=0, http_client=http_client)
+            model = OpenAIResponsesModel(model="gpt-4.1-mini", openai_client=client)
+        assistant = Agent(
+            name="Planner", instructions="You follow the plan.", model=model, tools=[lookup_tool]
+        )
+        for text in ctx.inputs():
+            ctx.output(Runner.run_sync(assistant, text).final_output)
+
+    return agent
+
+
+FRAMEWORK_AGENTS = {"langgraph": langgraph_agent, "openai_agents": openai_agents_agent}
+
+
+class _FloorContext:
+    """What the floor's agent is given instead of an AgentContext: the input, and its output."""
+
+    def __init__(self) -> None:
+        self.outputs: list[str] = []
+
+    def inputs(self) -> list[str]:
+        return [FRAMEWORK_INPUT]
+
+    def output(self, text: str) -> None:
+        self.outputs.append(text)
+
+
+def framework_case(directory: Path, make_agent: Callable[..., Any]) -> list[bytes]:
+    """Record the framework's agent once against fakes.llm; returns the recorded responses."""
+    from pytest_nodeval.case.directory import load_case
+    from pytest_nodeval.journal.reader import read_journal
+    from pytest_nodeval.runner.session import AttemptSettings, run_agent_case
+    from pytest_nodeval_fakes.llm import LLMFake
+
+    (directory / "input").mkdir(parents=True)
+    (directory / "case.yaml").write_text(yaml.safe_dump({"id": directory.name, "tags": ["bench"]}))
+    (directory / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump({"user": {"kind": "scripted", "inputs": [FRAMEWORK_INPUT]}})
+    )
+    (directory / "assertions.yaml").write_text(
+        yaml.safe_dump([{"kind": "tool_called", "tool": "lookup", "times": FRAMEWORK_CALLS - 1}])
+    )
+    with LLMFake(FRAMEWORK_SCRIPT) as fake:
+        observed = run_agent_case(
+            make_agent(),
+            load_case(directory),
+            AttemptSettings(mode="record"),
+            Path(tempfile.mkdtemp()) / "j",
+            fakes={"llm": fake},
+        )
+    assert observed.status == "ok" and observed.output == FRAMEWORK_ANSWER, observed.metrics()
+    events = read_journal(directory / "journal").events
+    responses = [json.dumps(e.payload.body).encode() for e in events if e.type == "llm.response"]
+    results = [e.payload for e in events if e.type == "tool.result"]
+    assert len(responses) == FRAMEWORK_CALLS, len(responses)
+    assert [r.result for r in results if r.ok] == [lookup(1)] * (FRAMEWORK_CALLS - 1), results
+    return responses
+
+
+def frameworks(runs: int, rounds: int) -> dict[str, Any]:
+    """Each framework's floor against nodeval's replay of the same agent, interleaved."""
+    from pytest_nodeval.case.directory import load_case
+    from pytest_nodeval.runner.session import AttemptSettings, run_agent_case
+
+    skipped = {
+        name: f"not installed: {', '.join(missing)} (pip install -e '.[frameworks]')"
+        for name, modules in FRAMEWORK_MODULES.items()
+        if (missing := [m for m in modules if importlib.util.find_spec(m) is None])
+    }
+    for name, reason in skipped.items():
+        print(f"frameworks: {name} skipped, {reason}", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="nodeval-frameworks-"))
+    sessions = iter(range(1_000_000))
+
+    def floor(make_agent: Callable[..., Any], responses: list[bytes]) -> Callable[[], None]:
+        def run() -> None:
+            ctx = _FloorContext()
+            make_agent(responses)(ctx)
+            assert ctx.outputs == [FRAMEWORK_ANSWER], ctx.outputs
+
+        return run
+
+    def replay(make_agent: Callable[..., Any], case: Any) -> Callable[[], None]:
+        def run() -> None:
+            journal = work / "observed" / str(next(sessions))
+            observed = run_agent_case(
+                make_agent(), case, AttemptSettings(mode="deterministic"), journal
+            )
+            assert observed.divergence is None and observed.status == "ok", observed.metrics()
+            assert observed.output == FRAMEWORK_ANSWER, observed.output
+
+        return run
+
+    variants: dict[str, Callable[[], None]] = {}
+    for name, make_agent in FRAMEWORK_AGENTS.items():
+        if name in skipped:
+            continue
+        responses = framework_case(work / name, make_agent)
+        variants[f"{name}_floor"] = floor(make_agent, responses)
+        variants[f"{name}_replay"] = replay(make_agent, load_case(work / name))
+    if not variants:
+        return {"skipped": skipped}
+    for fn in variants.values():  # warm up: imports, caches, the first parse of each journal
+        for _ in range(3):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    order = list(variants.items())
+    for _ in range(rounds):  # interleaved, so drift on the machine hits every variant
+        for name, fn in order:
+            samples[name].append(_median_ms(fn, runs, warmup=0))
+        order.reverse()  # and each goes first as often, so neither inherits the other's garbage
+    ms = {name: round(statistics.median(values), 2) for name, values in samples.items()}
+    result: dict[str, Any] = {"per_session_ms": ms}
+    for name in FRAMEWORK_AGENTS:
+        if name in skipped:
+            continue
+        floor_ms, ours = ms[f"{name}_floor"], ms[f"{name}_replay"]
+        target = round(1.2 * floor_ms + 1.0 * FRAMEWORK_CALLS, 2)
+        result[name] = {
+            "floor_ms": floor_ms,
+            "replay_ms": ours,
+            "replay_over_floor": round(ours / floor_ms, 2),
+            # Each round's replay over the same round's floor, run next to it: steadier on a
+            # loaded machine than the ratio of the two medians.
+            "replay_over_floor_by_round": round(
+                statistics.median(
+                    r / f
+                    for r, f in zip(
+                        samples[f"{name}_replay"], samples[f"{name}_floor"], strict=True
+                    )
+                ),
+                2,
+            ),
+            "overhead_per_llm_call_ms": round((ours - floor_ms) / FRAMEWORK_CALLS, 3),
+            "target_replay_ms": target,
+            "target_met": ours <= target,
+        }
+        print(
+            f"frameworks: {name}: replay {ours} ms vs floor {floor_ms} ms "
+            f"({ours / floor_ms:.2f} x, by round {result[name]['replay_over_floor_by_round']} x, "
+            f"{(ours - floor_ms) / FRAMEWORK_CALLS:+.3f} ms per call); "
+            f"target 1.2 x floor + 1 ms per call = {target} ms: "
+            f"{'holds' if ours <= target else 'does not hold'}",
+            flush=True,
+        )
+    result["skipped"] = skipped
+    result["load_average"] = os.getloadavg()[0]
+    return result
+
+
 # -- whole pytest runs ------------------------------------------------------------------------
 
 
@@ -342,8 +597,17 @@ def main() -> None:
         "--suite", type=int, nargs="*", default=[], metavar="N", help="also run N generated cases"
     )
     parser.add_argument("--workers", default="0", help="pytest -n for the suite runs")
+    parser.add_argument(
+        "--frameworks", action="store_true", help="also a LangGraph and an OpenAI Agents SDK agent"
+    )
+    parser.add_argument(
+        "--frameworks-only", action="store_true", help="only the framework agents (no vcrpy)"
+    )
     args = parser.parse_args()
-    print(json.dumps(in_process(args.runs, args.rounds), indent=2), flush=True)
+    if not args.frameworks_only:
+        print(json.dumps(in_process(args.runs, args.rounds), indent=2), flush=True)
+    if args.frameworks or args.frameworks_only:
+        print(json.dumps({"frameworks": frameworks(args.runs, args.rounds)}, indent=2), flush=True)
     if args.suite:
         suite(args.suite, args.workers)
 
