@@ -2,10 +2,9 @@
 
 An agent is any callable taking an `AgentContext` (sync or async). Every Anthropic, OpenAI
 and Gemini client anything builds during the attempt sends through its journal
-(agent/intercept.py):
-record and live journal the traffic, replay serves it from the journal. The agent wraps its
-local side-effecting functions with `@tool`, so replay returns their recorded results without
-running them:
+(agent/intercept.py): record and live journal the traffic, replay serves it from the journal.
+The agent wraps its local side-effecting functions with `@tool`, so replay returns their
+recorded results without running them:
 
     from pytest_nodeval import AgentContext, tool
 
