@@ -54,7 +54,9 @@ class SessionEnd(_Payload):
     """"ok", "error" (the agent or a provider failed), "limit" (a budget ran out)."""
     reason: str | None = None
     error_kind: str | None = None
-    """What failed: "agent" (a budget ran out), "provider", "harness", "timeout"."""
+    """What failed: "agent" (a budget ran out), "provider", "harness", "timeout"; for an own
+    agent also "escape" (a model call sent around the journal), "no_key" (nodeval's placeholder
+    key on its way to a real provider) and "no_model_call" (a recording without one)."""
     infra: bool = False
     """True when the failure is the infrastructure's (provider 5xx, connection), not the agent's."""
     duration_ms: float = 0.0
