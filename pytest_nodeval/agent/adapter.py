@@ -504,7 +504,7 @@ def run_agent(
             "the agent made no model call, so a recording of it would replay nothing of the "
             "agent's; if the case needs no model, say `needs_model: false` in its case.yaml"
         )
-    _end_session(journal, stash, status, reason, divergence, start, infra, kind)
+    end_session(journal, stash, status, reason, divergence, start, infra, kind)
     return divergence, reason
 
 
@@ -560,7 +560,7 @@ def _run_coroutine(awaitable: Any) -> Any:
         return pool.submit(context.run, asyncio.run, _awaited(awaitable)).result()
 
 
-def _end_session(
+def end_session(
     journal: JournalWriter,
     stash: ReplayStash | None,
     status: str,

@@ -267,13 +267,21 @@ class EngineConfig(_Strict):
     """The `web` tool's allow-list and limits (without it the tool may fetch nothing)."""
     pdf: PdfSpec | None = None
     """The `pdf` tool's limits."""
+    command: list[str] | None = Field(default=None, min_length=1)
+    """Run this program as the agent instead of the engine (docs/command-agents.md): argv,
+    started in the world with input/ as its working directory, its model calls through the
+    attempt's recording proxy (the providers above say where they go)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Added to the program's environment (with `command`)."""
 
     def offered_tools(self) -> set[str] | None:
-        """The tool names the engine offers the model, or None when outside services (Composio,
-        MCP) name their own tools at run time."""
+        """The tool names the engine offers the model, or None when they are named at run time:
+        by outside services (Composio, MCP), or by a `command` program itself."""
         names = {t.name for t in self.tools}
-        if any(n.startswith((COMPOSIO_PREFIX, MCP_PREFIX)) for n in names):
-            return None
+        if self.command is not None or any(
+            n.startswith((COMPOSIO_PREFIX, MCP_PREFIX)) for n in names
+        ):
+            return None  # a program's tools are its own
         return names | ({"skill"} if self.skills else set())
 
     @field_validator("tools", mode="before")
@@ -291,6 +299,20 @@ class EngineConfig(_Strict):
             raise ValueError(
                 f"providers share the name {duplicates[0]!r}; give each a distinct 'label'"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _command_alone(self) -> EngineConfig:
+        engine_only = ("system_prompt", "tools", "skills", "plan", "composio", "mcp", "web", "pdf")
+        if self.command is not None:
+            given = [name for name in engine_only if name in self.model_fields_set]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: the engine's settings, which a `command` agent does "
+                    "not use (its prompt and tools are its own); remove them or the command"
+                )
+        elif self.env:
+            raise ValueError("env: the environment of a `command` agent; there is no command")
         return self
 
     @model_validator(mode="after")

@@ -108,7 +108,7 @@ def target_of(url: httpx2.URL) -> Target | None:
     family = model_api(url.path) or host_family
     if family is None:
         return None
-    return Target(family, _API_NAMES[family], host_family is not None)
+    return Target(family, API_NAMES[family], host_family is not None)
 
 
 def _telemetry(url: httpx2.URL) -> bool:
@@ -117,7 +117,7 @@ def _telemetry(url: httpx2.URL) -> bool:
     )
 
 
-_API_NAMES = {"anthropic": "anthropic.messages", "openai": "openai", "gemini": GEMINI_API}
+API_NAMES = {"anthropic": "anthropic.messages", "openai": "openai", "gemini": GEMINI_API}
 
 
 class Routes:

@@ -263,6 +263,14 @@ class ReplayStash:
             parts.append(f"{len(self.inputs)} recorded user input(s) were never consumed")
         return "; ".join(parts) or None
 
+    def account_tool(self, call_id: str, tool: str) -> None:
+        """A recorded tool call that ran again (a program's own tool, seen in its traffic):
+        nothing to serve, but no longer missing. A call the recording never made is left to
+        the model traffic to tell: the next request differs."""
+        recorded = self._tools.get(call_id)
+        if recorded is not None and recorded[0].payload.tool == tool:
+            del self._tools[call_id]
+
     def check_complete(self) -> None:
         missing = self.leftovers()
         if missing:

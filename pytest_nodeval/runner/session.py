@@ -176,7 +176,7 @@ def run_case(
         )
     stash = _stash_for(case, settings)
     owns_world = world is None
-    if settings.replay:
+    if settings.replay and case.config.command is None:
         world = None  # the journal serves every tool result
     elif world is None:
         world = _open_world(case, settings)
@@ -229,6 +229,9 @@ def _run_engine(
         llm_url = services.llm_url
         config, keys = with_fake_urls(case.config, llm_url or REPLAY_URL)
         try:
+            if config.command is not None:
+                _run_command(case, settings, writer, stash, world, config, keys, llm_url)
+                return
             chain = build_chain(config.providers, Wiring(writer, stash, keys, settings.limits))
             user = (
                 JournalUser(stash)
@@ -262,6 +265,48 @@ def _run_engine(
                 chain.close()
         if grade is not None and observed.divergence is None:
             observed.judged = grade(writer, llm_url)
+
+
+def _run_command(
+    case: Case,
+    settings: AttemptSettings,
+    writer: JournalWriter,
+    stash: ReplayStash | None,
+    world: Any,
+    config: Any,
+    keys: dict[str, str],
+    llm_url: str | None,
+) -> None:
+    """A program as the agent (runner/command.py); a divergence raises ReplayStopped."""
+    from ..agent.providers import Wiring, api_key
+    from ..people.users import JournalUser, make_user
+    from ..provider_keys import KEY_ENVS
+    from .command import run_command_agent
+
+    assert case.inputs is not None
+    wiring = Wiring(writer, stash, keys, settings.limits)
+    proxy_keys = {}
+    for spec in config.providers:
+        if spec.name in KEY_ENVS and stash is None:
+            proxy_keys[spec.name] = api_key(spec, wiring, *KEY_ENVS[spec.name])
+    user = (
+        JournalUser(stash)
+        if stash is not None
+        else make_user(case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
+    )
+    divergence = run_command_agent(
+        config,
+        writer,
+        stash,
+        world,
+        user,
+        mode=settings.mode,
+        keys=proxy_keys,
+        limits=settings.limits,
+    )
+    if divergence is not None:
+        assert stash is not None and stash.stopped is not None
+        raise ReplayStopped(stash.stopped)
 
 
 def _skills(case: Case, config: Any, tools: dict[str, Any]) -> list[Any]:
@@ -426,7 +471,9 @@ def _golden(case: Case, settings: AttemptSettings) -> list[Any] | None:
 
 def opens_world(case: Case, settings: AttemptSettings) -> bool:
     """Whether `run_case` opens a world for this case (unless given one): live tools that act
-    in it."""
+    in it, or a program as the agent (in every mode: its tools run again in replay)."""
+    if case.config is not None and case.config.command is not None:
+        return True
     return (
         not settings.replay
         and case.config is not None
@@ -440,10 +487,12 @@ def _open_world(case: Case, settings: AttemptSettings) -> Any:
         return None
     from ..world.select import open_world
 
+    # A program runs in a copy of input/ (its code is there); the engine's tools in input/world.
+    seed = "input" if case.config.command is not None else "input/world"
     return open_world(
         settings.world_backend,
         run_id=settings.run_id,
-        seed_dir=case.directory / "input" / "world",
+        seed_dir=case.directory / seed,
         network=case.spec.world.network,
         lock_dir=settings.work_dir,
     )

@@ -128,6 +128,9 @@ class BwrapWorld:
             network=network,
         )
         self._running: set[subprocess.Popen[bytes]] = set()
+        self.shared_dir = (self._host_root / "tmp", SANDBOX_TMP)
+        """A directory both sides see, (on the host, inside): where a command agent's proxy
+        puts its socket (runner/command.py)."""
         _sweep_stale_cgroups_once()
         self._cgroup = open_cgroup(self.limits)
         self._rlimits, self.limits_enforced, self.limits_unenforced = fallback_limits(

@@ -1,0 +1,194 @@
+"""Programs as agents (issue 27, docs/command-agents.md): a Python process on the Anthropic SDK,
+a shell script around curl and a Rust binary each record keylessly against the fake through
+the recording proxy, replay with the network blocked, have their own tool call journaled as
+derived events (so `tool_called` passes), and diverge when their system prompt changes.
+
+The Python agent runs in the local world (it needs this virtualenv's anthropic SDK); the shell
+and Rust agents in bubblewrap, whose network is its own: they reach the proxy through the
+relay. The agents themselves are in agents/ (agents/check_agents.py checks them on their own).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+AGENTS = Path(__file__).parent / "agents"
+RUST = AGENTS / "rust_agent"
+SCRIPT = {
+    "rules": [
+        {"when": {"after_tool_result": True}, "respond": {"text": "Saved your note."}},
+        {
+            "when": {"last_user_contains": "mom"},
+            "respond": {"tool_calls": [{"name": "save_note", "args": {"text": "call mom"}}]},
+        },
+        {"respond": {"tool_calls": [{"name": "save_note", "args": {"text": "buy milk"}}]}},
+    ]
+}
+HOME = os.environ.get("HOME", "")
+"""This user's home as the suite starts: pytester points HOME elsewhere, and rustup finds its
+toolchain there."""
+KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+@dataclass(frozen=True)
+class Program:
+    world: str
+    provider: str
+    files: dict[str, Path]
+    """Copied into input/, by name."""
+    command: list[str]
+
+
+@pytest.fixture(scope="session")
+def rust_agent() -> Path:
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed: the Rust agent cannot be built")
+    subprocess.run(
+        ["cargo", "build", "--release", "--locked", "--quiet"],
+        cwd=RUST,
+        env={**os.environ, "HOME": HOME},
+        check=True,
+        timeout=900,
+    )
+    return RUST / "target" / "release" / "rust_agent"
+
+
+def _program(name: str, rust_agent: Path | None) -> Program:
+    if name == "python":
+        return Program(
+            "local",
+            "anthropic",
+            {"agent.py": AGENTS / "python_agent.py"},
+            [sys.executable, "agent.py"],
+        )
+    if name == "shell":
+        return Program(
+            "bwrap", "openai", {"agent.sh": AGENTS / "shell_agent.sh"}, ["sh", "agent.sh"]
+        )
+    assert rust_agent is not None
+    return Program("bwrap", "anthropic", {"agent": rust_agent}, ["./agent"])
+
+
+def _case(root: Path, program: Program, case_id: str = "notes", prompt: str = "") -> Path:
+    case = root / "scenarios" / case_id
+    (case / "input").mkdir(parents=True)
+    (case / "case.yaml").write_text(
+        yaml.safe_dump({"id": case_id, "world": {"backend": program.world}})
+    )
+    models = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1-mini"}
+    config = {
+        "command": program.command,
+        "providers": [
+            {"name": program.provider, "model": models[program.provider], "base_url": "fake"}
+        ],
+        "env": {"SYSTEM_PROMPT": prompt or "You keep the user's notes."},
+    }
+    (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
+    (case / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["Buy milk", "Call mom"]}})
+    )
+    (case / "input" / "llm.yaml").write_text(yaml.safe_dump(SCRIPT))
+    for name, source in program.files.items():
+        shutil.copy(source, case / "input" / name)
+    (case / "assertions.yaml").write_text(
+        yaml.safe_dump(
+            [
+                {"kind": "tool_called", "tool": "save_note", "args": {"text": "call mom"}},
+                {"kind": "tool_called", "tool": "save_note", "times": 2},
+                {"kind": "output_contains", "text": "Saved your note."},
+            ]
+        )
+    )
+    return case
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    for env in KEY_ENVS:
+        monkeypatch.delenv(env, raising=False)
+    pytester.makeini("[pytest]\nnodeval_cases = scenarios\n")
+    # Replay must not reach the upstream: the test process may connect to nothing but
+    # Unix sockets and its own loopback (where the proxy and, in the local world, the
+    # program talk).
+    pytester.makeconftest(
+        "import socket, pytest\n"
+        "@pytest.fixture(autouse=True)\n"
+        "def _no_network(monkeypatch, request):\n"
+        "    if request.config.getoption('--nodeval-mode') == 'record':\n"
+        "        return\n"
+        "    connect = socket.socket.connect\n"
+        "    def only_loopback(sock, address, *args):\n"
+        "        if sock.family == socket.AF_INET and address[0] != '127.0.0.1':\n"
+        "            raise OSError(f'the network is blocked in replay: {address}')\n"
+        "        return connect(sock, address, *args)\n"
+        "    monkeypatch.setattr(socket.socket, 'connect', only_loopback)\n"
+    )
+    return pytester
+
+
+@pytest.mark.parametrize("name", ["python", "shell", "rust"])
+def test_a_program_records_keylessly_replays_offline_and_diverges_on_its_prompt(
+    name: str, project: pytest.Pytester, request: pytest.FixtureRequest
+) -> None:
+    rust = request.getfixturevalue("rust_agent") if name == "rust" else None
+    program = _program(name, rust)
+    if program.world == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    case = _case(project.path, program)
+
+    project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=1)
+    events = [yaml.safe_load(line) for line in (case / "journal" / "events.jsonl").open()]
+    kinds = [e["type"] for e in events]
+    assert kinds.count("tool.call") == 2 and kinds.count("tool.result") == 2
+    assert [e["payload"]["text"] for e in events if e["type"] == "io.output"] == [
+        "Saved your note."
+    ] * 2
+
+    project.runpytest().assert_outcomes(passed=1)
+
+    config = yaml.safe_load((case / "input" / "config.yaml").read_text())
+    config["env"]["SYSTEM_PROMPT"] = "Be brief."
+    (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
+    changed = project.runpytest()
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(["*replay of 'scenarios/notes' diverged from its journal*"])
+    changed.stdout.fnmatch_lines(["*Be brief.*"])
+
+
+def test_a_program_that_fails_gives_one_clear_error_with_its_stderr(
+    project: pytest.Pytester,
+) -> None:
+    program = Program("local", "anthropic", {}, ["sh", "-c", "echo 'no key file' >&2; exit 3"])
+    _case(project.path, program)
+    result = project.runpytest("--nodeval-mode", "record")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*the program exited with status 3; the end of its stderr:*", "*no key file*"]
+    )
+
+
+def test_a_program_past_its_timeout_is_killed_with_what_it_started(
+    project: pytest.Pytester, tmp_path: Path
+) -> None:
+    marker = tmp_path / "child.pid"
+    program = Program(
+        "local", "anthropic", {}, ["sh", "-c", f"sleep 60 & echo $! > {marker}; sleep 60"]
+    )
+    case = _case(project.path, program)
+    config = yaml.safe_load((case / "input" / "config.yaml").read_text())
+    config["limits"] = {"timeout_s": 1}
+    (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
+    result = project.runpytest("--nodeval-mode", "record")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the program ran past the case's limits.timeout_s (1 s)*"])
+    child = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
