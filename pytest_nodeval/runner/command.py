@@ -12,6 +12,7 @@ from the journal while the program's tools run again, in a fresh world.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -70,13 +71,13 @@ def run_command_agent(
     for line in result.stdout.splitlines():
         journal.emit("io.output", {"text": line})
     _keep_stderr(journal, result.stderr)
+    status, reason = _outcome(result, config)
     divergence = proxy.stopped
-    if divergence is None and stash is not None:
-        try:
+    if divergence is None and reason is None and stash is not None:
+        try:  # a program that failed did not finish early: its failure says why
             stash.check_complete()
         except ReplayStopped as stop:
             divergence = stop.divergence
-    status, reason = _outcome(result, config)
     end_session(
         journal,
         stash,
@@ -119,13 +120,13 @@ def _reachable(proxy: Any, world: Any, config: EngineConfig) -> Iterator[list[st
         return
     if shared is None:
         raise NodevalError(
-            f"a command agent cannot run in a {world.backend} world yet: set world.backend to "
-            "bwrap or local in the case's case.yaml, or run with --nodeval-world bwrap"
+            f"a command agent cannot run in a {world.backend} world: it shares no directory "
+            "with this machine for the proxy's socket; use a docker, bwrap or local world"
         )
     host_dir, inside = shared
     with proxy.start(unix_path=Path(host_dir) / _SOCKET):
         relay = f"{inside}/{_RELAY}"
-        world.write(relay, (Path(__file__).parent / "relay.py").read_bytes())
+        shutil.copy(Path(__file__).parent / "relay.py", Path(host_dir) / _RELAY)
         plan = {
             "socket": f"{inside}/{_SOCKET}",
             "env": _env(config, "{url}"),

@@ -15,9 +15,11 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import socket
 import struct
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -52,6 +54,8 @@ LABEL_PID_START = "nodeval.pid-start"
 LABEL_STARTED_AT = "nodeval.started-at"
 
 WORKDIR = "/workspace"
+SHARED_DIR = "/run/nodeval"
+"""Where the host directory both sides see is bound (`DockerWorld.shared_dir`)."""
 WORLD_UID = 1000
 """The image's unprivileged user (see the Dockerfile); seed files are given to it."""
 
@@ -87,7 +91,18 @@ class DockerWorld:
         self.limits = limits or WorldLimits()
         self.network = network
         self._closed = False
-        self._started = _start_container(image, owner_labels(run_id), self.limits, network)
+        shared = Path(tempfile.mkdtemp(prefix="nodeval-docker-"))
+        shared.chmod(0o777)  # the container's user (uid 1000) is not this process's
+        self.shared_dir = (shared, SHARED_DIR)
+        """A directory both sides see, (on the host, inside): where a command agent's proxy
+        puts its socket (runner/command.py). Bound from this machine: a local engine only."""
+        try:
+            self._started = _start_container(
+                image, owner_labels(run_id), self.limits, network, shared
+            )
+        except BaseException:
+            shutil.rmtree(shared, ignore_errors=True)
+            raise
         self._container: Container = self._started.get_wrapped_container()
         reaper.track(self, self._end_in_a_hurry)
         try:
@@ -126,6 +141,7 @@ class DockerWorld:
 
         with suppress(NotFound):  # already removed, e.g. by `nodeval clean`
             self._started.stop(force=True, delete_volume=True)
+        shutil.rmtree(self.shared_dir[0], ignore_errors=True)
 
     def _end_in_a_hurry(self) -> None:
         """Remove the container (and so kill its processes) from a signal handler.
@@ -231,13 +247,13 @@ def _exit_code(api: Any, exec_id: str) -> int:
 
 
 def _start_container(
-    image: str, labels: dict[str, str], limits: WorldLimits, network: bool
+    image: str, labels: dict[str, str], limits: WorldLimits, network: bool, shared: Path
 ) -> DockerContainer:
     from testcontainers.core.container import DockerContainer
 
     started = DockerContainer(
         image, name=container_name(labels[LABEL_RUN_ID]), **run_options(labels, limits, network)
-    )
+    ).with_volume_mapping(str(shared), SHARED_DIR, "rw")
     try:
         with _without_ryuk():
             started.start()
