@@ -28,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="A case for your own agent (a bound Python test and _record/record.py).",
     )
     parser.add_argument(
+        "--command",
+        dest="program",  # `args.command` is the subcommand's name
+        action="store_true",
+        help="A case whose agent is a program (input/agent.py, on python3 alone), recorded "
+        "against the fake LLM (docs/command-agents.md).",
+    )
+    parser.add_argument(
         "--root",
         type=Path,
         default=Path("scenarios"),
@@ -54,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
     from ..case.schema_files import project_schemas
 
     schemas = project_schemas(root)
+    if args.agent and args.program:
+        raise NodevalError("--agent and --command: choose one (a Python function or a program)")
+    make = _agent_case if args.agent else (_command_case if args.program else _engine_case)
     try:
-        (_agent_case if args.agent else _engine_case)(directory, case_id, schemas)
+        make(directory, case_id, schemas)
         observed = _record(directory, agent=args.agent)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
@@ -114,6 +124,84 @@ def _engine_case(directory: Path, case_id: str, schemas: Path) -> None:
         "assertions.yaml",
         '- kind: output_contains\n  text: "help"\n- kind: no_errors\n',
     )
+
+
+def _command_case(directory: Path, case_id: str, schemas: Path) -> None:
+    _write(
+        directory / "case.yaml",
+        schemas,
+        "case.yaml",
+        _case_yaml(case_id, "A program as the agent (input/agent.py, replace it with yours)."),
+    )
+    _write(
+        directory / "input" / "config.yaml",
+        schemas,
+        "input/config.yaml",
+        "# The program, run in the world with input/ as its working directory; its model calls\n"
+        "# go through nodeval's proxy (docs/command-agents.md).\n"
+        "command: [python3, agent.py]\n"
+        "providers:\n"
+        "  # base_url: fake records against the fake LLM (input/llm.yaml) with no key; drop\n"
+        "  # it to record against the provider (ANTHROPIC_API_KEY).\n"
+        "  - {name: anthropic, model: claude-sonnet-4-6, base_url: fake}\n"
+        "env: {SYSTEM_PROMPT: You are a helpful assistant.}\n"
+        "limits: {timeout_s: 60}\n",
+    )
+    _write(
+        directory / "input" / "inputs.yaml",
+        schemas,
+        "input/inputs.yaml",
+        'user:\n  kind: scripted\n  inputs: ["Hi there"]\n',
+    )
+    _write(
+        directory / "input" / "llm.yaml",
+        schemas,
+        "input/llm.yaml",
+        'responses:\n  - text: "Hello! How can I help?"\n',
+    )
+    _write(
+        directory / "assertions.yaml",
+        schemas,
+        "assertions.yaml",
+        '- kind: output_contains\n  text: "help"\n- kind: no_errors\n',
+    )
+    (directory / "input" / "agent.py").write_text(_COMMAND_AGENT)
+
+
+_COMMAND_AGENT = '''"""A starter agent: each stdin line is a user turn, each printed line an answer.
+
+It calls the Anthropic Messages API at $ANTHROPIC_BASE_URL (nodeval's proxy, which records and
+replays the calls) with the standard library alone; any language and any SDK that reads
+ANTHROPIC_BASE_URL works the same way.
+"""
+
+import json
+import os
+import sys
+import urllib.request
+
+URL = os.environ["ANTHROPIC_BASE_URL"].rstrip("/") + "/v1/messages"
+HEADERS = {
+    "content-type": "application/json",
+    "x-api-key": os.environ["ANTHROPIC_API_KEY"],
+    "anthropic-version": "2023-06-01",
+}
+conversation = []
+for line in sys.stdin:
+    conversation.append({"role": "user", "content": line.strip()})
+    body = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 256,
+        "system": os.environ.get("SYSTEM_PROMPT", ""),
+        "messages": conversation,
+    }
+    request = urllib.request.Request(URL, json.dumps(body).encode(), HEADERS)
+    with urllib.request.urlopen(request) as response:
+        reply = json.load(response)
+    text = " ".join(b["text"] for b in reply["content"] if b["type"] == "text")
+    conversation.append({"role": "assistant", "content": text})
+    print(text.replace("\\n", " "), flush=True)
+'''
 
 
 def _agent_case(directory: Path, case_id: str, schemas: Path) -> None:

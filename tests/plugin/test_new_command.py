@@ -33,15 +33,18 @@ def test_new_cases_record_and_replay_green(
 ) -> None:
     assert main(["new", "greeting"]) == 0
     assert main(["new", "my-agent", "--agent"]) == 0
+    # A program as the agent, in the best world this machine has (tests/command_agents has more).
+    assert main(["new", "my-program", "--command"]) == 0
     out = capsys.readouterr().out
     assert "created scenarios/greeting: recorded its journal" in out
     assert "created scenarios/my-agent: recorded its journal with _record/record.py" in out
+    assert "created scenarios/my-program: recorded its journal" in out
     root = in_project.path / "scenarios"
     for path in [*root.glob("*/*.yaml"), *root.glob("*/input/*.yaml")]:
         schema = _schema_of(path)
         jsonschema.validate(yaml.safe_load(path.read_text()), json.loads(schema.read_text()))
     result = in_project.runpytest()
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
 
 
 def test_new_refuses_an_existing_id_and_a_bad_one(
