@@ -22,6 +22,8 @@ from pytest_nodeval.journal.events import EngineInfo, JournalHeader, new_session
 from pytest_nodeval.journal.writer import JournalWriter
 from pytest_nodeval_fakes.llm import LLMFake
 
+# A world runs its own python3 (Debian's, on its PATH); here a pyenv shim may come first.
+PYTHON3 = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else "python3"
 MESSAGES = [{"role": "user", "content": "What is on my list? " * 20}]
 
 
@@ -31,9 +33,55 @@ def _call(client: anthropic.Anthropic) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def start_costs(rounds: int) -> None:
+    """An attempt's start beyond the program's: the proxy's start and stop (loopback and Unix
+    socket), and the relay a sandboxed world runs before the program (here `true`), beside
+    starting the program alone."""
+    import json
+    import subprocess
+
+    relay = Path(__file__).parents[1] / "pytest_nodeval" / "runner" / "relay.py"
+    header = JournalHeader(
+        session_id=new_session_id(),
+        created_at=now_iso(),
+        engine=EngineInfo(version="b"),
+        source="live",
+    )
+    costs: dict[str, list[float]] = {"proxy": [], "unix proxy": [], "true": [], "relay+true": []}
+    with tempfile.TemporaryDirectory() as scratch:
+        socket_path = Path(scratch) / "proxy.sock"
+        plan = json.dumps({"socket": str(socket_path), "env": {}, "argv": ["true"]})
+        for _ in range(rounds):
+            for name, run in (
+                ("proxy", lambda: RecordingProxy(JournalWriter(None, header), None).start().stop()),
+                (
+                    "unix proxy",
+                    lambda: (
+                        RecordingProxy(JournalWriter(None, header), None)
+                        .start(unix_path=socket_path)
+                        .stop()
+                    ),
+                ),
+                ("true", lambda: subprocess.run(["true"], check=True)),
+                (
+                    "relay+true",
+                    lambda: subprocess.run([PYTHON3, "-S", str(relay), plan], check=True),
+                ),
+            ):
+                start = time.perf_counter()
+                run()
+                costs[name].append((time.perf_counter() - start) * 1000)
+                if name == "unix proxy":
+                    socket_path.unlink(missing_ok=True)
+
+    for name, values in costs.items():
+        print(f"start: {name:<11} median {statistics.median(values):.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="calls per variant")
+    parser.add_argument("--starts", type=int, default=30, help="rounds of the start costs")
     parser.add_argument(
         "--no-journal-file",
         dest="journal",
@@ -75,6 +123,7 @@ def main() -> None:
     print(f"direct to the fake: median {direct_ms:.3f} ms per call")
     print(f"through the proxy:  median {proxy_ms:.3f} ms per call")
     print(f"proxy adds:         {proxy_ms - direct_ms:.3f} ms per call (target <= 1 ms)")
+    start_costs(args.starts)
 
 
 if __name__ == "__main__":

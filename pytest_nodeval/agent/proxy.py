@@ -19,6 +19,7 @@ journals it, so a streaming call gets the provider's event stream at once, as re
 
 from __future__ import annotations
 
+import functools
 import json
 import socketserver
 import threading
@@ -102,7 +103,9 @@ class RecordingProxy:
             server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         server.daemon_threads = True
         server.proxy = self
-        threading.Thread(target=server.serve_forever, name="nodeval-proxy", daemon=True).start()
+        # Stopping waits for the loop to look again: at the default 0.5 s, every attempt would.
+        serve = functools.partial(server.serve_forever, poll_interval=0.01)
+        threading.Thread(target=serve, name="nodeval-proxy", daemon=True).start()
         self._server = server
         return self
 

@@ -132,7 +132,7 @@ def _reachable(proxy: Any, world: Any, config: EngineConfig) -> Iterator[list[st
             "env": _env(config, "{url}"),
             "argv": config.command,
         }
-        yield ["python3", relay, json.dumps(plan)]
+        yield ["python3", "-S", relay, json.dumps(plan)]  # -S: no site, a faster start
 
 
 _SOCKET, _RELAY = "nodeval-proxy.sock", "nodeval-relay.py"
