@@ -217,10 +217,8 @@ def _run_engine(
     grade: Grader | None,
     fakes: Mapping[str, Any] | None,
 ) -> None:
-    from ..agent.engine import Engine
     from ..agent.fake_urls import REPLAY_URL, with_fake_urls
     from ..agent.providers import Wiring, build_chain
-    from ..people.users import JournalUser, make_user
 
     assert case.config is not None and case.inputs is not None
     chain = None
@@ -231,33 +229,20 @@ def _run_engine(
         try:
             if config.command is not None:
                 _run_command(case, settings, writer, stash, world, config, keys, llm_url)
-                return
-            chain = build_chain(config.providers, Wiring(writer, stash, keys, settings.limits))
-            user = (
-                JournalUser(stash)
-                if stash is not None
-                else make_user(
-                    case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits
+            else:
+                chain = build_chain(config.providers, Wiring(writer, stash, keys, settings.limits))
+                _run_reference_engine(
+                    case,
+                    settings,
+                    writer,
+                    stash,
+                    world,
+                    config,
+                    chain,
+                    services,
+                    resources,
+                    llm_url,
                 )
-            )
-            tools = build_tools(config, stash=stash, services=services, resources=resources)
-            skills = _skills(case, config, tools)
-            engine = Engine(
-                config,
-                writer,
-                chain,
-                tools,
-                user,
-                world,
-                stash,
-                session_id=writer.header.session_id,
-                mode=settings.mode,
-                watch=case.spec.world.watch,
-                skills=skills,
-            )
-            engine.run()
-            if stash is not None:
-                stash.check_complete()
         except ReplayStopped as stop:
             observed.divergence = str(stop.divergence)
         finally:
@@ -265,6 +250,47 @@ def _run_engine(
                 chain.close()
         if grade is not None and observed.divergence is None:
             observed.judged = grade(writer, llm_url)
+
+
+def _run_reference_engine(
+    case: Case,
+    settings: AttemptSettings,
+    writer: JournalWriter,
+    stash: ReplayStash | None,
+    world: Any,
+    config: Any,
+    chain: Any,
+    services: Any,
+    resources: ExitStack,
+    llm_url: str | None,
+) -> None:
+    from ..agent.engine import Engine
+    from ..people.users import JournalUser, make_user
+
+    assert case.inputs is not None
+    user = (
+        JournalUser(stash)
+        if stash is not None
+        else make_user(case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
+    )
+    tools = build_tools(config, stash=stash, services=services, resources=resources)
+    skills = _skills(case, config, tools)
+    engine = Engine(
+        config,
+        writer,
+        chain,
+        tools,
+        user,
+        world,
+        stash,
+        session_id=writer.header.session_id,
+        mode=settings.mode,
+        watch=case.spec.world.watch,
+        skills=skills,
+    )
+    engine.run()
+    if stash is not None:
+        stash.check_complete()
 
 
 def _run_command(
