@@ -69,6 +69,9 @@ class CaseSpec(BaseModel):
     min_pass_rate: float | None = Field(default=None, ge=0, le=1)
     """With repeats, the case passes when at least this fraction of attempts pass."""
     timeout_s: float | None = Field(default=None, gt=0)
+    match_ignore: list[str] = Field(default_factory=list)
+    """Regular expressions: text in a model request that replay does not compare (a timestamp
+    a tool result carries), in the recording and the replay alike."""
     needs_model: bool = True
     """An own agent's recording with no model call in it fails (and is not installed) unless
     this is false."""
@@ -95,6 +98,16 @@ class CaseSpec(BaseModel):
                 f"tag {bad[0]!r} is not a valid marker name (letters, digits, '_', '-')"
             )
         return tags
+
+    @field_validator("match_ignore")
+    @classmethod
+    def _valid_patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+        return patterns
 
     @field_validator("freshness")
     @classmethod

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -86,9 +88,18 @@ class _Exchange:
 
 
 class ReplayStash:
-    def __init__(self, journal: Journal, *, case: str, match: MatchLevel = "default") -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        case: str,
+        match: MatchLevel = "default",
+        ignore: Sequence[re.Pattern[str]] = (),
+    ) -> None:
         self.case = case
         self.match = match
+        self.ignore = tuple(ignore)
+        """Text a request carries that is not compared (case.yaml's `match_ignore`)."""
         self.inputs: deque[Any] = deque(journal.of_type("io.input"))
         self.snapshots = journal.of_type("world.snapshot")
         self.recorded_end = next(iter(journal.of_type("session.end")), None)
@@ -287,24 +298,22 @@ class ReplayStash:
         """`recorded`: the journaled llm.request payload (a model; its body is plain JSON types)."""
         if recorded.path != actual.get("path") or recorded.method != actual.get("method"):
             return False
-        if self.match == "strict" or recorded.body == actual.get("body"):
-            return bool(recorded.body == actual.get("body"))
-        return bool(_matched_part(recorded.body) == _matched_part(actual.get("body")))
+        expected, now = self._masked(recorded.body), self._masked(actual.get("body"))
+        if self.match == "strict" or expected == now:
+            return bool(expected == now)
+        return bool(_matched_part(expected) == _matched_part(now))
+
+    def _masked(self, body: Any) -> Any:
+        return _masked(body, self.ignore) if self.ignore else body
 
     def _request_diff(self, head: _Exchange, request: dict[str, Any]) -> str:
         expected: Any = {k: head.request.get(k) for k in ("method", "path")}
         actual: Any = {k: request.get(k) for k in ("method", "path")}
         if expected == actual:
-            expected = (
-                _matched_part(head.request.get("body"))
-                if self.match == "default"
-                else head.request.get("body")
-            )
-            actual = (
-                _matched_part(request.get("body"))
-                if self.match == "default"
-                else request.get("body")
-            )
+            expected = self._masked(head.request.get("body"))
+            actual = self._masked(request.get("body"))
+            if self.match == "default":
+                expected, actual = _matched_part(expected), _matched_part(actual)
         return (
             f"at seq {head.seq} (llm.request to '{head.request.get('provider')}') "
             f"the request differs from the recording:\n" + _json_diff(expected, actual)
@@ -342,6 +351,22 @@ def _same_payload(recorded: Any, actual: dict[str, Any]) -> bool:
     if recorded.model_extra or actual.keys() != fields.keys():
         return False
     return all(getattr(recorded, name) == actual[name] for name in fields)
+
+
+IGNORED = "<ignored>"
+
+
+def _masked(value: Any, patterns: tuple[re.Pattern[str], ...]) -> Any:
+    """The value with every match of the patterns in its strings replaced by IGNORED."""
+    if isinstance(value, str):
+        for pattern in patterns:
+            value = pattern.sub(IGNORED, value)
+        return value
+    if isinstance(value, dict):
+        return {key: _masked(item, patterns) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked(item, patterns) for item in value]
+    return value
 
 
 def _matched_part(body: Any) -> Any:

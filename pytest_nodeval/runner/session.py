@@ -10,6 +10,7 @@ Whatever the mode, the attempt writes its own observed journal; assertions read 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -486,7 +487,8 @@ def build_tools(
 def _stash_for(case: Case, settings: AttemptSettings) -> ReplayStash | None:
     if not settings.replay:
         return None
-    return ReplayStash(case.journal(), case=case_label(case), match=settings.match)
+    ignore = [re.compile(pattern) for pattern in case.spec.match_ignore]
+    return ReplayStash(case.journal(), case=case_label(case), match=settings.match, ignore=ignore)
 
 
 def _golden(case: Case, settings: AttemptSettings) -> list[Any] | None:
