@@ -150,6 +150,7 @@ class DockerWorld:
         """
         self._closed = True
         _remove_by_id(self.container_id)
+        shutil.rmtree(self.shared_dir[0], ignore_errors=True)
 
     # Sequence, not list: inside this class body `list` is the World.list method.
     def _run(self, argv: Sequence[str], timeout_s: float, stdin: bytes | None) -> RawResult:
