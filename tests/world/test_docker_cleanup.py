@@ -103,6 +103,11 @@ def test_cleanup_removes_a_killed_runs_world_and_keeps_live_ones(
         # A live pytest run elsewhere in the suite cleans up stale worlds host-wide at its
         # start and may have removed it first; either way it must be gone now.
         assert killed_name in removed or killed_name not in _all_world_names()
+        # Another run's sweep may still be removing it (gone from the list, not yet from the
+        # engine): it must be gone within moments.
+        deadline = time.monotonic() + 10
+        while container_exists(killed_run_container) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert not container_exists(killed_run_container)
         assert container_exists(mine.container_id)
         assert container_exists(other_live_run.container_id)
