@@ -311,6 +311,11 @@ class EngineConfig(_Strict):
                     f"{', '.join(given)}: the engine's settings, which a `command` agent does "
                     "not use (its prompt and tools are its own); remove them or the command"
                 )
+            if any(p.name == "mock" for p in self.providers):
+                raise ValueError(
+                    "providers: the mock has no HTTP API for a `command` program to call; "
+                    "use anthropic, openai or gemini, with base_url: fake to record keylessly"
+                )
         elif self.env:
             raise ValueError("env: the environment of a `command` agent; there is no command")
         return self

@@ -74,7 +74,8 @@ class RecordingProxy:
         limits: Any = None,
     ) -> None:
         self.journal, self.stash, self.limits = journal, stash, limits
-        self.upstreams = {**UPSTREAMS, **(upstreams or {})}
+        self.upstreams = dict(upstreams) if upstreams is not None else dict(UPSTREAMS)
+        """The providers served, and where live and record send each one's requests."""
         self.keys = dict(keys or {})
         """Each provider's key, sent upstream in place of the program's placeholder."""
         self.stopped: ReplayDivergence | None = None
@@ -217,7 +218,10 @@ class _Handler(BaseHTTPRequestHandler):
         if family not in proxy.upstreams:
             names = ", ".join(f"/{name}" for name in proxy.upstreams)
             status, headers, content = _error(
-                404, "nodeval_proxy", f"no provider at {self.path}; this proxy serves {names}"
+                404,
+                "nodeval_proxy",
+                f"no provider at {self.path}; this proxy serves {names} (the providers of "
+                "the case's input/config.yaml)",
             )
         else:
             status, headers, content = proxy.exchange(

@@ -58,9 +58,8 @@ def run_command_agent(
     )
     start = time.perf_counter()
     turns = _turns(user, journal)
-    upstreams: dict[str, str] = {
-        spec.name: _origin(spec) for spec in config.providers if spec.base_url
-    }
+    # Only the case's providers are served: a call to another gets a 404 that names them.
+    upstreams: dict[str, str] = {spec.name: _origin(spec) for spec in config.providers}
     proxy = RecordingProxy(journal, stash, upstreams=upstreams, keys=keys, limits=limits)
     with _reachable(proxy, world, config) as argv:
         result = world.exec(
@@ -147,6 +146,10 @@ def _env(config: EngineConfig, url: str) -> dict[str, str]:
 def _origin(spec: Any) -> str:
     """Where the proxy sends a provider's requests, whose paths carry the API version: an
     OpenAI base_url ends in /v1 (as its SDK wants it), the others do not."""
+    from ..agent.proxy import UPSTREAMS
+
+    if not spec.base_url:
+        return UPSTREAMS[spec.name]
     base = str(spec.base_url).rstrip("/")
     return base.removesuffix("/v1") if spec.name == "openai" else base
 

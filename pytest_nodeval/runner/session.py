@@ -266,14 +266,8 @@ def _run_reference_engine(
     llm_url: str | None,
 ) -> None:
     from ..agent.engine import Engine
-    from ..people.users import JournalUser, make_user
 
-    assert case.inputs is not None
-    user = (
-        JournalUser(stash)
-        if stash is not None
-        else make_user(case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
-    )
+    user = _user_for(case, settings, stash, llm_url)
     tools = build_tools(config, stash=stash, services=services, resources=resources)
     skills = _skills(case, config, tools)
     engine = Engine(
@@ -306,21 +300,15 @@ def _run_command(
 ) -> None:
     """A program as the agent (runner/command.py); a divergence raises ReplayStopped."""
     from ..agent.providers import Wiring, api_key
-    from ..people.users import JournalUser, make_user
     from ..provider_keys import KEY_ENVS
     from .command import run_command_agent
 
-    assert case.inputs is not None
     wiring = Wiring(writer, stash, keys, settings.limits)
     proxy_keys = {}
     for spec in config.providers:
         if spec.name in KEY_ENVS and stash is None:
             proxy_keys[spec.name] = api_key(spec, wiring, *KEY_ENVS[spec.name])
-    user = (
-        JournalUser(stash)
-        if stash is not None
-        else make_user(case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
-    )
+    user = _user_for(case, settings, stash, llm_url)
     divergence = run_command_agent(
         config,
         writer,
@@ -334,6 +322,18 @@ def _run_command(
     if divergence is not None:
         assert stash is not None and stash.stopped is not None
         raise ReplayStopped(stash.stopped)
+
+
+def _user_for(
+    case: Case, settings: AttemptSettings, stash: ReplayStash | None, llm_url: str | None
+) -> Any:
+    """The case's user: the recorded one in replay, else the one inputs.yaml describes."""
+    from ..people.users import JournalUser, make_user
+
+    assert case.inputs is not None
+    if stash is not None:
+        return JournalUser(stash)
+    return make_user(case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
 
 
 def _skills(case: Case, config: Any, tools: dict[str, Any]) -> list[Any]:

@@ -14,20 +14,14 @@ import pytest
 
 from pytest_nodeval.agent import intercept
 from pytest_nodeval.agent.intercept import JournalEscape, Routes, activated, target_of
+from pytest_nodeval.agent.providers import side_wiring
 from pytest_nodeval.errors import NodevalError
-from pytest_nodeval.journal.events import EngineInfo, JournalHeader, new_session_id, now_iso
 from pytest_nodeval.journal.writer import JournalWriter
 from pytest_nodeval_fakes.llm import LLMFake
 
 
 def _writer() -> JournalWriter:
-    header = JournalHeader(
-        session_id=new_session_id(),
-        created_at=now_iso(),
-        engine=EngineInfo(version="test"),
-        source="live",
-    )
-    return JournalWriter(None, header)
+    return side_wiring().journal  # an in-memory journal
 
 
 class _Stash:
