@@ -569,6 +569,7 @@ def end_session(
     start: float,
     infra: bool = False,
     kind: str | None = None,
+    user_ending: str | None = None,
 ) -> None:
     usage = {"input_tokens": 0, "output_tokens": 0}
     for event in journal.events:
@@ -589,5 +590,6 @@ def end_session(
             "duration_ms": round(duration, 3),
             "usage": usage,
             "turns": sum(1 for e in journal.events if e.type == "io.input"),
+            "user_ending": user_ending,
         },
     )

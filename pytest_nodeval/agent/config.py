@@ -273,6 +273,10 @@ class EngineConfig(_Strict):
     attempt's recording proxy (the providers above say where they go)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Added to the program's environment (with `command`)."""
+    stdio: Literal["lines", "jsonl"] = "lines"
+    """How the program talks with the user (with `command`): `lines`, every turn on stdin up
+    front and each stdout line an answer; `jsonl`, turn by turn in JSON lines, which a persona
+    user needs (docs/command-agents.md)."""
 
     def offered_tools(self) -> set[str] | None:
         """The tool names the engine offers the model, or None when they are named at run time:
@@ -316,8 +320,9 @@ class EngineConfig(_Strict):
                     "providers: the mock has no HTTP API for a `command` program to call; "
                     "use anthropic, openai or gemini, with base_url: fake to record keylessly"
                 )
-        elif self.env:
-            raise ValueError("env: the environment of a `command` agent; there is no command")
+        elif self.env or "stdio" in self.model_fields_set:
+            given = "env" if self.env else "stdio"
+            raise ValueError(f"{given}: a setting of a `command` agent; there is no command")
         return self
 
     @model_validator(mode="after")

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -57,20 +61,16 @@ def run_command_agent(
         },
     )
     start = time.perf_counter()
-    turns = _turns(user, journal)
     # Only the case's providers are served: a call to another gets a 404 that names them.
     upstreams: dict[str, str] = {spec.name: _origin(spec) for spec in config.providers}
     proxy = RecordingProxy(journal, stash, upstreams=upstreams, keys=keys, limits=limits)
-    with _reachable(proxy, world, config) as argv:
-        result = world.exec(
-            argv,
-            timeout_s=config.limits.timeout_s,
-            stdin="".join(f"{turn}\n" for turn in turns).encode(),
-        )
-    for line in result.stdout.splitlines():
-        journal.emit("io.output", {"text": line})
+    if config.stdio == "jsonl":
+        result, problem = _converse(proxy, world, config, journal, user)
+    else:
+        result, problem = _one_shot(proxy, world, config, journal, user), None
     _keep_stderr(journal, result.stderr)
     status, reason = _outcome(result, config)
+    reason = problem or reason
     divergence = proxy.stopped
     if divergence is None and reason is None and stash is not None:
         try:  # a program that failed did not finish early: its failure says why
@@ -84,16 +84,68 @@ def run_command_agent(
         reason,
         str(divergence) if divergence else None,
         start,
+        user_ending=getattr(user, "ending", None),
     )
     return str(divergence) if divergence else None
+
+
+def _one_shot(
+    proxy: Any, world: Any, config: EngineConfig, journal: JournalWriter, user: Any
+) -> Any:
+    """`stdio: lines`: every turn on stdin at once; each line of stdout an answer."""
+    turns = _turns(user, journal)
+    with _reachable(proxy, world, config) as (argv, _):
+        result = world.exec(
+            argv,
+            timeout_s=config.limits.timeout_s,
+            stdin="".join(f"{turn}\n" for turn in turns).encode(),
+        )
+    for line in result.stdout.splitlines():
+        journal.emit("io.output", {"text": line})
+    return result
+
+
+def _converse(
+    proxy: Any, world: Any, config: EngineConfig, journal: JournalWriter, user: Any
+) -> tuple[Any, str | None]:
+    """`stdio: jsonl`: the program runs while the user talks with it turn by turn
+    (runner/dialogue.py); returns its result and a broken protocol's message."""
+    from .dialogue import Dialogue, ProtocolError
+
+    ran: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run(argv: list[str]) -> None:
+        try:
+            ran["result"] = world.exec(argv, timeout_s=config.limits.timeout_s)
+        except BaseException as exc:  # re-raised below, in the attempt's thread
+            ran["error"] = exc
+        finally:
+            done.set()
+
+    problem = None
+    with _reachable(proxy, world, config, talk=True) as (argv, listener):
+        assert listener is not None
+        runner = threading.Thread(target=run, args=(argv,), name="nodeval-command", daemon=True)
+        runner.start()
+        over = lambda: done.is_set() or proxy.stopped is not None  # noqa: E731
+        try:
+            Dialogue(listener, journal, over).run(user)
+        except ProtocolError as exc:  # the dialogue closed its end: the program reads EOF
+            problem = f"the program broke the conversation: {exc}"
+        runner.join()
+    if "error" in ran:
+        raise ran["error"]
+    return ran["result"], problem
 
 
 def _turns(user: Any, journal: JournalWriter) -> list[str]:
     """Every turn up front: the program reads them from stdin, which closes after the last."""
     if type(user).__name__ == "PersonaUser":
         raise NodevalError(
-            "a persona user answers the agent turn by turn, which a command agent cannot do "
-            "yet: give the case a scripted user (user: {kind: scripted, inputs: [...]})"
+            "input/config.yaml: a persona user answers turn by turn, and `stdio: lines` gives "
+            "the program every turn at once; set `stdio: jsonl` and have the program speak its "
+            "JSON lines (docs/command-agents.md), or give the case a scripted user"
         )
     turns: list[str] = []
     while (turn := user.next_input(None)) is not None:
@@ -104,19 +156,29 @@ def _turns(user: Any, journal: JournalWriter) -> list[str]:
 
 
 @contextmanager
-def _reachable(proxy: Any, world: Any, config: EngineConfig) -> Iterator[list[str]]:
-    """Start the proxy where the program can reach it; yields the argv that starts the program.
+def _reachable(
+    proxy: Any, world: Any, config: EngineConfig, *, talk: bool = False
+) -> Iterator[tuple[list[str], socket.socket | None]]:
+    """Start the proxy where the program can reach it; yields the argv that starts the program
+    and, with `talk`, the listener its stdin and stdout connect to (runner/relay.py).
 
     A local world shares this machine's loopback. A sandboxed one has a network of its own, or
-    none: the proxy listens on a Unix socket in a directory both sides see, and a relay inside
-    (runner/relay.py, on the world's python3) gives the program a loopback port to it.
+    none: the proxy listens on a Unix socket in a directory both sides see, and the relay
+    inside (on the world's python3) gives the program a loopback port to it.
     """
-    shared = getattr(world, "shared_dir", None)
     if world.backend == "local":
         with proxy.start():
             env = _env(config, proxy.url)
-            yield ["env", *(f"{k}={v}" for k, v in env.items()), *(config.command or [])]
+            if not talk:
+                yield ["env", *(f"{k}={v}" for k, v in env.items()), *(config.command or [])], None
+                return
+            with tempfile.TemporaryDirectory(prefix="nodeval-talk-") as scratch:
+                plan: dict[str, Any] = {"env": env, "argv": config.command}
+                with _talk_socket(Path(scratch), scratch, plan) as listener:
+                    relay = Path(__file__).parent / "relay.py"
+                    yield [sys.executable, "-S", str(relay), json.dumps(plan)], listener
         return
+    shared = getattr(world, "shared_dir", None)
     if shared is None:
         raise NodevalError(
             f"a command agent cannot run in a {world.backend} world: it shares no directory "
@@ -124,17 +186,35 @@ def _reachable(proxy: Any, world: Any, config: EngineConfig) -> Iterator[list[st
         )
     host_dir, inside = shared
     with proxy.start(unix_path=Path(host_dir) / _SOCKET):
-        relay = f"{inside}/{_RELAY}"
         shutil.copy(Path(__file__).parent / "relay.py", Path(host_dir) / _RELAY)
         plan = {
             "socket": f"{inside}/{_SOCKET}",
             "env": _env(config, "{url}"),
             "argv": config.command,
         }
-        yield ["python3", "-S", relay, json.dumps(plan)]  # -S: no site, a faster start
+        argv = ["python3", "-S", f"{inside}/{_RELAY}"]  # -S: no site, a faster start
+        if not talk:
+            yield [*argv, json.dumps(plan)], None
+            return
+        with _talk_socket(Path(host_dir), inside, plan) as listener:
+            yield [*argv, json.dumps(plan)], listener
 
 
-_SOCKET, _RELAY = "nodeval-proxy.sock", "nodeval-relay.py"
+@contextmanager
+def _talk_socket(host_dir: Path, inside: str, plan: dict[str, Any]) -> Iterator[socket.socket]:
+    """Listen where the relay connects the program's stdin and stdout; names it in `plan`."""
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(host_dir / _TALK))
+        (host_dir / _TALK).chmod(0o777)  # the world's user is not this process's
+        listener.listen(1)
+        plan["talk"] = f"{inside}/{_TALK}"
+        yield listener
+    finally:
+        listener.close()
+
+
+_SOCKET, _RELAY, _TALK = "nodeval-proxy.sock", "nodeval-relay.py", "nodeval-talk.sock"
 
 
 def _env(config: EngineConfig, url: str) -> dict[str, str]:

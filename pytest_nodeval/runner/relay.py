@@ -1,9 +1,15 @@
-"""Run inside a world whose network is its own: the program's loopback door to the proxy.
+"""Run inside the world: the program's doors to the proxy and to the user.
 
-`python3 relay.py CONFIG_JSON`: listens on a free loopback port, starts the program with the
-environment CONFIG names (each value's `{url}` filled with this relay's URL), forwards every
-connection to the proxy's Unix socket, and exits with the program's status. Standard library
-only: the world has python3 and nothing of nodeval.
+`python3 relay.py CONFIG_JSON` starts the program with the environment CONFIG names and exits
+with the program's status. Two doors, each optional:
+
+- `socket`: the proxy's Unix socket, for a world whose network is its own. The relay listens
+  on a free loopback port, forwards every connection there, and fills each environment
+  value's `{url}` with its own URL.
+- `talk`: a Unix socket where nodeval holds the conversation (`stdio: jsonl`). It becomes the
+  program's stdin and stdout, so nothing is copied on the way.
+
+Standard library only: the world has python3 and nothing of nodeval.
 """
 
 import contextlib
@@ -44,16 +50,29 @@ def serve(listener: socket.socket, unix_path: str) -> None:
         threading.Thread(target=forward, args=(conn, unix_path), daemon=True).start()
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
+def proxy_door(unix_path: str) -> str:
+    """A loopback port forwarded to the proxy's socket; returns its URL."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    threading.Thread(target=serve, args=(listener, config["socket"]), daemon=True).start()
+    threading.Thread(target=serve, args=(listener, unix_path), daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    url = proxy_door(config["socket"]) if config.get("socket") else ""
     env = dict(os.environ)
     env.update({name: value.replace("{url}", url) for name, value in config["env"].items()})
-    sys.exit(subprocess.call(config["argv"], env=env))
+    talk = None
+    if config.get("talk"):
+        talk = socket.socket(socket.AF_UNIX)
+        talk.connect(config["talk"])
+    fd = talk.fileno() if talk is not None else None  # None: inherit the relay's own
+    program = subprocess.Popen(config["argv"], env=env, stdin=fd, stdout=fd)
+    if talk is not None:
+        talk.close()  # the program holds it now: its exit is the conversation's end of file
+    sys.exit(program.wait())
 
 
 if __name__ == "__main__":

@@ -204,3 +204,105 @@ def _running(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+PERSONA_SCRIPT = {
+    "rules": [
+        {
+            "when": {"system_contains": "playing a USER", "last_user_contains": "starts"},
+            "respond": {"text": "Please note: buy milk"},
+        },
+        {"when": {"system_contains": "playing a USER"}, "respond": {"text": "Thanks! ###DONE###"}},
+        *SCRIPT["rules"],
+    ]
+}
+PERSONA = {
+    "kind": "persona",
+    "provider": {"name": "anthropic", "model": "claude-sonnet-4-6", "base_url": "fake"},
+    "persona": "Someone who keeps lists.",
+    "reason": "Wants a note saved.",
+}
+
+
+def _jsonl_case(root: Path, world: str, user: dict[str, object]) -> Path:
+    program = Program(world, "anthropic", {"agent.py": AGENTS / "jsonl_agent.py"}, [])
+    case = _case(root, program)
+    config = yaml.safe_load((case / "input" / "config.yaml").read_text())
+    config.update(command=["python3", "agent.py"], stdio="jsonl")
+    (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
+    (case / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": user}))
+    (case / "input" / "llm.yaml").write_text(yaml.safe_dump(PERSONA_SCRIPT))
+    return case
+
+
+def _events(case: Path) -> list[dict[str, object]]:
+    return [yaml.safe_load(line) for line in (case / "journal" / "events.jsonl").open()]
+
+
+@pytest.mark.parametrize("world", ["local", "bwrap", "docker"])
+def test_a_persona_talks_with_a_program_turn_by_turn_in_json_lines(
+    world: str, project: pytest.Pytester
+) -> None:
+    if world != "local":
+        require_backend(world)
+    case = _jsonl_case(project.path, world, PERSONA)
+    (case / "assertions.yaml").write_text(
+        yaml.safe_dump(
+            [
+                {"kind": "tool_called", "tool": "save_note", "args": {"text": "buy milk"}},
+                {"kind": "output_contains", "text": "Saved your note."},
+            ]
+        )
+    )
+
+    project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=1)
+    events = _events(case)
+    talk = [(e["type"], e["payload"]["text"]) for e in events if str(e["type"]).startswith("io.")]
+    assert talk == [("io.input", "Please note: buy milk"), ("io.output", "Saved your note.")]
+    end = events[-1]["payload"]
+    assert isinstance(end, dict) and (end["status"], end["user_ending"]) == ("ok", "done")
+
+    project.runpytest().assert_outcomes(passed=1)  # the recorded persona, no model asked
+
+    config = yaml.safe_load((case / "input" / "config.yaml").read_text())
+    config["env"]["SYSTEM_PROMPT"] = "Be brief."
+    (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
+    changed = project.runpytest()
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(["*replay of 'scenarios/notes' diverged from its journal*"])
+
+
+def test_scripted_turns_in_json_lines_alternate_with_the_answers(
+    project: pytest.Pytester,
+) -> None:
+    case = _jsonl_case(project.path, "local", {"kind": "scripted", "inputs": ["Buy", "Call mom"]})
+    project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=1)
+    talk = ("io.input", "tool.call", "tool.result", "io.output")
+    kinds = [e["type"] for e in _events(case) if e["type"] in talk]
+    assert kinds == list(talk) * 2
+
+
+def test_a_line_outside_the_json_lines_protocol_fails_the_attempt_naming_it(
+    project: pytest.Pytester,
+) -> None:
+    case = _jsonl_case(project.path, "local", {"kind": "scripted", "inputs": ["Hi"]})
+    config = yaml.safe_load((case / "input" / "config.yaml").read_text())
+    config["command"] = ["sh", "-c", "read line; echo hello there; read rest"]
+    (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
+    result = project.runpytest("--nodeval-mode", "record")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*line 1 of the program's stdout is not a message of the jsonl protocol: 'hello there'*"]
+    )
+
+
+def test_a_persona_beside_one_shot_stdin_is_refused_naming_stdio(
+    project: pytest.Pytester,
+) -> None:
+    case = _jsonl_case(project.path, "local", PERSONA)
+    config = yaml.safe_load((case / "input" / "config.yaml").read_text())
+    del config["stdio"]
+    (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
+    result = project.runpytest("--nodeval-mode", "record")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*set `stdio: jsonl`*"])

@@ -28,7 +28,15 @@ ANTHROPIC = {"name": "anthropic", "model": "claude-sonnet-4-6", "base_url": "fak
         ),
         (
             {"providers": [ANTHROPIC], "env": {"A": "b"}},
-            "env: the environment of a `command` agent; there is no command",
+            "env: a setting of a `command` agent; there is no command",
+        ),
+        (
+            {"providers": [ANTHROPIC], "stdio": "jsonl"},
+            "stdio: a setting of a `command` agent; there is no command",
+        ),
+        (
+            {"command": ["./agent"], "providers": [ANTHROPIC], "stdio": "json"},
+            "stdio.*'lines' or 'jsonl'",
         ),
         ({"command": [], "providers": [ANTHROPIC]}, "command"),
     ],
