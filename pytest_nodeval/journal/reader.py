@@ -74,43 +74,42 @@ def read_journal(
     path = directory / EVENTS_FILE
     if not path.is_file():
         raise JournalError(f"{path}: missing (a journal needs {HEADER_FILE} and {EVENTS_FILE})")
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    torn_tail = not data.endswith(b"\n") and bool(lines[-1])
     events: list[Event] = []
     problems: list[str] = []
     raw_payloads: dict[int, bytes] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        last = number == len(lines)
-        try:
-            event = EVENT_ADAPTER.validate_json(line)
-        except ValidationError as exc:
-            if last and torn_tail and whole:
+    with path.open("rb") as lines:  # line by line: the file is never held whole beside its events
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            torn = not line.endswith(b"\n")  # only the last line can lack its newline
+            try:
+                event = EVENT_ADAPTER.validate_json(line)
+            except ValidationError as exc:
+                if torn and whole:
+                    raise JournalError(
+                        f"{path}:{number}: torn last line (the recording was cut off after "
+                        f"{len(events)} events); re-record it with "
+                        f"`nodeval record {directory.parent}`"
+                    ) from None
+                if torn:
+                    problems.append(
+                        f"{path}:{number}: torn last line ignored (the session was cut off); "
+                        f"the {len(events)} events before it are used"
+                    )
+                    break
+                raise JournalError(f"{path}:{number}: invalid event: {_first_error(exc)}") from None
+            if events and event.seq <= events[-1].seq:
                 raise JournalError(
-                    f"{path}:{number}: torn last line (the recording was cut off after "
-                    f"{len(events)} events); re-record it with `nodeval record {directory.parent}`"
-                ) from None
-            if last and torn_tail:
-                problems.append(
-                    f"{path}:{number}: torn last line ignored (the session was cut off); "
-                    f"the {len(events)} events before it are used"
+                    f"{path}:{number}: seq {event.seq} does not follow seq {events[-1].seq}"
                 )
-                break
-            raise JournalError(f"{path}:{number}: invalid event: {_first_error(exc)}") from None
-        if events and event.seq <= events[-1].seq:
-            raise JournalError(
-                f"{path}:{number}: seq {event.seq} does not follow seq {events[-1].seq}"
-            )
-        if event.type in _RAW_KEPT:
-            raw_payloads[event.seq] = _raw_payload(line)
-        if isinstance(event, UnknownEvent):
-            problems.append(
-                f"{path}:{number}: unknown event type '{event.type}' kept as is "
-                "(written by a newer pytest-nodeval?)"
-            )
-        events.append(event)
+            if event.type in _RAW_KEPT:
+                raw_payloads[event.seq] = _raw_payload(line)
+            if isinstance(event, UnknownEvent):
+                problems.append(
+                    f"{path}:{number}: unknown event type '{event.type}' kept as is "
+                    "(written by a newer pytest-nodeval?)"
+                )
+            events.append(event)
     for problem in problems:
         warn(problem)
     return Journal(
