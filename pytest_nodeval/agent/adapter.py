@@ -504,7 +504,8 @@ def run_agent(
             "the agent made no model call, so a recording of it would replay nothing of the "
             "agent's; if the case needs no model, say `needs_model: false` in its case.yaml"
         )
-    end_session(journal, stash, status, reason, divergence, start, infra, kind)
+    ending = getattr(ctx.user, "ending", None)  # a persona's done, transfer, turn_limit...
+    end_session(journal, stash, status, reason, divergence, start, infra, kind, ending)
     return divergence, reason
 
 

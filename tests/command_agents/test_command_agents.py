@@ -306,3 +306,12 @@ def test_a_persona_beside_one_shot_stdin_is_refused_naming_stdio(
     result = project.runpytest("--nodeval-mode", "record")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*set `stdio: jsonl`*"])
+
+
+def test_a_persona_ending_that_is_no_success_fails_the_program(
+    project: pytest.Pytester,
+) -> None:
+    _jsonl_case(project.path, "local", {**PERSONA, "max_turns": 1})
+    result = project.runpytest("--nodeval-mode", "record")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the simulated user ended the conversation with 'turn_limit'*"])

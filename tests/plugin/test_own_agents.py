@@ -222,3 +222,44 @@ def test_the_foreign_agent_example_records_against_the_fake_and_replays_offline(
     block_network()
     nodeval_project.runpytest().assert_outcomes(passed=2)
     assert calls.read_text() == "A-1042\n", "replay served the tool's result and never ran it"
+
+
+PERSONA_AGENT = """
+import pytest
+
+def agent(ctx):
+    client = ctx.anthropic()
+    for text in ctx.inputs():
+        reply = client.messages.create(model="claude-test", max_tokens=64,
+                                       messages=[{"role": "user", "content": text}])
+        ctx.output(reply.content[0].text)
+
+@pytest.mark.nodeval_case("talk")
+def test_talk(nodeval_attempt, nodeval_llm_server):
+    nodeval_attempt.run(agent)
+"""
+
+
+def test_an_own_agents_persona_ending_is_kept_in_its_session_end(
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    case_dir = nodeval_project.path / "scenarios" / "talk"
+    (case_dir / "input").mkdir(parents=True)
+    (case_dir / "case.yaml").write_text("id: talk\n")
+    (case_dir / "assertions.yaml").write_text("[]\n")
+    persona = {
+        "kind": "persona",
+        "provider": {"name": "anthropic", "model": "claude-test", "base_url": "fake"},
+        "persona": "A customer.",
+        "reason": "Has a question.",
+        "first_message": "Hello?",
+        "max_turns": 1,
+    }
+    (case_dir / "input" / "inputs.yaml").write_text(yaml.safe_dump({"user": persona}))
+    (case_dir / "input" / "llm.yaml").write_text(yaml.safe_dump({"responses": [{"text": "Hi"}]}))
+    (nodeval_project.path / "scenarios" / "test_talk.py").write_text(PERSONA_AGENT)
+    # The bound test is the verdict of an own agent; the ending is there for it and the report.
+    nodeval_project.runpytest("--nodeval-mode", "record").assert_outcomes(passed=1)
+    lines = (case_dir / "journal" / "events.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["payload"]["user_ending"] == "turn_limit"
