@@ -321,8 +321,8 @@ class EngineConfig(_Strict):
                     "use anthropic, openai or gemini, with base_url: fake to record keylessly"
                 )
         elif self.env or "stdio" in self.model_fields_set:
-            given = "env" if self.env else "stdio"
-            raise ValueError(f"{given}: a setting of a `command` agent; there is no command")
+            key = "env" if self.env else "stdio"
+            raise ValueError(f"{key}: a setting of a `command` agent; there is no command")
         return self
 
     @model_validator(mode="after")
