@@ -696,6 +696,12 @@ def _check_world_contains(spec: WorldFileContains, evidence: Evidence) -> _Outco
         return _check_world_exists(
             WorldFileExists(kind="world_file_exists", path=spec.path), evidence
         )
+    if state.get("unreadable"):
+        return _fail(
+            f"expected {spec.path!r} to contain {spec.text!r}; it was unreadable in the world at "
+            f"the end ({state.get('reason') or 'no reason given'})",
+            evidence.of_type("world.snapshot"),
+        )
     content = state.get("content", "")
     if state.get("encoding") == "utf-8" and spec.text in content:
         return _ok()

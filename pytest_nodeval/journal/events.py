@@ -157,6 +157,9 @@ class ProviderFallback(_Payload):
 class WorldSnapshot(_Payload):
     backend: str
     files: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per watched path (world.snapshot): {exists: false}; a file's {exists, content, encoding,
+    truncated}; a directory's {exists, listing}; or, for a path there but unreadable (mode 000,
+    a symlink loop), {exists: true, unreadable: true, reason}."""
 
 
 class JudgeRequest(_Payload):

@@ -3,8 +3,11 @@
 A redactor is `(event_type, payload) -> payload`. The default one removes credential
 headers and fields (`x-goog-api-key` among them), API-key and bearer-token shaped strings
 (Anthropic, OpenAI and Google keys, a `key=` in a URL's query), and the values of secret
-environment variables (`*_API_KEY`, `*_TOKEN`, `*_SECRET`) wherever they appear.
-`pii_redactor` also removes e-mail addresses and card-like numbers (used by the sampler).
+environment variables (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`) wherever they
+appear: as they are, reversed, base64-encoded (standard or URL-safe, the value alone or inside
+longer encoded text), and split by whitespace (journal/disguise.py; docs/worlds.md says what is
+not caught). `pii_redactor` also removes e-mail addresses and card-like numbers (used by the
+sampler).
 """
 
 from __future__ import annotations
@@ -12,10 +15,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .disguise import KnownSecrets, known_secrets
+
 Redactor = Callable[[str, dict[str, Any]], dict[str, Any]]
+Pattern = re.Pattern[str] | KnownSecrets
+"""What scrub() replaces: a credential pattern, or every form of the known secrets."""
 
 REDACTED = "[REDACTED]"
 
@@ -63,19 +70,26 @@ _PII_PATTERNS = [
 _SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$")
 
 
+def _with_secrets(patterns: Sequence[Pattern], literals: Iterable[str]) -> list[Pattern]:
+    known = known_secrets(tuple(literals))
+    return [known, *patterns] if known is not None else list(patterns)
+
+
 def scrub(value: Any, patterns: list[re.Pattern[str]], literals: Iterable[str] = ()) -> Any:
-    """A copy of value with secret keys dropped and matching strings replaced."""
+    """A copy of value with secret keys dropped and matching strings replaced (`literals`:
+    known secret values, also found disguised)."""
+    return _scrub(value, _with_secrets(patterns, literals))
+
+
+def _scrub(value: Any, patterns: list[Pattern]) -> Any:
     if isinstance(value, dict):
         return {
-            k: (REDACTED if str(k).lower() in SECRET_KEYS else scrub(v, patterns, literals))
+            k: (REDACTED if str(k).lower() in SECRET_KEYS else _scrub(v, patterns))
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [scrub(v, patterns, literals) for v in value]
+        return [_scrub(v, patterns) for v in value]
     if isinstance(value, str) and len(value) >= 8:  # nothing secret is shorter
-        for literal in literals:
-            if literal in value:
-                value = value.replace(literal, REDACTED)
         for pattern in patterns:
             value = pattern.sub(REDACTED, value)
     return value
@@ -111,10 +125,11 @@ def might_hold_secrets(
         or "key=" in lowered
         or patterns is not _SECRET_PATTERNS
     )
+    known = known_secrets(tuple(literals))
     return (
         any(f'"{key}"' in lowered for key in SECRET_KEYS)
         or (hinted and any(p.search(text) for p in patterns))
-        or any(literal in text for literal in literals)
+        or (known is not None and known.might_be_in(text))
     )
 
 

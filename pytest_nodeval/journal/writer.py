@@ -76,6 +76,11 @@ class JournalWriter:
     def set_turn(self, turn: int) -> None:
         self._turn = turn
 
+    def redacted(self, text: str) -> str:
+        """`text` as the redactor leaves it in an event, for what is kept beside the journal
+        (a program's stderr)."""
+        return str(self._redactor("io.output", {"text": text})["text"])
+
     def emit(
         self,
         type_name: str,

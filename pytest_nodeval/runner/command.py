@@ -68,8 +68,9 @@ def run_command_agent(
         result, problem = _converse(proxy, world, config, journal, user)
     else:
         result, problem = _one_shot(proxy, world, config, journal, user), None
-    _keep_stderr(journal, result.stderr)
-    status, reason = _outcome(result, config)
+    stderr = journal.redacted(result.stderr)  # secrets go from what is kept, as from events
+    _keep_stderr(journal, stderr)
+    status, reason = _outcome(result, stderr, config)
     reason = problem or reason
     divergence = proxy.stopped
     if divergence is None and reason is None and stash is not None:
@@ -239,7 +240,7 @@ def _keep_stderr(journal: JournalWriter, stderr: str) -> None:
         Path(journal.directory, STDERR_FILE).write_text(stderr)
 
 
-def _outcome(result: Any, config: EngineConfig) -> tuple[str, str | None]:
+def _outcome(result: Any, stderr: str, config: EngineConfig) -> tuple[str, str | None]:
     if result.timed_out:
         return "error", (
             f"the program ran past the case's limits.timeout_s ({config.limits.timeout_s:g} s) "
@@ -247,6 +248,6 @@ def _outcome(result: Any, config: EngineConfig) -> tuple[str, str | None]:
         )
     if result.exit_code == 0:
         return "ok", None
-    tail = "\n".join(result.stderr.strip().splitlines()[-_STDERR_TAIL:])
+    tail = "\n".join(stderr.strip().splitlines()[-_STDERR_TAIL:])
     where = f"; the end of its stderr:\n{tail}" if tail else " (nothing on stderr)"
     return "error", f"the program exited with status {result.exit_code}{where}"

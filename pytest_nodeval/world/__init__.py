@@ -9,6 +9,8 @@ they are absolute inside the world.
 from __future__ import annotations
 
 import base64
+import errno
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -17,6 +19,15 @@ from ..errors import WorldConfigError
 
 KILLED_EXIT_CODE = 137
 """The exit code a sandboxed backend reports for a command it killed (128 + SIGKILL)."""
+
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def sandbox_env(home: str) -> dict[str, str]:
+    """The whole environment of a sandboxed world's commands (docker, bwrap), and of bwrap
+    itself: fixed values only, so no variable of this process (an API key) reaches the world.
+    A case's own variables are added by whoever starts its program (runner/command.py)."""
+    return {"PATH": SANDBOX_PATH, "HOME": home, "LANG": "C.UTF-8", "TERM": "dumb"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +115,29 @@ def snapshot(
     Written into the journal as `world.snapshot` so assertions about the world's final
     state hold in replay, where no world is started.
     """
-    files: dict[str, dict[str, object]] = {}
-    for path in paths:
-        try:
-            if path.endswith("/"):
-                files[path] = {"exists": True, "listing": world.list(path)}
-            else:
-                files[path] = encode_file(world.read(path), max_bytes)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            files[path] = {"exists": False}
-    return files
+    return {path: watched_state(world, path, max_bytes) for path in paths}
+
+
+def watched_state(world: World, path: str, max_bytes: int = 65536) -> dict[str, object]:
+    """One watched path's entry in `world.snapshot`.
+
+    A path that is there but cannot be read (the agent made it mode 000; a symlink loop) is
+    recorded as unreadable with the reason: what the agent did to its world is the attempt's
+    outcome to judge, never a reason to lose the attempt's end.
+    """
+    try:
+        if path.endswith("/"):
+            return {"exists": True, "listing": world.list(path)}
+        return encode_file(world.read(path), max_bytes)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return {"exists": False}
+    except OSError as exc:
+        return {"exists": True, "unreadable": True, "reason": _unreadable_reason(exc)}
+
+
+def _unreadable_reason(exc: OSError) -> str:
+    """The error's own words ("Permission denied"), the same on every backend; the world's
+    message only when its code says nothing more than EIO (a command inside failed)."""
+    if exc.errno and exc.errno != errno.EIO:
+        return os.strerror(exc.errno)
+    return exc.strerror or str(exc)

@@ -27,7 +27,6 @@ import functools
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -35,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import NodevalWarning, WorldError
-from . import KILLED_EXIT_CODE, ExecResult, WorldLimits, reaper
+from . import KILLED_EXIT_CODE, ExecResult, WorldLimits, reaper, sandbox_env
 from ._inside import (
     LIST_SCRIPT,
     READ_SCRIPT,
@@ -47,11 +46,11 @@ from ._inside import (
     run_script,
 )
 from .cgroup import WorldCgroup, open_cgroup, sweep_stale
+from .hostdir import host_directory
 from .processes import kill_group
 
 WORKDIR = "/workspace"
 SANDBOX_TMP = "/tmp"
-SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # On a merged-/usr system these are symlinks into /usr; elsewhere real directories.
 TOP_LEVEL_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -81,9 +80,10 @@ HOST_ETC_FILES = (
 )
 
 # Run by the sandbox's /bin/sh: set the fallback rlimits ("-" = none), then become the command.
+# The shell exports a PWD of its own; unset, the command's environment is sandbox_env() alone.
 _LIMIT_SCRIPT = (
     '{ [ "$1" = - ] || ulimit -v "$1"; } && { [ "$2" = - ] || ulimit -u "$2"; } && ulimit -c 0 '
-    '&& shift 2 && exec "$@"'
+    '&& unset PWD && shift 2 && exec "$@"'
 )
 
 # Run on the host before bwrap: join the world's cgroups (their cgroup.procs files, $2...),
@@ -112,15 +112,17 @@ class BwrapWorld:
             _raise_if_rootfs_unusable(rootfs)
         self.limits = limits or WorldLimits()
         self.network = network
-        self._host_root = Path(tempfile.mkdtemp(prefix="nodeval-bwrap-"))
+        self._host_root = host_directory(
+            self.backend,
+            "nodeval-bwrap-",
+            seed_dir=seed_dir,
+            subdirs=("workspace", "tmp"),
+            seed_into="workspace",
+        )
         self._mounts = {
             WORKDIR: self._host_root / "workspace",
             SANDBOX_TMP: self._host_root / "tmp",
         }
-        for host_dir in self._mounts.values():
-            host_dir.mkdir()
-        if seed_dir is not None and seed_dir.is_dir():
-            shutil.copytree(seed_dir, self._mounts[WORKDIR], dirs_exist_ok=True)
         self._bwrap = sandbox_argv(
             rootfs=rootfs or Path("/"),
             workspace=self._mounts[WORKDIR],
@@ -238,13 +240,16 @@ class BwrapWorld:
                 *command,
             ]
         start = time.perf_counter()
-        # Its own session, so the timeout can kill bwrap's whole process group at once.
+        # Its own session, so the timeout can kill bwrap's whole process group at once. Its own
+        # environment too: bwrap forks the sandbox's pid 1, whose /proc/1/environ a command
+        # reads, and --clearenv cannot wipe that (it is the memory the process started with).
         proc = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env=sandbox_env(WORKDIR),
         )
         self._running.add(proc)
         try:
@@ -347,7 +352,7 @@ def _warn_unenforced(unenforced: dict[str, str]) -> None:
 def sandbox_argv(*, rootfs: Path, workspace: Path, tmp: Path, network: bool) -> list[str]:
     """The bwrap command line up to (not including) `--` and the command."""
     argv = [
-        "bwrap",
+        _bwrap_binary(),
         "--die-with-parent",
         "--new-session",
         "--unshare-pid",
@@ -374,24 +379,21 @@ def sandbox_argv(*, rootfs: Path, workspace: Path, tmp: Path, network: bool) -> 
         "--chdir",
         WORKDIR,
         "--clearenv",
-        "--setenv",
-        "PATH",
-        SANDBOX_PATH,
-        "--setenv",
-        "HOME",
-        WORKDIR,
-        "--setenv",
-        "TMPDIR",
-        SANDBOX_TMP,
-        "--setenv",
-        "LANG",
-        "C.UTF-8",
+    ]
+    for name, value in sandbox_env(WORKDIR).items():
+        argv += ["--setenv", name, value]
+    argv += [
         # bwrap builds the tree on a tmpfs; making it read-only turns a write to /etc/x
         # into an error instead of a file that silently vanishes after the command.
         "--remount-ro",
         "/",
     ]
     return argv
+
+
+def _bwrap_binary() -> str:
+    """bwrap's full path, found on this process's PATH: bwrap itself runs with the sandbox's."""
+    return shutil.which("bwrap") or "bwrap"
 
 
 def system_binds(rootfs: Path, network: bool) -> list[str]:

@@ -19,7 +19,6 @@ import shutil
 import socket
 import struct
 import tarfile
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import WorldError
-from . import KILLED_EXIT_CODE, ExecResult, WorldLimits, reaper
+from . import KILLED_EXIT_CODE, ExecResult, WorldLimits, reaper, sandbox_env
 from ._inside import (
     LIST_SCRIPT,
     READ_SCRIPT,
@@ -39,6 +38,7 @@ from ._inside import (
     parse_listing,
     run_script,
 )
+from .hostdir import host_directory
 from .processes import process_alive, process_start
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ WORLD_UID = 1000
 FOREIGN_MAX_AGE_S = 6 * 3600.0
 """A container owned by another host is only presumed abandoned after this long,
 since its owner's liveness cannot be checked from here (a shared remote engine)."""
+
+_CLEAN_ENV = ["env", "-i", *(f"{k}={v}" for k, v in sandbox_env(WORKDIR).items())]
 
 # Stdin goes in as a file (the exec API would need a hijacked socket for it); the shell
 # opens it, unlinks it, then becomes the command.
@@ -91,7 +93,7 @@ class DockerWorld:
         self.limits = limits or WorldLimits()
         self.network = network
         self._closed = False
-        shared = Path(tempfile.mkdtemp(prefix="nodeval-docker-"))
+        shared = host_directory(self.backend, "nodeval-docker-")
         shared.chmod(0o777)  # the container's user (uid 1000) is not this process's
         self.shared_dir = (shared, SHARED_DIR)
         """A directory both sides see, (on the host, inside): where a command agent's proxy
@@ -107,7 +109,7 @@ class DockerWorld:
         reaper.track(self, self._end_in_a_hurry)
         try:
             if seed_dir is not None and seed_dir.is_dir():
-                self._put(self.workdir, tree_archive(seed_dir))
+                self._put(self.workdir, _seed_archive(seed_dir))
         except BaseException:
             self.close()
             raise
@@ -161,7 +163,9 @@ class DockerWorld:
             argv = ["sh", "-c", _STDIN_SCRIPT, "nodeval-stdin", self._put_stdin(stdin), *argv]
         # coreutils `timeout` kills the command's whole process group; KILL, because an
         # agent's command may ignore TERM. It then exits 137, as a kill by the engine would.
-        command = ["timeout", "-s", "KILL", f"{timeout_s:.3f}", *argv]
+        # `env -i`: the command's environment is sandbox_env() alone, as in a bwrap world, not
+        # the image's plus what the engine adds (HOSTNAME).
+        command = [*_CLEAN_ENV, "timeout", "-s", "KILL", f"{timeout_s:.3f}", *argv]
         exit_code, out, err = self._exec(command)
         elapsed = time.perf_counter() - start
         return RawResult(
@@ -326,6 +330,16 @@ def tree_archive(directory: Path) -> bytes:
         for child in sorted(directory.iterdir()):
             archive.add(child, arcname=child.name, filter=_owned_by_world_user)
     return buffer.getvalue()
+
+
+def _seed_archive(seed_dir: Path) -> bytes:
+    try:
+        return tree_archive(seed_dir)
+    except OSError as exc:
+        raise WorldError(
+            f"cannot copy {exc.filename or seed_dir} into the docker world: "
+            f"{os.strerror(exc.errno) if exc.errno else exc}"
+        ) from None
 
 
 def file_archive(name: str, data: bytes) -> bytes:

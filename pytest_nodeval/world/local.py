@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 from . import ExecResult, reaper
+from .hostdir import host_directory
 from .processes import WORLD_MARK_ENV, kill_marked, owner_mark
 
 
@@ -28,10 +28,8 @@ class LocalWorld:
     backend = "local"
 
     def __init__(self, seed_dir: Path | None = None) -> None:
-        self._root = Path(tempfile.mkdtemp(prefix="nodeval-world-"))
+        self._root = host_directory(self.backend, "nodeval-world-", seed_dir=seed_dir)
         self.workdir = str(self._root)
-        if seed_dir is not None and seed_dir.is_dir():
-            shutil.copytree(seed_dir, self._root, dirs_exist_ok=True)
         self.mark = f"{owner_mark()}:{uuid.uuid4().hex}"
         reaper.track(self, self._end)
 

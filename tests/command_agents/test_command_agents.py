@@ -315,3 +315,20 @@ def test_a_persona_ending_that_is_no_success_fails_the_program(
     result = project.runpytest("--nodeval-mode", "record")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the simulated user ended the conversation with 'turn_limit'*"])
+
+
+def test_a_programs_stderr_is_kept_and_quoted_without_the_hosts_secrets(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "planted-3f9a7c1e5b2d"
+    monkeypatch.setenv("PLANTED_API_KEY", secret)  # the local world inherits this environment
+    command = ["sh", "-c", 'echo "key: $PLANTED_API_KEY" >&2; exit 3']
+    case = _case(project.path, Program("local", "anthropic", {}, command))
+    result = project.runpytest("--nodeval-mode", "record", f"--basetemp={project.path / 'tmp'}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the program exited with status 3*", "*key: *"])
+    assert secret not in result.stdout.str()
+    kept = list((project.path / "reports").rglob("stderr.txt"))
+    assert kept and all(secret not in path.read_text() for path in kept)
+    assert "key: " in kept[0].read_text()
+    assert not (case / "journal").exists()

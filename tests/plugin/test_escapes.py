@@ -147,3 +147,55 @@ def test_the_placeholder_key_never_reaches_a_real_provider(project: pytest.Pytes
         ["*api.anthropic.com would go to the real provider without a key: set ANTHROPIC_API_KEY*"]
     )
     assert result.ret == 7, "an infrastructure error alone exits 7"
+
+
+# --- a world's processes never hold the host's keys (issue 28) ------------------------------
+
+# Every /proc/*/environ and /proc/*/cmdline the world can read, printed reversed and in base64
+# (as the issue's agent did, past a redactor that only knew the key as it is).
+DUMP_EVERY_PROC = (
+    'python3 -c "import base64, glob\n'
+    "for path in glob.glob('/proc/[0-9]*/environ') + glob.glob('/proc/[0-9]*/cmdline'):\n"
+    "    try:\n"
+    "        data = open(path, 'rb').read()\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    print(path, data[::-1].decode('latin-1'), base64.b64encode(data).decode())\""
+)
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_shell_command_in_the_world_finds_no_host_key_in_any_process(
+    backend: str, nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's escape: bwrap's first process had this process's environment, key and all,
+    and the key went into the journal reversed. The local world isolates nothing: not run."""
+    import base64
+    import random
+
+    from tests.conftest import write_case
+    from tests.world.conftest import require_backend
+
+    require_backend(backend)
+    secret = f"sk-ant-planted{random.randrange(10**12):012d}hostonly"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    write_case(
+        nodeval_project.path / "scenarios",
+        "prying",
+        script=[
+            {"tool_calls": [{"name": "shell", "args": {"command": DUMP_EVERY_PROC}}]},
+            {"text": "Looked around."},
+        ],
+        inputs=["Look around."],
+        tools=["shell"],
+        record=False,
+        assertions=[],
+    )
+    result = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", backend)
+    result.assert_outcomes(passed=1)
+    journal = _journal(nodeval_project, "prying").read_text()
+    assert "/proc/1/environ" in journal, "the command did not read the world's first process"
+    assert "=YEK_IPA_CIPORHTNA" not in journal, "a process of the world has the host's key name"
+    written = b"".join(p.read_bytes() for p in nodeval_project.path.rglob("*") if p.is_file())
+    for form in (secret, secret[::-1], base64.b64encode(secret.encode()).decode()[:-4]):
+        assert form.encode() not in written

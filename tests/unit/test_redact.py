@@ -78,3 +78,89 @@ def test_secret_env_values_survive_a_key_deleted_while_copying(
         os, "environ", _EnvironLosingAKey({"SERVICE_API_KEY": "k" * 20, "HOME": "/root"})
     )
     assert secret_env_values() == ("k" * 20,)
+
+
+# --- a known secret in disguise (issue 28): a tool's output printed it reversed ------------
+
+KNOWN = "sk-live-0123456789abcdefXYZ_known"
+
+
+def _b64(data: str, *, urlsafe: bool = False) -> str:
+    import base64
+
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    return encode(data.encode()).decode()
+
+
+def _redacted_output(monkeypatch: pytest.MonkeyPatch, stdout: str) -> str:
+    """A shell tool's result as the journal writer's redactor leaves it."""
+    from pytest_nodeval.journal.redact import secrets_redactor
+
+    monkeypatch.setenv("SERVICE_API_KEY", KNOWN)
+    payload = {"tool": "shell", "call_id": "c1", "ok": True, "result": {"stdout": stdout}}
+    return json.dumps(secrets_redactor()("tool.result", payload))
+
+
+@pytest.mark.parametrize(
+    "disguised",
+    [
+        KNOWN[::-1],
+        " ".join(KNOWN),
+        "\n".join(KNOWN),
+        " ".join(KNOWN[::-1]),
+        KNOWN[:10] + "\n  " + KNOWN[10:],
+        _b64(KNOWN),
+        _b64(KNOWN).rstrip("="),
+        _b64(KNOWN, urlsafe=True),
+    ],
+    ids=[
+        "reversed",
+        "spaced",
+        "one-per-line",
+        "reversed-spaced",
+        "wrapped",
+        "b64",
+        "b64-nopad",
+        "b64-urlsafe",
+    ],
+)
+def test_a_known_secret_is_caught_in_disguise(
+    monkeypatch: pytest.MonkeyPatch, disguised: str
+) -> None:
+    redacted = _redacted_output(monkeypatch, f"here: {disguised} (done)")
+    assert REDACTED in redacted
+    assert disguised not in redacted and disguised not in json.loads(redacted)["result"]["stdout"]
+    assert json.loads(redacted)["result"]["stdout"].endswith(" (done)")
+
+
+@pytest.mark.parametrize("prefix", ["", "K", "KE", "KEY=", "export SERVICE_API_KEY="])
+@pytest.mark.parametrize("urlsafe", [False, True])
+def test_a_known_secret_inside_base64_of_longer_text_is_caught_at_any_offset(
+    monkeypatch: pytest.MonkeyPatch, prefix: str, urlsafe: bool
+) -> None:
+    import base64
+
+    encoded = _b64(f"{prefix}{KNOWN}\nPATH=/usr/bin\n", urlsafe=urlsafe)
+    wrapped = "\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76))  # as base64(1)
+    for text in (encoded, wrapped):
+        left = json.loads(_redacted_output(monkeypatch, text))["result"]["stdout"]
+        assert REDACTED in left
+        # What is left decodes to at most the two bytes at either edge of the secret.
+        for piece in left.replace("\n", "").split(REDACTED):
+            usable = piece[: len(piece) // 4 * 4] if piece else ""
+            decoder = base64.urlsafe_b64decode if urlsafe else base64.b64decode
+            decoded = decoder(usable + "=" * (-len(usable) % 4)).decode("latin-1")
+            assert not any(KNOWN[i : i + 3] in decoded for i in range(len(KNOWN) - 2))
+
+
+def test_the_json_encoded_disguise_redacts_as_the_raw_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay compares requests holding tool results as JSON text: both must redact alike."""
+    text = "out:\n" + "\n".join(KNOWN) + "\nend"
+    raw = json.loads(_redacted_output(monkeypatch, text))["result"]["stdout"]
+    encoded = json.loads(_redacted_output(monkeypatch, json.dumps(text)))["result"]["stdout"]
+    assert json.loads(encoded) == raw == f"out:\n{REDACTED}\nend"
+
+
+def test_text_without_the_secret_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "total 3\n" + _b64("an ordinary file, nothing secret\n") + "\nsk-live-0123 partial"
+    assert json.loads(_redacted_output(monkeypatch, text))["result"]["stdout"] == text

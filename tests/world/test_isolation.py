@@ -277,3 +277,67 @@ def test_with_a_cgroup_bwrap_enforces_every_limit(make_world: MakeWorld) -> None
             else (directory / "cpu.max").read_text()
         )
         assert text.split()[0] == "100000"  # 1.0 cpus = one period's worth
+
+
+PLANTED_ENV = "NODEVAL_PLANTED_API_KEY"
+
+# Every process's environment and command line the world can see, pid by pid; what it could
+# not read is named, so a test can tell "clean" from "never looked".
+READ_EVERY_PROC = r"""
+import glob, sys
+for path in sorted(glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline")):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        print("UNREADABLE", path, exc.strerror)
+        continue
+    print("READ", path)
+    sys.stdout.write(data.replace(b"\0", b"\n").decode("utf-8", "replace") + "\n")
+"""
+
+
+def test_no_host_variable_reaches_any_process_of_the_world(
+    make_world: MakeWorld, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: bwrap's own process (pid 1 inside) kept the host's environment, key included."""
+    secret = f"sk-planted-{random.randrange(10**12):012d}-host-only"
+    monkeypatch.setenv(PLANTED_ENV, secret)
+    world = make_world(backend)
+    result = world.exec([PY, "-c", READ_EVERY_PROC], timeout_s=60)
+    assert result.exit_code == 0, result
+    assert "READ /proc/1/environ" in result.stdout, "the world's first process was not read"
+    assert "READ /proc/1/cmdline" in result.stdout
+    assert secret not in result.stdout + result.stderr
+    assert PLANTED_ENV not in result.stdout
+
+
+def test_a_command_sees_only_the_worlds_fixed_variables(world: World) -> None:
+    result = world.exec(["env"], timeout_s=30)
+    names = {line.split("=", 1)[0] for line in result.stdout.splitlines()}
+    assert names == {"PATH", "HOME", "LANG", "TERM"}, result.stdout
+
+
+MAKE_UNREADABLE = (
+    "mkdir locked && echo x > locked/inside.txt && chmod 000 locked"
+    " && echo sealed > sealed.txt && chmod 000 sealed.txt"
+    " && python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\""
+)
+
+
+def test_a_watched_path_the_world_cannot_read_is_recorded_as_unreadable(world: World) -> None:
+    """Issue 28: a mode-000 directory in a Docker world ended the attempt in a PermissionError."""
+    made = world.exec(["sh", "-c", MAKE_UNREADABLE], timeout_s=30)
+    assert made.exit_code == 0, made
+    files = snapshot(world, ["locked/", "sealed.txt", "sock", "gone.txt"])
+    # A Unix socket is there and no one can read it, root included.
+    assert files["sock"]["unreadable"] is True and files["sock"]["exists"] is True
+    assert files["gone.txt"] == {"exists": False}
+    as_root = world.exec(["id", "-u"], timeout_s=30).stdout.strip() == "0"
+    if as_root:  # bwrap run by root: mode 000 stops no one, and the world copes
+        assert files["locked/"] == {"exists": True, "listing": ["inside.txt"]}
+        assert files["sealed.txt"]["content"] == "sealed\n"
+        return
+    for path in ("locked/", "sealed.txt"):
+        assert files[path]["unreadable"] is True, files[path]
+        assert "Permission denied" in str(files[path]["reason"])
