@@ -9,6 +9,7 @@ for it: 4 for a usage error (a bad argument, a missing or invalid file), 7 for t
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 from collections.abc import Sequence
@@ -70,6 +71,8 @@ EXIT_USAGE = 4
 """pytest's ExitCode.USAGE_ERROR: the same problem exits the same from `pytest` and `nodeval`."""
 EXIT_INFRA = 7
 """The plugin's EXIT_INFRA_ERROR (report/models.py)."""
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+"""A file operation failing with one of these is the machine's fault, not the path's."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,15 +99,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        parser.error(f"a command is needed, one of: {', '.join(sorted(COMMANDS))} (nodeval -h)")
     try:
         return int(importlib.import_module(args._module).run(args))
     except NodevalError as exc:
-        from .text import printable
+        return _fail(args.command, str(exc), EXIT_INFRA if exc.infrastructure else EXIT_USAGE)
+    except OSError as exc:
+        # A path the checks did not foresee (a command's own checks name the option first).
+        where = f"{exc.filename}: " if exc.filename else ""
+        status = EXIT_INFRA if exc.errno in _MACHINE_ERRNOS else EXIT_USAGE
+        return _fail(args.command, f"{where}{exc.strerror or exc}", status)
 
-        print(printable(f"nodeval {args.command}: {exc}"), file=sys.stderr)
-        return EXIT_INFRA if exc.infrastructure else EXIT_USAGE
+
+def _fail(command: str, message: str, status: int) -> int:
+    from .text import printable
+
+    print(printable(f"nodeval {command}: {message}"), file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

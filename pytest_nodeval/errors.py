@@ -6,6 +6,12 @@ valid, so the plugin can show it without a traceback from inside the library.
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import shutil
+from pathlib import Path
+
 import pytest
 
 
@@ -50,6 +56,82 @@ class ProviderError(NodevalError):
     has no API key."""
 
     infrastructure = True
+
+
+class DiskFullError(NodevalError, OSError):
+    """A file could not be written for lack of room: a full disk, a quota, a read-only mount.
+
+    The machine's fault, never the agent's: a recording that stops on it is an infrastructure
+    error (exit status 7), and the golden journal is left as it was. An OSError too, so code
+    that handles a failed write (`except OSError`) still handles this one.
+    """
+
+    infrastructure = True
+
+
+NO_ROOM_LINE = re.compile(
+    r"cannot write .*: its (disk is full|disk quota is used up|file system is read-only)"
+)
+"""How a DiskFullError's message reads: how a parent finds it in a child process's output."""
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""What writing a file can fail with when the disk, not the file, is at fault."""
+_SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which the sqlite3 module of Python 3.11 lacks
+
+
+def no_room(exc: BaseException) -> bool:
+    """Whether an error out of writing a file means there is no room to write it."""
+    if isinstance(exc, DiskFullError):
+        return True
+    if isinstance(exc, shutil.Error):  # copytree gathers its files' errors as text
+        return any(f"[Errno {code}]" in str(exc) for code in NO_ROOM_ERRNOS)
+    if isinstance(exc, OSError):
+        return exc.errno in NO_ROOM_ERRNOS
+    if type(exc).__module__ == "sqlite3":  # not imported here: most runs never open a database
+        return getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(exc)
+    return False
+
+
+def disk_full(
+    exc: BaseException, path: Path, needed: int | None = None, *, more: bool = False
+) -> DiskFullError:
+    """The one-line error for `exc` (see `no_room`): the path, what is wrong, and the space
+    needed when known (the size of a journal being installed, say; `more`: at least that, as
+    for a journal that filled the disk while it was being written)."""
+    if isinstance(exc, DiskFullError):
+        return exc
+    code = getattr(exc, "errno", None)
+    if code == errno.EROFS:
+        error = DiskFullError(f"cannot write {path}: its file system is read-only")
+    else:
+        what = "its disk quota is used up" if code == errno.EDQUOT else "its disk is full"
+        free = _free_bytes(path)
+        about = "more than" if more else "about"
+        room = [f"needs {about} {human_size(needed)}"] if needed else []
+        room += [f"{human_size(free)} free"] if free is not None else []
+        detail = f" ({', '.join(room)})" if room else ""
+        error = DiskFullError(f"cannot write {path}: {what}{detail}; free some space and run again")
+    error.errno = code if code in NO_ROOM_ERRNOS else errno.ENOSPC
+    return error
+
+
+def human_size(size: int) -> str:
+    """1536 -> '1.5 KB', 195_000_000 -> '195 MB' (decimal units, as `df -H` and file managers)."""
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            break
+        value /= 1000
+    return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"
+
+
+def _free_bytes(path: Path) -> int | None:
+    for candidate in (path, *path.parents):
+        if os.path.isdir(candidate):
+            try:
+                return shutil.disk_usage(candidate).free
+            except OSError:
+                return None
+    return None
 
 
 class NodevalWarning(pytest.PytestWarning):

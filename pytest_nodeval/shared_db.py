@@ -13,12 +13,27 @@ import sqlite3
 import time
 from pathlib import Path
 
+from .errors import disk_full, no_room
+
 BUSY_TIMEOUT_S = 60.0
 _RETRY_S = 0.01
 
 
 def connect_shared(path: Path, timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
-    """A connection in autocommit mode (callers BEGIN IMMEDIATE themselves) to a WAL file."""
+    """A connection in autocommit mode (callers BEGIN IMMEDIATE themselves) to a WAL file.
+
+    A disk with no room for the file (or its WAL) raises DiskFullError naming it: the
+    machine's fault, which fails the attempt as an infrastructure error, not the agent's.
+    """
+    try:
+        return _connect_wal(path, timeout_s)
+    except (sqlite3.Error, OSError) as exc:
+        if no_room(exc):
+            raise disk_full(exc, path) from None
+        raise
+
+
+def _connect_wal(path: Path, timeout_s: float) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
     deadline = time.monotonic() + timeout_s
     while True:

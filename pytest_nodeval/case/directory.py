@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..agent.config import EngineConfig
 from ..checks.assertions import AssertionsFile
-from ..errors import CaseFormatError
+from ..errors import CaseFormatError, JournalError
 from ..journal.reader import Journal, read_golden, read_header
 from ..journal.writer import recover_journal
 from ..modes import MAX_REPEAT
@@ -256,6 +256,14 @@ holds ~50 MB. The repeats of a case run one after another, so a few journals are
 reuses."""
 
 
+MAX_JOURNAL_BYTES = 1 << 30
+"""The default of `nodeval_max_journal_bytes`."""
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB" if size >= 100_000 else f"{size:,} bytes"
+
+
 class JournalCache:
     """Parsed golden journals, least recently used first out, bounded by their files' total size.
 
@@ -267,6 +275,9 @@ class JournalCache:
     def __init__(self, max_bytes: int = JOURNAL_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
+        self.limit_bytes = MAX_JOURNAL_BYTES
+        """A golden journal bigger than this is refused before it is read
+        (`nodeval_max_journal_bytes`): reading one costs several times its size in memory."""
         self._entries: OrderedDict[str, tuple[int, int, Journal]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -280,6 +291,12 @@ class JournalCache:
             if entry is not None and entry[:2] == (mtime_ns, size):
                 self._entries.move_to_end(key)
                 return entry[2]
+        if size > self.limit_bytes:
+            raise JournalError(
+                f"{directory / 'events.jsonl'}: {_megabytes(size)}, more than the "
+                f"{_megabytes(self.limit_bytes)} a golden journal may be "
+                "(nodeval_max_journal_bytes); raise that ini key, or record a shorter session"
+            )
         journal = read_golden(directory)
         with self._lock:
             self._put(key, (mtime_ns, size, journal))

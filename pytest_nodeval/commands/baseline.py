@@ -5,7 +5,7 @@
 
 The gate thresholds are the ones the current run was configured with (its ini keys, which
 report.json records), so the command and the run agree. Exit status: 0 when no gate FAILED,
-6 when one did (as in pytest), 2 for bad input.
+6 when one did (as in pytest), 4 for bad input.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from ..errors import NodevalError
+from ..paths import output_file_problem, refuse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..report.terminal import format_diff_table
 
+    if args.to is not None:
+        refuse("--to", output_file_problem(args.to))
+    if args.json is not None:
+        refuse("--json", output_file_problem(args.json))
     if args.save is not None:
         target = save(args.save, args.to or DEFAULT_BASELINE)
         print(f"baseline written: {target} (review and commit it)")

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import NodevalError
+from ..paths import history_problem, positive_int, refuse
+
+if TYPE_CHECKING:
+    from ..report.history import CasePoint
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,18 +22,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="The history file (default: reports/history.sqlite).",
     )
     parser.add_argument(
-        "--limit", type=int, default=20, help="How many runs, newest last (default 20)."
+        "--limit",
+        type=positive_int,
+        default=20,
+        help="How many runs, newest last (a positive integer; default 20).",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.history import case_trend
-
-    if not args.history.is_file():
+    if not args.history.exists():
         raise NodevalError(
             f"{args.history}: no run history yet (every pytest run of the scenarios appends to it)"
         )
-    points = case_trend(args.history, args.case_id, args.limit)
+    refuse("--history", history_problem(args.history))
+    points = _read_trend(args.history, args.case_id, args.limit)
     if not points:
         raise NodevalError(f"{args.history}: no runs of case '{args.case_id}'")
     print(
@@ -43,3 +50,14 @@ def run(args: argparse.Namespace) -> int:
             f"{p95:>8}  {tokens:>7}  {p.verdict}"
         )
     return 0
+
+
+def _read_trend(path: Path, case_id: str, limit: int) -> list[CasePoint]:
+    import sqlite3
+
+    from ..report.history import case_trend
+
+    try:
+        return case_trend(path, case_id, limit)
+    except sqlite3.Error as exc:  # an SQLite file, but not one a run wrote
+        raise NodevalError(f"--history: {path}: not a run history ({exc})") from None

@@ -18,6 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NodevalError
+from ..paths import (
+    directory_problem,
+    existing_directory_problem,
+    history_problem,
+    output_file_problem,
+    refuse,
+)
 
 if TYPE_CHECKING:
     from ..report.merge import ShardRun
@@ -87,6 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..report.merge import check_compatible, load_shards, merge_reports, missing_shards
 
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2) + "-merged"
+    target = args.to or Path("reports") / run_id
+    _check_options(target, args)
     runs = load_shards(args.run_dirs)
     check_compatible(runs)
     missing = missing_shards(runs)
@@ -98,8 +108,6 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(map(str, args.run_dirs))} is that shard; "
             "pass its run directory, or --allow-missing to count its cases as not run"
         )
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2) + "-merged"
-    target = args.to or Path("reports") / run_id
     if (target / "report.json").exists() and target.resolve() not in {
         r.path.resolve() for r in runs
     }:
@@ -109,6 +117,19 @@ def run(args: argparse.Namespace) -> int:
     _write(report, runs, target, args)
     _print(report, diff, target, missing, total)
     return report.exit_status
+
+
+def _check_options(target: Path, args: argparse.Namespace) -> None:
+    """The paths the command line names, checked before anything is read or written: one that
+    cannot be used is the command line's mistake (exit 4), not the machine's."""
+    if args.rootdir is not None:
+        refuse("--rootdir", existing_directory_problem(args.rootdir))
+    refuse("--to" if args.to else "the merged run directory", directory_problem(target))
+    history = _history_path(args.history, target)
+    if history is not None:
+        refuse("--history" if args.history else "the run history", history_problem(history))
+    if args.summary_md is not None:
+        refuse("--summary-md", output_file_problem(args.summary_md))
 
 
 def _gate(report: RunReport, baseline: Path | None) -> Any:

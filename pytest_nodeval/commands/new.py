@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import NodevalError
+from ..paths import directory_problem, refuse
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
             f"{case_id!r} is not a valid case id: lower case letters, digits, '.', '_' or '-', "
             "starting with a letter or digit, not ending in -r<digits>"
         )
+    refuse("--root", directory_problem(root))
     directory = root / case_id
     taken = (
         [d for d in find_case_dirs([root]) if read_case_id(d) == case_id] if root.is_dir() else []

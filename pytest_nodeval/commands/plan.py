@@ -5,19 +5,30 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..paths import fraction, positive_int
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline", type=Path, required=True, help="A run directory or report.json to plan from."
     )
     parser.add_argument(
-        "--repeats", type=int, default=None, help="Repeats per case (default: the baseline's)."
+        "--repeats",
+        type=positive_int,
+        default=None,
+        help="Repeats per case, at least 1 (default: the baseline's).",
     )
     parser.add_argument(
-        "--scenarios", type=int, default=None, help="Cases (default: the baseline's)."
+        "--scenarios",
+        type=positive_int,
+        default=None,
+        help="Cases, at least 1 (default: the baseline's).",
     )
     parser.add_argument(
-        "--target-drop", type=float, default=0.05, help="Suite drop to detect (default 0.05)."
+        "--target-drop",
+        type=fraction,
+        default=0.05,
+        help="Suite drop to detect, above 0 and at most 1 (default 0.05).",
     )
 
 

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..paths import directory_problem, refuse
+
 if TYPE_CHECKING:  # the command table imports this module for --help: keep it light
     from ..sampling.promote import Promoted
 
@@ -69,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from ..sampling.promote import PromoteOptions, promote, resolve_sample
     from ..sampling.store import DEFAULT_SAMPLES_DIR
 
+    refuse("--cases-dir", directory_problem(args.cases_dir))
     sample = resolve_sample(args.sample, args.samples_dir or DEFAULT_SAMPLES_DIR)
     options = PromoteOptions(
         case_id=args.case_id,

@@ -10,21 +10,28 @@ records depends on what it has, first match wins:
    `pytest --nodeval-mode=record --nodeval-case=ID`, and the plugin installs the recording.
 3. otherwise the reference engine runs the case from input/config.yaml.
 
-A new journal replaces the old one only when it passed, and atomically (install_journal).
+A new journal replaces the old one only when it passed, and atomically. The first and third
+ways record into a staging directory beside the case's journal/ and install it by a rename
+(`recording_beside`, `install_staged`): nothing goes to the temp directory, and whatever
+happens (a failure, a full disk, Ctrl-C, SIGTERM) the staging directory is removed. A full
+disk is one line naming the path and the room needed, exit status 7 (infrastructure).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
-import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NodevalError
+from ..errors import NO_ROOM_LINE, DiskFullError, NodevalError
 from ..text import printable
 
 if TYPE_CHECKING:
@@ -33,6 +40,10 @@ if TYPE_CHECKING:
 
 SCRIPT = Path("_record") / "record.py"
 PROJECT_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+EXIT_INFRA = 7
+"""cli.EXIT_INFRA: a case that could not record for the machine's sake (pytest's exit for it)."""
+CHILD_GRACE_S = 30.0
+"""How long a child process (a record script, a pytest run) gets to clean up when stopped."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,27 +73,88 @@ class Outcome:
     recorded: bool
     detail: str
     change: str = ""
+    infrastructure: bool = False
+    """Not recorded for the machine's sake (a full disk, no key), not the agent's."""
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is so that every `finally` runs (staging
+    directories removed, worlds closed) instead of the process vanishing mid-write."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
 
 
 def run(args: argparse.Namespace) -> int:
     directories = _case_dirs(args.paths)
-    outcomes = []
-    for directory in directories:
-        before = _shape(directory / "journal")
-        outcome = _record(directory, args)
-        if outcome.recorded:
-            outcome = Outcome(
-                directory, True, outcome.detail, _change(before, _shape(directory / "journal"))
-            )
-            print(
-                printable(f"recorded {directory / 'journal'}: {outcome.detail} ({outcome.change})")
-            )
-        else:
-            print(printable(f"not recorded {directory}: {outcome.detail}"), file=sys.stderr)
-        outcomes.append(outcome)
+    try:
+        with _sigterm_raises():
+            outcomes = [_record_and_say(directory, args) for directory in directories]
+    except KeyboardInterrupt as stop:
+        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+        print(
+            f"nodeval record: {stop or 'interrupted'}; the case being recorded keeps its journal",
+            file=sys.stderr,
+        )
+        _die_by(signum)
+        raise
     if len(outcomes) > 1:
         print(_summary(outcomes))
-    return 0 if all(o.recorded for o in outcomes) else 1
+    return _exit_status(outcomes)
+
+
+def _die_by(signum: int) -> None:
+    """End as the signal would have (the status a parent sees), now that the scratch is gone."""
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _record_and_say(directory: Path, args: argparse.Namespace) -> Outcome:
+    before = _shape(directory / "journal")
+    outcome = _record(directory, args)
+    if outcome.recorded:
+        outcome = Outcome(
+            directory, True, outcome.detail, _change(before, _shape(directory / "journal"))
+        )
+        print(printable(f"recorded {directory / 'journal'}: {outcome.detail} ({outcome.change})"))
+    else:
+        print(printable(f"not recorded {directory}: {outcome.detail}"), file=sys.stderr)
+    return outcome
+
+
+def _exit_status(outcomes: list[Outcome]) -> int:
+    """0 when every case recorded; 7 when the machine is all that kept some from it (as pytest
+    says it); else 1."""
+    failed = [o for o in outcomes if not o.recorded]
+    if not failed:
+        return 0
+    return EXIT_INFRA if all(o.infrastructure for o in failed) else 1
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While recording, SIGTERM raises Stopped. Another handler set meanwhile (world.reaper
+    wraps this one) stays; this one then does what the handler before it would have done."""
+    recording = True
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        if recording:
+            raise Stopped(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        recording = False
+        if signal.getsignal(signal.SIGTERM) is stop:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _case_dirs(paths: list[Path]) -> list[Path]:
@@ -120,48 +192,49 @@ def _record(directory: Path, args: argparse.Namespace) -> Outcome:
 
 def _record_with_engine(directory: Path, args: argparse.Namespace) -> Outcome:
     from ..case.directory import load_case
-    from ..journal.writer import install_journal
+    from ..journal.writer import install_staged, recording_beside
     from ..runner.session import AttemptSettings, run_case
 
     case = load_case(directory)
-    scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-")) / "journal"
     backend = _world_backend(case, args.world)
     settings = AttemptSettings(mode="record", world_backend=backend, install=False)
-    observed = run_case(case, settings, scratch, grade=_grader(case))
-    return _install_if_passed(case, observed, args.force, install_journal)
+    with recording_beside(case.journal_dir) as staging:
+        try:
+            observed = run_case(case, settings, staging, grade=_grader(case))
+        except DiskFullError as exc:
+            return _no_room(directory, exc)
+        return _install_if_passed(case, observed, args.force, install_staged)
 
 
 def _record_with_script(directory: Path, args: argparse.Namespace) -> Outcome:
     from ..case.directory import load_case
     from ..journal.reader import read_journal
-    from ..journal.writer import install_journal
+    from ..journal.writer import install_staged, recording_beside
     from ..runner.session import RECORD_JOURNAL_ENV, Observed
 
     case = load_case(directory)
-    scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-")) / "journal"
-    env = {**os.environ, RECORD_JOURNAL_ENV: str(scratch)}
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT)],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        return Outcome(
-            directory,
-            False,
-            f"{SCRIPT} exited {done.returncode}: {_tail(done.stderr or done.stdout)}",
-        )
-    try:
-        journal = read_journal(scratch)
-    except NodevalError as exc:
-        return Outcome(
-            directory, False, f"{SCRIPT} wrote no usable journal to ${RECORD_JOURNAL_ENV}: {exc}"
-        )
-    observed = Observed(case.id, "record", journal.events, scratch)
-    return _install_if_passed(case, observed, args.force, install_journal)
+    with recording_beside(case.journal_dir) as staging:
+        env = {**os.environ, RECORD_JOURNAL_ENV: str(staging.resolve())}  # the script's cwd differs
+        done = _run_child([sys.executable, str(SCRIPT)], cwd=directory, env=env)
+        if done.returncode != 0:
+            output = done.stderr or done.stdout
+            no_room = _disk_full_lines(output)  # record_agent's DiskFullError, in a traceback
+            return Outcome(
+                directory,
+                False,
+                f"{SCRIPT} exited {done.returncode}: {'; '.join(no_room) or _tail(output)}",
+                infrastructure=bool(no_room),
+            )
+        try:
+            journal = read_journal(staging)
+        except NodevalError as exc:
+            return Outcome(
+                directory,
+                False,
+                f"{SCRIPT} wrote no usable journal to ${RECORD_JOURNAL_ENV}: {exc}",
+            )
+        observed = Observed(case.id, "record", journal.events, staging)
+        return _install_if_passed(case, observed, args.force, install_staged)
 
 
 def _record_bound_tests(directory: Path, args: argparse.Namespace) -> Outcome:
@@ -186,9 +259,11 @@ def _record_bound_tests(directory: Path, args: argparse.Namespace) -> Outcome:
         command.append("--nodeval-record-force")
     if args.world:
         command.append(f"--nodeval-world={args.world}")
-    done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
+    done = _run_child(command, cwd=project)
     notes = [line.removeprefix("nodeval: ") for line in done.stdout.splitlines()]
     notes = [line for line in notes if line.startswith(("recorded: ", "kept: ", "not written: "))]
+    if done.returncode == EXIT_INFRA:  # the machine's fault, which pytest says in a line
+        notes = _disk_full_lines(done.stdout + done.stderr) or notes
     if done.returncode == 0 and any(n.startswith("recorded: ") for n in notes):
         return Outcome(
             directory, True, f"the Python tests bound to case {case_id!r} passed in record mode"
@@ -206,6 +281,49 @@ def _record_bound_tests(directory: Path, args: argparse.Namespace) -> Outcome:
         directory,
         False,
         f"`pytest --nodeval-mode=record --nodeval-case={case_id}` exited {done.returncode}: {why}",
+        infrastructure=done.returncode == EXIT_INFRA,
+    )
+
+
+def _run_child(
+    command: list[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a child to the end, capturing its output. Stopped early (Ctrl-C, SIGTERM), it gets a
+    SIGTERM and time to clean up its own scratch (subprocess.run would SIGKILL it), and this
+    process waits for it, so nothing writes into a staging directory after it is removed."""
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as child:
+        try:
+            stdout, stderr = child.communicate()
+        except BaseException:
+            _stop_child(child)
+            raise
+    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+
+
+def _stop_child(child: subprocess.Popen[str]) -> None:
+    child.terminate()
+    try:
+        child.communicate(timeout=CHILD_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+
+
+def _disk_full_lines(output: str) -> list[str]:
+    """The first line in which a child said it found no room to write (a DiskFullError's
+    message, without pytest's decoration), or none."""
+    for line in output.splitlines():
+        found = NO_ROOM_LINE.search(line)
+        if found:
+            return [line[found.start() :].strip()]
+    return []
+
+
+def _no_room(directory: Path, exc: DiskFullError) -> Outcome:
+    return Outcome(
+        directory, False, f"{exc} (the existing journal is unchanged)", infrastructure=True
     )
 
 
@@ -219,10 +337,13 @@ def _install_if_passed(case: Case, observed: Observed, force: bool, install: Any
         return Outcome(
             case.directory,
             False,
-            f"{problem} (the existing journal is unchanged; the attempt's "
-            f"journal is in {observed.journal_dir})",
+            f"{problem} (the existing journal is unchanged)",
+            infrastructure=observed.end is not None and observed.end.infra,
         )
-    install(observed.journal_dir, case.journal_dir)
+    try:
+        install(observed.journal_dir, case.journal_dir)
+    except DiskFullError as exc:
+        return _no_room(case.directory, exc)
     forced = f"; forced: {problem}" if problem else ""
     world = f" in a {observed.world_backend} world" if observed.world_backend else ""
     return Outcome(

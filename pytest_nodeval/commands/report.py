@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import NodevalError
+from ..paths import existing_directory_problem, history_problem, refuse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = args.run_dir
     if not (run_dir / "report.json").is_file():
         raise NodevalError(f"{run_dir}: not a run directory (no report.json)")
+    _check_options(args)
     report = load_report(run_dir)
     rootdir = args.rootdir or guess_rootdir(run_dir, [c.directory for c in report.cases])
     history = read_history(
@@ -47,6 +49,15 @@ def run(args: argparse.Namespace) -> int:
     path = write_html(report, run_dir, rootdir=rootdir, history=history)
     print(f"wrote {path}")
     return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """The paths given to read from: one that does not exist is a mistake, not "no history"."""
+    if args.rootdir is not None:
+        refuse("--rootdir", existing_directory_problem(args.rootdir))
+    if args.history is not None:
+        missing = None if args.history.exists() else f"{args.history}: no such run history"
+        refuse("--history", missing or history_problem(args.history))
 
 
 def guess_rootdir(run_dir: Path, case_dirs: list[str]) -> Path | None:

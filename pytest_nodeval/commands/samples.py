@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..paths import directory_problem, refuse
+
 if TYPE_CHECKING:  # the command table imports this module for --help: keep it light
     from ..sampling.store import StoredSample
 
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from ..sampling.store import DEFAULT_SAMPLES_DIR, list_samples
 
     directory = (args.dir or DEFAULT_SAMPLES_DIR).expanduser()
+    # A missing directory is a sampler that never captured yet: no samples, not a mistake.
+    refuse("--dir", directory_problem(directory))
     samples = [
         s
         for s in reversed(list_samples(directory))

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from ..case.schema_files import PROJECT_DIR, export_shipped
+from ..paths import directory_problem, refuse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse("DIRECTORY", directory_problem(args.directory))
     for path in export_shipped(args.directory):
         print(path)
     return 0

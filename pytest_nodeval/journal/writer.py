@@ -8,14 +8,18 @@ except one served verbatim from a golden journal, which was redacted when it was
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import shutil
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
+from ..errors import DiskFullError, disk_full, no_room
 from .events import (
     EVENT_ADAPTER,
     EVENT_MODELS,
@@ -61,13 +65,24 @@ class JournalWriter:
         self._turn = 0
         self._file: IO[str] | None = None
         self._lock = threading.Lock()
+        self._written = 0
+        self._no_room: DiskFullError | None = None
+        """Set once a write found no room: every later write and close() raise it again, so
+        the session cannot end as if its journal were whole (an agent may swallow the first)."""
         if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            write_atomic(
-                directory / HEADER_FILE, header.model_dump_json(indent=2) + "\n", durable=durable
-            )
-            # Open for the writer's lifetime (closed by close()), so no `with` block.
-            self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                write_atomic(
+                    directory / HEADER_FILE,
+                    header.model_dump_json(indent=2) + "\n",
+                    durable=durable,
+                )
+                # Open for the writer's lifetime (closed by close()), so no `with` block.
+                self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                if no_room(exc):
+                    raise disk_full(exc, directory) from None
+                raise
 
     @property
     def turn(self) -> int:
@@ -173,20 +188,51 @@ class JournalWriter:
 
     def _append(self, line: str, turn_ended: bool) -> None:
         assert self._file is not None
-        self._file.write(line + "\n")
-        # A durable journal flushes every event and fsyncs at turn ends; a replayed one can
-        # always be replayed again, so its buffer goes out at turn ends (and at close).
-        if self._durable or turn_ended:
-            self._file.flush()
-        if self._durable and turn_ended:
-            os.fsync(self._file.fileno())
+        if self._no_room is not None:
+            raise self._no_room
+        try:
+            self._file.write(line + "\n")
+            # A durable journal flushes every event and fsyncs at turn ends; a replayed one can
+            # always be replayed again, so its buffer goes out at turn ends (and at close).
+            if self._durable or turn_ended:
+                self._file.flush()
+            if self._durable and turn_ended:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            self._fail(exc)
+        self._written += len(line) + 1
+
+    def _fail(self, exc: OSError) -> NoReturn:
+        """Raise a failed write; one for lack of room as the one-line DiskFullError, for good."""
+        if not no_room(exc):
+            raise exc
+        assert self.directory is not None
+        self._no_room = disk_full(exc, self.directory / EVENTS_FILE, self._written, more=True)
+        raise self._no_room from None
 
     def close(self) -> None:
-        if self._file is not None and not self._file.closed:
-            self._file.flush()
-            if self._durable:
-                os.fsync(self._file.fileno())
+        if self._file is None or self._file.closed:
+            if self._no_room is not None:
+                raise self._no_room
+            return
+        try:
+            if self._no_room is None:
+                self._file.flush()
+                if self._durable:
+                    os.fsync(self._file.fileno())
+        except OSError as exc:
+            self._fail(exc)
+        finally:
+            self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        """Close the file even when its buffer cannot go out (the disk is full): the failure
+        was raised already, and the descriptor must not stay open."""
+        assert self._file is not None
+        with suppress(OSError):
             self._file.close()
+        if self._no_room is not None:
+            raise self._no_room
 
     def __enter__(self) -> JournalWriter:
         return self
@@ -210,15 +256,64 @@ def _flat(payload: dict[str, Any]) -> bool:
 
 
 def write_atomic(path: Path, text: str, *, durable: bool = True) -> None:
-    """Write a file so that readers see the old or the new content, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write a file so that readers see the old or the new content, never a torn one.
+
+    A write that fails leaves no temporary file behind; one that found no room raises
+    DiskFullError (an OSError) naming the file and the space it needed.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        if durable:
-            os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if no_room(exc):
+            raise disk_full(exc, path, len(text.encode("utf-8"))) from None
+        raise
+
+
+STAGING_PREFIX = ".journal.new-"
+_RECORDING: set[Path] = set()
+"""Staging directories this process is recording into (see `recording_beside`): never stale."""
+
+
+def staging_dir(target: Path) -> Path:
+    """Where this process stages a new journal for `target`: beside it, on the same disk."""
+    return target.with_name(f"{STAGING_PREFIX}{os.getpid()}")
+
+
+@contextmanager
+def recording_beside(target: Path) -> Iterator[Path]:
+    """A fresh directory beside `target` to record a journal into, removed on the way out
+    unless `install_staged` moved it into place: on success, failure, Ctrl-C or SIGTERM (once
+    it is an exception), nothing is left behind. Recording there, not in the temp directory,
+    means installing is a rename: no copy, and no second journal's worth of disk.
+    """
+    recover_journal(target)
+    staging = staging_dir(target)
+    shutil.rmtree(staging, ignore_errors=True)
+    _RECORDING.add(staging)
+    try:
+        yield staging
+    finally:
+        _RECORDING.discard(staging)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def install_staged(staging: Path, target: Path) -> None:
+    """Put a journal recorded into `staging` (see `recording_beside`) in place of `target`."""
+    try:
+        _sync_tree(staging)
+    except OSError as exc:
+        if no_room(exc):
+            raise disk_full(exc, target, _tree_size(staging)) from None
+        raise
+    _swap_in(staging, target)
 
 
 def install_journal(source: Path, target: Path) -> None:
@@ -227,19 +322,46 @@ def install_journal(source: Path, target: Path) -> None:
     The new journal is copied (and synced) beside the old one, the old one renamed aside,
     the new one renamed into place, the old one removed. A process killed between the two
     renames leaves no `journal/` but a complete `.journal.old-*`: `recover_journal` (run by
-    the next install and by every golden-journal read) puts it back.
+    the next install and by every golden-journal read) puts it back. A copy that fails (a
+    full disk: DiskFullError, saying how much room the journal needs) is removed, and the old
+    journal stays.
     """
     recover_journal(target)
-    staging = target.with_name(f".journal.new-{os.getpid()}")
-    old = target.with_name(f".journal.old-{os.getpid()}")
+    staging = staging_dir(target)
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging)
-    _sync_tree(staging)
+    try:
+        _copy_journal(source, staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _swap_in(staging, target)
+
+
+def _copy_journal(source: Path, staging: Path, target: Path) -> None:
+    needed = _tree_size(source)
+    free = shutil.disk_usage(staging.parent).free
+    try:
+        if free < needed:  # refuse before writing anything rather than fill the disk
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(staging))
+        shutil.copytree(source, staging)  # its shutil.Error says ENOSPC only in text: no_room
+        _sync_tree(staging)
+    except OSError as exc:
+        if no_room(exc):
+            raise disk_full(exc, target, needed) from None
+        raise
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    old = target.with_name(f".journal.old-{os.getpid()}")
     if target.exists():
         os.replace(target, old)
     os.replace(staging, target)
     _sync_dir(target.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _tree_size(directory: Path) -> int:
+    return sum(path.stat().st_size for path in directory.iterdir() if path.is_file())
 
 
 def recover_journal(target: Path) -> bool:
@@ -256,8 +378,8 @@ def recover_journal(target: Path) -> bool:
     if not target.exists() and leftovers:
         os.replace(leftovers.pop(), target)
         restored = True
-    for stale in [*leftovers, *target.parent.glob(".journal.new-*")]:
-        if not _owned_by_live_process(stale):
+    for stale in [*leftovers, *target.parent.glob(f"{STAGING_PREFIX}*")]:
+        if stale not in _RECORDING and not _owned_by_live_process(stale):
             shutil.rmtree(stale, ignore_errors=True)
     return restored
 

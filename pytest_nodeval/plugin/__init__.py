@@ -220,6 +220,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
     )
     parser.addini(
+        "nodeval_max_journal_bytes",
+        "Refuse a golden journal bigger than this many bytes (default 1 GiB: 1073741824).",
+        default="",
+    )
+    parser.addini(
         "nodeval_limits",
         "Rate limits shared by every worker of a run: lines "
         "'provider[/model-glob]: rpm=N tpm=N inflight=N retries=N max_wait=S'.",
@@ -234,11 +239,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
     check_rootdir(config)
     config.stash[settings_key] = from_config(config)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:  # the controller writes; xdist workers get checked options
+        from .preflight import check_options
+
+        check_options(config)
+    if config.getini("nodeval_max_journal_bytes"):  # read where journals are: every process
+        from .preflight import limit_journals
+
+        limit_journals(config)
     # Frameworks build their SDK clients when the agent is made, often at import: an unset key
     # gets a placeholder now, which never reaches a real provider (provider_keys.py).
     provide_placeholders()
     config.stash[cases_key] = RecentCases()
-    workerinput = getattr(config, "workerinput", None)
     config.stash[run_id_key] = workerinput[WORKER_RUN_ID] if workerinput else new_run_id()
     config.addinivalue_line(
         "markers", "nodeval_case(case_id): bind a Python scenario to a case directory."
@@ -302,6 +315,10 @@ class _XdistHooks:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     withdraw_placeholders()
+    if config.getini("nodeval_max_journal_bytes"):  # the next session in this process (pytester)
+        from ..case.directory import JOURNALS, MAX_JOURNAL_BYTES
+
+        JOURNALS.limit_bytes = MAX_JOURNAL_BYTES
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:

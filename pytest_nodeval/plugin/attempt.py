@@ -10,14 +10,14 @@ from concurrent.futures import CancelledError, Future
 from contextvars import Token
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from ..case.directory import Case
 from ..checks.assertions import AssertionResult, Evidence, evaluate_all
 from ..checks.expect import collect_results, stop_collecting
-from ..errors import NodevalError
+from ..errors import NodevalError, disk_full, no_room
 from ..report.models import AssertionRecord, AttemptRecord, CaseMeta
 from ..runner.session import AttemptSettings, Observed, opens_world, run_agent_case, run_case
 from ..text import printable
@@ -179,11 +179,8 @@ class Attempt:
                 if self.observed is None:  # inline, or cancelled in the pool before it started
                     reservation = self._reserve()
                     self.observed = self.execute(agent, inputs)
-            except NodevalError as exc:
-                if exc.infrastructure:
-                    self.infra_cause = str(exc)
-                # from None: the message once, not again as "During handling of the above exception"
-                raise pytest.fail.Exception(printable(str(exc)), pytrace=False) from None
+            except (NodevalError, OSError) as exc:
+                self._stop(exc)
             finally:
                 if reservation is not None and self.budget is not None:
                     self.budget.settle(reservation, self.cost.cost_usd if self.observed else None)
@@ -199,6 +196,18 @@ class Attempt:
                 pytrace=False,
             )
         return self.observed
+
+    def _stop(self, exc: NodevalError | OSError) -> NoReturn:
+        """Fail the test on what stopped the run, in one line. A disk with no room for the
+        attempt's journal (or its config snapshot) is the machine's fault, not the agent's."""
+        if not isinstance(exc, NodevalError):
+            if not no_room(exc):
+                raise exc
+            exc = disk_full(exc, Path(exc.filename) if exc.filename else self.dir)
+        if exc.infrastructure:
+            self.infra_cause = str(exc)
+        # from None: the message once, not again as "During handling of the above exception"
+        raise pytest.fail.Exception(printable(str(exc)), pytrace=False) from None
 
     def _reserve(self) -> Reservation | None:
         """Hold this attempt's estimated cost in the run's budget, or stop it as "not run

@@ -53,6 +53,8 @@ class Controller:
         self.report_path: Path | None = None
         self.html_path: Path | None = None
         self.problem: str | None = None
+        self.no_room = False
+        """A journal or report file found no room on its disk: the machine's fault (exit 7)."""
         self.cleaned: list[str] = []
         self.notes: list[str] = []
         self.diff: Diff | None = None
@@ -153,6 +155,10 @@ class Controller:
         nothing = not self.expected and not self.records
         if self.config.option.collectonly or (nothing and self.shard is None):
             return  # nothing ran: no report (and no attempt counted as lost)
+        if exitstatus == pytest.ExitCode.USAGE_ERROR:
+            # A command line refused after collection (an unknown --nodeval-case): no run
+            # happened, so no report and no history row of attempts counted as not run.
+            return
         shard = self.shard
         if (
             nothing
@@ -170,6 +176,11 @@ class Controller:
         report = self._adaptive(self._build(int(session.exitstatus)))
         if self.settings.mode == "record":
             self._install_recordings(report)
+            if self.settings.unused_repeat is not None:
+                self.notes.append(
+                    f"record mode records each case once; repeat {self.settings.unused_repeat} "
+                    "is for the runs that replay or run live"
+                )
         self._decide_exit_status(report, session)
         if self.settings.baseline is not None:
             self._gate(report, session)
@@ -178,6 +189,10 @@ class Controller:
         self._write(report)
         if self.settings.update_baseline:
             self._bless(report)
+        if self.no_room and session.exitstatus == pytest.ExitCode.OK:
+            from ..report.models import EXIT_INFRA_ERROR
+
+            session.exitstatus = EXIT_INFRA_ERROR
 
     def _check_baseline(self) -> None:
         """A baseline that cannot be read is a usage error now, not after the whole run."""
@@ -324,8 +339,8 @@ class Controller:
                         f"recorded: {_relative(target)} ({attempt.outcome}, from {attempt.journal})"
                     )
                 except OSError as exc:
-                    self.problem = (
-                        f"could not install the recording of {case.id} into {target}: {exc}"
+                    self._could_not_write(
+                        exc, target, f"could not install the recording of {case.id} into {target}"
                     )
 
     def _decide_exit_status(self, report: RunReport, session: pytest.Session) -> None:
@@ -364,7 +379,9 @@ class Controller:
             write_atomic(self.run_dir / "summary.txt", "\n".join(summary_lines(report)) + "\n")
             _point_latest(self.settings.report_dir, self.run_id)
         except OSError as exc:
-            self.problem = f"could not write the report under {self.run_dir}: {exc}"
+            self._could_not_write(
+                exc, self.run_dir, f"could not write the report under {self.run_dir}"
+            )
         # A shard is part of a run: `nodeval merge` appends the whole one. Keeping shards out
         # also keeps the history every shard balances by the same until the merge.
         if self.settings.history is not None and self.shard is None:
@@ -384,7 +401,7 @@ class Controller:
             try:
                 write_summary(report, path, links, append=append)
             except OSError as exc:
-                self.problem = f"could not write the Markdown summary {path}: {exc}"
+                self._could_not_write(exc, path, f"could not write the Markdown summary {path}")
 
     def _append_history(self, report: RunReport, path: Path) -> None:
         import sqlite3
@@ -394,7 +411,7 @@ class Controller:
         try:
             append(path, report)
         except (OSError, sqlite3.Error) as exc:
-            self.problem = f"could not append to the run history {path}: {exc}"
+            self._could_not_write(exc, path, f"could not append to the run history {path}")
 
     def _write_html(self, report: RunReport) -> None:
         from ..report.html import read_history, write_html
@@ -406,10 +423,20 @@ class Controller:
             )
         except Exception as exc:
             # The page is a view of report.json, which is already written: a bug in it must
-            # cost the page, never the run's summary and exit status.
-            self.problem = (
-                f"could not write {self.run_dir / 'report.html'}: {type(exc).__name__}: {exc}"
-            )
+            # cost the page, never the run's summary and exit status (a full disk still does).
+            path = self.run_dir / "report.html"
+            self._could_not_write(exc, path, f"could not write {path}: {type(exc).__name__}")
+
+    def _could_not_write(self, exc: BaseException, path: Path, what: str) -> None:
+        """Say what could not be written and why, in one line. No room for it (a full disk)
+        is the machine's fault: the line names the path and the room, and the exit is 7."""
+        from ..errors import disk_full, no_room
+
+        if no_room(exc):
+            self.no_room = True
+            self.problem = str(disk_full(exc, path))
+        else:
+            self.problem = f"{what}: {exc}"
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.report is None:

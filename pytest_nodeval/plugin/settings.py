@@ -7,6 +7,7 @@ Precedence, highest first (the one place it is decided):
 A case can only set what is about itself (repeat, min_pass_rate, timeout_s, world);
 an explicit `--repeat` on the command line is the one exception to "case first": it
 overrides a case's `repeat`, so `pytest -m pr --repeat 1` means one attempt per case.
+Record mode makes one attempt per case whatever any repeat says (see `repeats_for`).
 Every error names where the bad value came from.
 """
 
@@ -89,8 +90,15 @@ class Settings:
     """Of those, how many may hold a world at once (nodeval_world_concurrency)."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
+    unused_repeat: str | None = None
+    """Record mode: the run-wide repeat above 1 it did not use, and where it came from."""
 
     def repeats_for(self, case_repeat: int | None) -> int:
+        """Attempts of a case. A recording is one attempt, whose journal the case then replays:
+        record mode makes one whatever the case's `repeat:` or the run's repeat says, which
+        are about the statistics of the runs that replay or run live."""
+        if self.mode == "record":
+            return 1
         if self.repeat_from_cli or case_repeat is None:
             return self.repeat
         return case_repeat
@@ -208,11 +216,10 @@ def from_config(config: pytest.Config) -> Settings:
             (s, layer[key]) for s, layer in layers if layer.get(key) not in (None, "")
         )
         values[key], sources[key] = _validate(key, raw, source), source
+    unused_repeat = None
     if values["mode"] == "record" and values["repeat"] > 1:
-        raise pytest.UsageError(
-            f"mode 'record' (from {sources['mode']}) writes each case's journal once; "
-            f"repeat must be 1, got {values['repeat']} (from {sources['repeat']})"
-        )
+        unused_repeat = f"{values['repeat']} (from {sources['repeat']})"
+        values["repeat"] = 1
     rootpath, here = config.rootpath, config.invocation_params.dir
     # A path on the command line is relative to where pytest was run (as --junitxml's is);
     # one in the ini file, to the rootdir.
@@ -244,6 +251,7 @@ def from_config(config: pytest.Config) -> Settings:
         baseline=baseline,
         update_baseline=bool(config.getoption("nodeval_update_baseline")),
         sources=sources,
+        unused_repeat=unused_repeat,
         history=rootpath / config.getini("nodeval_history")
         if config.getini("nodeval_history")
         else None,

@@ -652,3 +652,15 @@ def test_bad_sampler_settings_name_the_setting(settings: dict[str, Any], says: s
     with pytest.raises(ConfigError) as raised:
         SamplerSettings(**settings)
     assert says in str(raised.value)
+
+
+def test_a_golden_journal_over_nodeval_max_journal_bytes_is_refused_in_one_line(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    write_case(nodeval_project.path / "scenarios", "hello", script=ANSWER, inputs=["hi"])
+    result = nodeval_project.runpytest("-o", "nodeval_max_journal_bytes=100")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(
+        ["*hello/journal/events.jsonl: * bytes, more than the 100 bytes a golden journal may be*"]
+    )
+    assert "Traceback" not in result.stdout.str()

@@ -197,11 +197,14 @@ def test_bad_ini_repeat_names_the_ini_file(nodeval_project: pytest.Pytester) -> 
     )
 
 
-def test_record_mode_refuses_repeats(nodeval_project: pytest.Pytester) -> None:
-    result = nodeval_project.runpytest("--nodeval-mode", "record", "--repeat", "2")
-    result.stderr.fnmatch_lines(
-        ["*mode 'record' (from command line) writes each case's journal once; repeat must be 1*"]
-    )
+def test_record_mode_collects_one_attempt_per_case(nodeval_project: pytest.Pytester) -> None:
+    """A recording is one attempt: neither --repeat nor a case's own repeat makes more."""
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "alpha", script=ANSWER, inputs=["hi"], assertions=PASSING, record=False)
+    write_case(root, "beta", script=ANSWER, inputs=["hi"], case={"repeat": 3}, record=False)
+    for repeat in ([], ["--repeat", "2"]):
+        result = nodeval_project.runpytest("--nodeval-mode", "record", "--collect-only", *repeat)
+        result.stdout.fnmatch_lines(["*2 tests collected*"])
 
 
 def test_a_stale_journal_warns_naming_the_case(nodeval_project: pytest.Pytester) -> None:

@@ -153,7 +153,7 @@ def test_nodeval_case_runs_only_the_tests_bound_to_a_case(nodeval_project: pytes
     result.assert_outcomes(passed=1, deselected=1)
     result = nodeval_project.runpytest("--nodeval-case=nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--nodeval-case: no test is bound to case 'nope'*"])
+    result.stderr.fnmatch_lines(["*--nodeval-case: no case 'nope' under nodeval_cases*"])
 
 
 def test_a_root_records_every_case_and_says_what_changed(nodeval_project: pytest.Pytester) -> None:
@@ -227,4 +227,65 @@ def test_record_falls_back_to_bubblewrap_when_docker_has_no_world_image(
     refused = _nodeval(nodeval_project.path, "record", "scenarios/counted", "--world", "docker")
     assert refused.returncode != 0 and "no base image" in refused.stdout + refused.stderr, (
         "an explicit --world is kept"
+    )
+
+
+# -- repeats in record mode (issue 28 point 7): one rule, a case's `repeat:` and --repeat alike -
+
+
+def _count_installs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The journals the run installs (the run is in process: the controller's lazy import
+    finds the wrapper)."""
+    from pytest_nodeval.journal import writer
+
+    installed: list[Path] = []
+    install = writer.install_journal
+
+    def counting(source: Path, target: Path) -> None:
+        installed.append(target)
+        install(source, target)
+
+    monkeypatch.setattr(writer, "install_journal", counting)
+    return installed
+
+
+def _attempts_per_case(project: pytest.Pytester) -> dict[str, int]:
+    import json
+
+    report = json.loads((project.path / "reports" / "latest" / "report.json").read_text())
+    return {case["id"]: len(case["attempts"]) for case in report["cases"]}
+
+
+def test_record_mode_records_a_case_with_its_own_repeat_once(
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[], case={"repeat": 3})
+    installed = _count_installs(monkeypatch)
+    result = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local")
+    result.assert_outcomes(passed=1)
+    assert installed == [root / "hello" / "journal"]
+    assert _attempts_per_case(nodeval_project) == {"hello": 1}
+    # The case keeps its repeat for the runs that replay it.
+    nodeval_project.runpytest().assert_outcomes(passed=3)
+
+
+def test_record_mode_records_once_whatever_the_command_line_repeat(
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = nodeval_project.path / "scenarios"
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    installed = _count_installs(monkeypatch)
+    result = nodeval_project.runpytest(
+        "--nodeval-mode", "record", "--nodeval-world", "local", "--repeat", "4"
+    )
+    result.assert_outcomes(passed=1)
+    assert installed == [root / "hello" / "journal"]
+    assert _attempts_per_case(nodeval_project) == {"hello": 1}
+    result.stdout.fnmatch_lines(
+        [
+            "record mode, repeat 1*",
+            "nodeval: record mode records each case once; repeat 4 (from command line) is for "
+            "the runs that replay or run live",
+        ]
     )

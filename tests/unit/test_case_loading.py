@@ -13,7 +13,7 @@ from pytest_nodeval.case.directory import (
     load_case,
     read_case_head,
 )
-from pytest_nodeval.errors import CaseFormatError
+from pytest_nodeval.errors import CaseFormatError, JournalError
 
 from ..conftest import write_case
 
@@ -91,3 +91,15 @@ def test_the_journal_cache_rereads_a_rewritten_journal_and_keeps_no_oversized_on
     small = JournalCache(max_bytes=_size(a) - 1)
     assert _get(small, a) is not _get(small, a)
     assert (len(small), small.bytes) == (0, 0)
+
+
+def test_a_golden_journal_over_the_size_limit_is_refused_before_it_is_read(
+    journals: list[Path],
+) -> None:
+    a = journals[0]
+    cache = JournalCache()
+    cache.limit_bytes = _size(a) - 1
+    with pytest.raises(JournalError, match=r"case-0/journal/events.jsonl: .* bytes, more than the"):
+        _get(cache, a)
+    cache.limit_bytes = _size(a)
+    _get(cache, a)

@@ -22,7 +22,8 @@ ENTRY_MODULE = "pytest_nodeval.plugin"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # The root __init__: __version__ and the table of lazily imported public names
     ("pytest_nodeval",),
-    ("errors", "modes", "text", "shared_db", "provider_keys"),
+    ("errors",),
+    ("modes", "text", "shared_db", "provider_keys", "paths"),
     ("yamlfiles",),
     ("journal", "world", "stats"),
     ("agent",),

@@ -1,0 +1,102 @@
+"""What a run's options name, checked in pytest_configure, before any test runs.
+
+A run writes its report directory, the run history and a Markdown summary only at its end:
+a path there that cannot be written would cost a whole run (or fail every attempt) before
+anyone heard of it. A bad --nodeval-shard, or a --nodeval-case no case directory has, would
+be found only at collection, and an xdist worker cannot stop the run cleanly there. Each
+problem is a usage error (exit status 4) naming the option or ini key, and nothing is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ..paths import directory_problem, history_problem, output_file_problem
+from .keys import settings_key
+
+SHOWN_IDS = 10
+"""How many case ids an unknown --nodeval-case error lists."""
+
+
+def check_options(config: pytest.Config) -> None:
+    where = str(config.inipath) if config.inipath else "ini"
+    _check_selection(config, where)
+    _check_outputs(config, where)
+
+
+def _check_selection(config: pytest.Config, where: str) -> None:
+    """The options that choose what runs: --nodeval-shard, nodeval_cases, --nodeval-case."""
+    shard = config.getoption("nodeval_shard")
+    if shard:
+        from .shard import parse_shard
+
+        parse_shard(shard)  # raises the usage error that names the value
+    roots = config.stash[settings_key].case_roots
+    for root in roots:  # a missing root is fine: a project without cases yet
+        if root.exists() and not root.is_dir():
+            _refuse(f"nodeval_cases ({where})", f"{root} is a file, not a directory of cases")
+    if config.getoption("nodeval_case"):
+        _check_case_ids(config.getoption("nodeval_case"), roots)
+
+
+def _check_outputs(config: pytest.Config, where: str) -> None:
+    """What the controller writes at the end: the report directory, history and summary."""
+    settings = config.stash[settings_key]
+    from_cli = config.getoption("nodeval_report_dir")
+    _refuse(
+        "--nodeval-report-dir" if from_cli else f"nodeval_report_dir ({where})",
+        directory_problem(settings.report_dir),
+    )
+    if settings.history is not None:
+        _refuse(f"nodeval_history ({where})", history_problem(settings.history))
+    summary = config.getoption("nodeval_summary_md")
+    if summary:
+        path = config.invocation_params.dir / summary
+        _refuse("--nodeval-summary-md", output_file_problem(path))
+
+
+def limit_journals(config: pytest.Config) -> None:
+    """Apply nodeval_max_journal_bytes: a bigger golden journal is refused before it is read."""
+    where = str(config.inipath) if config.inipath else "ini"
+    raw = str(config.getini("nodeval_max_journal_bytes")).strip()
+    limit = int(raw) if raw.isdigit() else 0
+    if limit < 1:
+        _refuse(
+            f"nodeval_max_journal_bytes ({where})",
+            f"{raw!r} is not a whole number of bytes above 0",
+        )
+    from ..case.directory import JOURNALS
+
+    JOURNALS.limit_bytes = limit
+
+
+def _refuse(source: str, problem: str | None) -> None:
+    if problem is not None:
+        raise pytest.UsageError(f"{source}: {problem}")
+
+
+def _check_case_ids(wanted: list[str], roots: tuple[Path, ...]) -> None:
+    """Every --nodeval-case names a case directory (one not collected is refused later)."""
+    known = _case_ids(roots)
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        shown = ", ".join(sorted(known)[:SHOWN_IDS]) + (", ..." if len(known) > SHOWN_IDS else "")
+        raise pytest.UsageError(
+            f"--nodeval-case: no case {', '.join(map(repr, unknown))} under nodeval_cases "
+            f"({', '.join(map(str, roots))}); the cases there: {shown or 'none'}"
+        )
+
+
+def _case_ids(roots: tuple[Path, ...]) -> set[str]:
+    from ..case.directory import find_case_dirs, read_case_id
+    from ..errors import NodevalError
+
+    ids = set()
+    for directory in find_case_dirs(list(roots)):
+        try:
+            ids.add(read_case_id(directory))
+        except NodevalError:  # a broken case.yaml is collection's to report, with its line
+            ids.add(directory.name)
+    return ids
