@@ -362,11 +362,9 @@ class EngineConfig(_Strict):
         return None
 
     def digest(self) -> str:
-        data = self.model_dump(mode="json")
-        # Absent sections leave older configs' digests unchanged.
-        for section in ("composio", "mcp", "web", "pdf"):
-            if data[section] is None:
-                del data[section]
+        """What the file says, not what this version's defaults add: a key added to the model
+        later leaves every journal's `config_digest` as it was (no churn on re-recording)."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -115,9 +115,8 @@ def _record_and_say(directory: Path, args: argparse.Namespace) -> Outcome:
     before = _shape(directory / "journal")
     outcome = _record(directory, args)
     if outcome.recorded:
-        outcome = Outcome(
-            directory, True, outcome.detail, _change(before, _shape(directory / "journal"))
-        )
+        change = outcome.change or _change(before, _shape(directory / "journal"))
+        outcome = Outcome(directory, True, outcome.detail, change)
         print(printable(f"recorded {directory / 'journal'}: {outcome.detail} ({outcome.change})"))
     else:
         print(printable(f"not recorded {directory}: {outcome.detail}"), file=sys.stderr)
@@ -340,8 +339,12 @@ def _install_if_passed(case: Case, observed: Observed, force: bool, install: Any
             f"{problem} (the existing journal is unchanged)",
             infrastructure=observed.end is not None and observed.end.infra,
         )
+    from ..journal.sameness import recording_change
+
+    change = recording_change(case.journal_dir, observed.journal_dir)
     try:
-        install(observed.journal_dir, case.journal_dir)
+        if change is not None:  # the same recording is not written again: no churn in git
+            install(observed.journal_dir, case.journal_dir)
     except DiskFullError as exc:
         return _no_room(case.directory, exc)
     forced = f"; forced: {problem}" if problem else ""
@@ -351,6 +354,7 @@ def _install_if_passed(case: Case, observed: Observed, force: bool, install: Any
         True,
         f"{metrics['llm_calls']} LLM call(s), {metrics['tool_calls']} tool "
         f"call(s), {len(observed.events)} events{world}{forced}",
+        change or "unchanged",
     )
 
 
@@ -439,6 +443,7 @@ def _shape(journal: Path) -> tuple[str, ...] | None:
 
 
 def _change(before: tuple[str, ...] | None, after: tuple[str, ...] | None) -> str:
+    """A recording installed by a bound test's run, told apart by its event types alone."""
     if before is None:
         return "new"
     if before == after:
@@ -448,12 +453,17 @@ def _change(before: tuple[str, ...] | None, after: tuple[str, ...] | None) -> st
 
 def _summary(outcomes: list[Outcome]) -> str:
     recorded = [o for o in outcomes if o.recorded]
-    changed = [o for o in recorded if not o.change.startswith("same")]
+    changed = [o for o in recorded if not o.change.startswith(("same", "unchanged"))]
     failed = [o for o in outcomes if not o.recorded]
     lines = [
-        f"{len(outcomes)} case(s): {len(recorded)} recorded ({len(changed)} new or changed), "
-        f"{len(failed)} not recorded"
+        f"{len(outcomes)} case(s): {len(recorded)} recorded ({len(changed)} new or changed, "
+        f"{len(recorded) - len(changed)} unchanged), {len(failed)} not recorded"
     ]
-    lines += [f"  changed  {o.directory}: {o.change}" for o in changed]
+    lines += [
+        f"  new      {o.directory}"
+        if o.change == "new"
+        else f"  changed  {o.directory}: " + o.change.removeprefix("changed: ")
+        for o in changed
+    ]
     lines += [f"  failed   {o.directory}" for o in failed]
     return "\n".join(lines)

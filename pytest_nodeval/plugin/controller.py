@@ -319,6 +319,7 @@ class Controller:
 
     def _install_recordings(self, report: RunReport) -> None:
         """A recording replaces a case's golden journal only when its attempt passed every check."""
+        from ..journal.sameness import recording_change
         from ..journal.writer import install_journal
 
         for case in report.cases:
@@ -333,10 +334,16 @@ class Controller:
                         f"--nodeval-record-force installs it anyway)"
                     )
                     continue
+                source = self.run_dir / attempt.journal
+                change = recording_change(target, source)
+                if change is None:  # the same recording is not written again: no churn in git
+                    self.notes.append(f"unchanged: {_relative(target)} (recorded the same again)")
+                    continue
                 try:
-                    install_journal(self.run_dir / attempt.journal, target)
+                    install_journal(source, target)
                     self.notes.append(
-                        f"recorded: {_relative(target)} ({attempt.outcome}, from {attempt.journal})"
+                        f"recorded: {_relative(target)} ({change}; {attempt.outcome}, "
+                        f"from {attempt.journal})"
                     )
                 except OSError as exc:
                     self._could_not_write(

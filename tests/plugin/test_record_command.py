@@ -82,7 +82,7 @@ def test_a_record_script_writes_the_journal_after_its_checks(
     assert "recorded scenarios/orders/journal:" in done.stdout and "(new)" in done.stdout
     assert "shipped" in (case_dir / "journal" / "events.jsonl").read_text()
     again = _nodeval(nodeval_project.path, "record", "scenarios/orders")
-    assert again.returncode == 0 and "same " in again.stdout
+    assert again.returncode == 0 and "(unchanged)" in again.stdout
 
 
 def test_a_record_script_whose_recording_fails_the_checks_leaves_no_journal(
@@ -165,9 +165,27 @@ def test_a_root_records_every_case_and_says_what_changed(nodeval_project: pytest
     )
     done = _nodeval(nodeval_project.path, "record", "scenarios", "--world", "local")
     assert done.returncode == 0, done.stderr
-    assert "2 case(s): 2 recorded (2 new or changed), 0 not recorded" in done.stdout
-    assert "changed  scenarios/fresh: new" in done.stdout
-    assert "changed  scenarios/hello: changed: " in done.stdout
+    assert "2 case(s): 2 recorded (2 new or changed, 0 unchanged), 0 not recorded" in done.stdout
+    assert "  new      scenarios/fresh\n" in done.stdout
+    assert "  changed  scenarios/hello: header.json at config_digest" in done.stdout
+
+
+def test_recording_an_unchanged_case_again_leaves_its_journal_byte_for_byte(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    root = nodeval_project.path / "scenarios"
+    case_dir = write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[], record=False)
+    first = _nodeval(nodeval_project.path, "record", "scenarios", "--world", "local")
+    assert first.returncode == 0, first.stderr
+    journal = {p.name: p.read_bytes() for p in (case_dir / "journal").iterdir()}
+    again = _nodeval(nodeval_project.path, "record", "scenarios", "--world", "local")
+    assert "(unchanged)" in again.stdout, again.stdout
+    assert {p.name: p.read_bytes() for p in (case_dir / "journal").iterdir()} == journal
+    (case_dir / "input" / "inputs.yaml").write_text(
+        yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["hello?"]}})
+    )
+    changed = _nodeval(nodeval_project.path, "record", "scenarios", "--world", "local")
+    assert "(changed: seq 5 io.input at payload.text)" in changed.stdout, changed.stdout
 
 
 def test_record_honours_the_case_world_backend(nodeval_project: pytest.Pytester) -> None:
@@ -260,7 +278,9 @@ def test_record_mode_records_a_case_with_its_own_repeat_once(
     nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = nodeval_project.path / "scenarios"
-    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[], case={"repeat": 3})
+    write_case(
+        root, "hello", script=ANSWER, inputs=["hi"], assertions=[], case={"repeat": 3}, record=False
+    )
     installed = _count_installs(monkeypatch)
     result = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local")
     result.assert_outcomes(passed=1)
@@ -274,7 +294,7 @@ def test_record_mode_records_once_whatever_the_command_line_repeat(
     nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = nodeval_project.path / "scenarios"
-    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[])
+    write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[], record=False)
     installed = _count_installs(monkeypatch)
     result = nodeval_project.runpytest(
         "--nodeval-mode", "record", "--nodeval-world", "local", "--repeat", "4"

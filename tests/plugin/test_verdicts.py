@@ -480,7 +480,7 @@ def test_record_mode_keeps_the_golden_journal_when_the_attempt_fails(
         "--nodeval-mode", "record", "--nodeval-world", "local", "--nodeval-record-force"
     )
     result.stdout.fnmatch_lines(
-        ["nodeval: recorded: scenarios/hello/journal (failed, from _sessions/hello/r1/journal)"]
+        ["nodeval: recorded: scenarios/hello/journal (changed: *; failed, from _sessions/*)"]
     )
     assert b"Goodbye." in (case_dir / "journal" / "events.jsonl").read_bytes()
 
@@ -491,9 +491,14 @@ def test_record_mode_prints_each_journal_it_writes(nodeval_project: pytest.Pytes
     result = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["nodeval: recorded: scenarios/hello/journal (passed, from _sessions/hello/r1/journal)"]
+        [
+            "nodeval: recorded: scenarios/hello/journal (new; passed, from _sessions/hello/r1/journal)"
+        ]
     )
-    assert (case_dir / "journal" / "events.jsonl").is_file()
+    journal = {p.name: p.read_bytes() for p in (case_dir / "journal").iterdir()}
+    again = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local")
+    again.stdout.fnmatch_lines(["nodeval: unchanged: scenarios/hello/journal (recorded the same*"])
+    assert {p.name: p.read_bytes() for p in (case_dir / "journal").iterdir()} == journal
 
 
 def test_nodeval_record_keeps_the_journal_when_the_recording_fails_its_assertions(
