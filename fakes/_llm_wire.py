@@ -10,10 +10,12 @@ SDKs do not read are omitted or given fixed values.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
+
+FIXED_CREATED = 1767225600
+"""2026-01-01T00:00:00Z: what every response of the fake says it was created at."""
 
 __all__ = [
     "API_PATHS",
@@ -83,7 +85,9 @@ class Completion:
     cache_write_tokens: int = 0
     """Of input_tokens, written to the prompt cache (only Anthropic reports these)."""
     stop_reason: str | None = None
-    created: int = field(default_factory=lambda: int(time.time()))
+    created: int = FIXED_CREATED
+    """A fixed time, not the clock: a recording of the fake is the same byte for byte each time
+    (nodeval record installs only what changed)."""
 
 
 # ---- reading requests ---------------------------------------------------------------

@@ -192,7 +192,12 @@ def _new_client(fake: MCPOAuthFake, body: dict[str, Any]) -> Client:
         raise OAuthError("invalid_client_metadata", f"unknown scopes {sorted(unknown)}")
     secret = None if method == "none" else secrets.token_hex(32)
     return Client(
-        f"client_{secrets.token_hex(8)}", secret, method, tuple(redirect_uris), grant_types
+        # Numbered, not random: a recording that registers a client is the same every time.
+        f"client_{len(fake.store.clients) + 1:04d}",
+        secret,
+        method,
+        tuple(redirect_uris),
+        grant_types,
     )
 
 

@@ -100,7 +100,9 @@ class Engine:
                 "version": __version__,
                 "session_id": self.session_id,
                 "mode": self.mode,
-                "config_digest": self.config.digest(),
+                # The case's config as written (the header's), not this copy with the fakes'
+                # URLs filled in: their ports change every run, and so would every journal.
+                "config_digest": self.journal.header.config_digest or self.config.digest(),
             },
         )
         for tool in self.tools.values():

@@ -158,20 +158,21 @@ async def _json(response: Any) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def _journaling_authorizer(trail: AuthTrail) -> Any:
+def _journaling_authorizer(trail: AuthTrail, fake_url: str) -> Any:
     """fakes.mcp_oauth's headless authorizer, noting each authorization request it makes."""
     from pytest_nodeval_fakes.mcp_oauth import HeadlessAuthorizer
+
+    parts = urlsplit(fake_url)
+    origin = f"{parts.scheme}://{parts.netloc}"
 
     class JournalingAuthorizer(HeadlessAuthorizer):
         async def redirect(self, authorization_url: str) -> None:
             query = {k: v[0] for k, v in parse_qs(urlsplit(authorization_url).query).items()}
-            trail.note(
-                {
-                    "step": "authorize",
-                    "scope": query.get("scope"),
-                    "resource": query.get("resource"),
-                }
-            )
+            resource = query.get("resource")
+            if resource and resource.startswith(origin):
+                # The fake's port changes every run: "fake/mcp" keeps the journal the same.
+                resource = "fake" + resource.removeprefix(origin)
+            trail.note({"step": "authorize", "scope": query.get("scope"), "resource": resource})
             await super().redirect(authorization_url)
 
     return JournalingAuthorizer()
@@ -236,7 +237,7 @@ class _Connection:
 
             scopes = " ".join(self.spec.scopes) or None
             return headless_oauth_provider(
-                self.url, scopes=scopes, authorizer=_journaling_authorizer(self.trail)
+                self.url, scopes=scopes, authorizer=_journaling_authorizer(self.trail, self.url)
             ), {}
         if self.spec.token_env is None:
             return None, {}
