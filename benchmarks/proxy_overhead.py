@@ -2,7 +2,10 @@
 
 The same anthropic SDK client calls the fake LLM directly and through the proxy (record:
 each exchange journaled to a file, as an attempt does), alternating call by call so load
-lands on both alike. Prints the median per call of each and the difference.
+lands on both alike. Prints the median per call of each and the difference, twice: with the
+client in a process of its own, as a program is (the proxy and the fake share this one, as
+they share pytest's), and with the client in this process too (one interpreter, one GIL for
+all three: how this script measured before).
 
     python benchmarks/proxy_overhead.py --calls 400
 """
@@ -10,7 +13,10 @@ lands on both alike. Prints the median per call of each and the difference.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +37,37 @@ def _call(client: anthropic.Anthropic) -> float:
     start = time.perf_counter()
     client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=MESSAGES)
     return (time.perf_counter() - start) * 1000
+
+
+def alternate(direct_url: str, proxy_url: str, calls: int) -> dict[str, list[float]]:
+    """`calls` calls each to the fake directly and through the proxy, one each in turn."""
+    direct = anthropic.Anthropic(base_url=direct_url, api_key="k", max_retries=0)
+    proxied = anthropic.Anthropic(base_url=proxy_url, api_key="k", max_retries=0)
+    for client in (direct, proxied):  # warm up both connections
+        for _ in range(10):
+            _call(client)
+    times: dict[str, list[float]] = {"direct": [], "proxy": []}
+    for index in range(calls * 2):
+        name = "proxy" if index % 2 else "direct"
+        times[name].append(_call(direct if name == "direct" else proxied))
+    return times
+
+
+def in_a_program(direct_url: str, proxy_url: str, calls: int) -> dict[str, list[float]]:
+    """alternate() in a process of its own (this script again, with --program)."""
+    argv = [sys.executable, __file__, "--program", direct_url, proxy_url, str(calls)]
+    done = subprocess.run(argv, check=True, capture_output=True, text=True)
+    times: dict[str, list[float]] = json.loads(done.stdout)
+    return times
+
+
+def report(placement: str, times: dict[str, list[float]]) -> None:
+    direct_ms = statistics.median(times["direct"])
+    proxy_ms = statistics.median(times["proxy"])
+    print(f"{placement}: calls per variant {len(times['direct'])} / {len(times['proxy'])}")
+    print(f"  direct to the fake: median {direct_ms:.3f} ms per call")
+    print(f"  through the proxy:  median {proxy_ms:.3f} ms per call")
+    print(f"  proxy adds:         {proxy_ms - direct_ms:.3f} ms per call (target <= 1 ms)")
 
 
 def start_costs(rounds: int) -> None:
@@ -79,6 +116,10 @@ def start_costs(rounds: int) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--program"]:  # the client half, in its own process
+        direct_url, proxy_url, calls = sys.argv[2:5]
+        print(json.dumps(alternate(direct_url, proxy_url, int(calls))))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="calls per variant")
     parser.add_argument("--starts", type=int, default=30, help="rounds of the start costs")
@@ -95,34 +136,18 @@ def main() -> None:
         engine=EngineInfo(version="bench"),
         source="live",
     )
+    answers = (args.calls * 2 + 20) * 2  # both placements, warm-up included
     with (
-        LLMFake(
-            {"responses": [{"text": "milk, eggs and bread " * 10}] * (args.calls * 2 + 20)}
-        ) as fake,
+        LLMFake({"responses": [{"text": "milk, eggs and bread " * 10}] * answers}) as fake,
         tempfile.TemporaryDirectory() as scratch,
     ):
         writer = JournalWriter(Path(scratch) / "journal" if args.journal else None, header)
         upstreams = dict.fromkeys(("anthropic", "openai", "gemini"), fake.url)
         with RecordingProxy(writer, None, upstreams=upstreams) as proxy:
-            env = program_env(proxy.url)
-            direct = anthropic.Anthropic(base_url=fake.url, api_key="k", max_retries=0)
-            proxied = anthropic.Anthropic(
-                base_url=env["ANTHROPIC_BASE_URL"], api_key=env["ANTHROPIC_API_KEY"], max_retries=0
-            )
-            for client in (direct, proxied):  # warm up both connections
-                for _ in range(10):
-                    _call(client)
-            times: dict[str, list[float]] = {"direct": [], "proxy": []}
-            for index in range(args.calls * 2):  # one call each in turn
-                name = "proxy" if index % 2 else "direct"
-                times[name].append(_call(direct if name == "direct" else proxied))
+            proxy_url = program_env(proxy.url)["ANTHROPIC_BASE_URL"]
+            report("program in its own process", in_a_program(fake.url, proxy_url, args.calls))
+            report("program in this process", alternate(fake.url, proxy_url, args.calls))
         writer.close()
-    direct_ms = statistics.median(times["direct"])
-    proxy_ms = statistics.median(times["proxy"])
-    print(f"calls per variant: {len(times['direct'])} / {len(times['proxy'])}")
-    print(f"direct to the fake: median {direct_ms:.3f} ms per call")
-    print(f"through the proxy:  median {proxy_ms:.3f} ms per call")
-    print(f"proxy adds:         {proxy_ms - direct_ms:.3f} ms per call (target <= 1 ms)")
     start_costs(args.starts)
 
 

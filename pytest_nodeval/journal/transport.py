@@ -63,21 +63,34 @@ def response_payload(
     """The final exchange of a request; `retries` counts the tries that failed before it
     (see agent/retries.py), and its presence marks the exchange as final for replay."""
     headers = {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers}
-    text = response.content.decode("utf-8", "replace")
     is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
+    sse = response.content.decode("utf-8", "replace") if is_sse else None
     body = None if is_sse else _parse_json(response.content)
-    sse = text if is_sse else None
     return {
         "provider": provider,
         "status": response.status_code,
         "headers": headers,
         "body": body,
-        "sse": text if is_sse else None,
+        "sse": sse,
         "usage": extract_usage(body, sse),
         "model": extract_model(body, sse) or requested_model,
         "latency_ms": round(latency_ms, 3),
         "retries": int(response.extensions.get(RETRIES_EXTENSION, 0)),
     }
+
+
+def scan_text(raw: bytes, *strings: str) -> str | None:
+    """What the journal's secret scan may read instead of serialising a payload parsed from
+    `raw` (JournalWriter.emit's `text`): the bytes as they came, beside the payload's other
+    `strings`. Only when every string of the JSON shows in them verbatim: an escape (a
+    backslash) could split a secret, a NUL means a UTF-16 or UTF-32 body; then None, and the
+    writer serialises the payload. Most bodies qualify, which spares a dump of each."""
+    if b"\\" in raw or b"\0" in raw:
+        return None
+    try:
+        return "\n".join((*strings, raw.decode("utf-8")))
+    except UnicodeDecodeError:
+        return None
 
 
 def requested_model(payload: dict[str, Any]) -> str | None:
@@ -247,9 +260,22 @@ class RecordingTransport(httpx2.BaseTransport):
         self._inner = inner or httpx2.HTTPTransport(verify=shared_tls_context())
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        payload = request_payload(request, self._provider, self._api, request.read())
-        asked = requested_model(payload)  # read before the journal owns the payload
-        self._journal.emit("llm.request", payload, owned=True)
+        response, _ = self.exchange(request)
+        return _rebuilt(response, request)
+
+    def exchange(
+        self, request: httpx2.Request, payload: dict[str, Any] | None = None
+    ) -> tuple[httpx2.Response, dict[str, Any]]:
+        """handle_request's journaled exchange, for a caller that reads the answer itself
+        (agent/proxy.py): the response read whole, not rebuilt for an SDK to read again, and
+        its `llm.response` payload, which the journal owns (read it, never change it).
+
+        `payload`: the request's `llm.request` payload (request_payload), when the caller has
+        built it to read first; the journal owns it then, so the body is parsed once."""
+        body = request.read()
+        if payload is None:
+            payload = request_payload(request, self._provider, self._api, body)
+        asked = _journal_request(self._journal, payload, request, body)
         start = time.perf_counter()
         token = ROUTED.set(True)
         try:
@@ -260,10 +286,7 @@ class RecordingTransport(httpx2.BaseTransport):
             raise
         finally:
             ROUTED.reset(token)
-        self._journal.emit(
-            "llm.response", response_payload(self._provider, response, _ms(start), asked)
-        )
-        return _rebuilt(response, request)
+        return response, _journal_response(self._journal, self._provider, response, start, asked)
 
     def close(self) -> None:
         self._inner.close()
@@ -283,8 +306,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
         payload = request_payload(request, self._provider, self._api, body)
-        asked = requested_model(payload)  # read before the journal owns the payload
-        self._journal.emit("llm.request", payload, owned=True)
+        asked = _journal_request(self._journal, payload, request, body)
         start = time.perf_counter()
         token = ROUTED.set(True)
         try:
@@ -295,13 +317,36 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
             raise
         finally:
             ROUTED.reset(token)
-        self._journal.emit(
-            "llm.response", response_payload(self._provider, response, _ms(start), asked)
-        )
+        _journal_response(self._journal, self._provider, response, start, asked)
         return _rebuilt(response, request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _journal_request(
+    journal: JournalWriter, payload: dict[str, Any], request: httpx2.Request, body: bytes
+) -> str | None:
+    """Journal an `llm.request` (the journal owns the payload then); the model it names."""
+    asked = requested_model(payload)  # read before the journal owns the payload
+    journal.emit("llm.request", payload, owned=True, text=scan_text(body, request.url.path))
+    return asked
+
+
+def _journal_response(
+    journal: JournalWriter,
+    provider: str,
+    response: httpx2.Response,
+    start: float,
+    asked: str | None,
+) -> dict[str, Any]:
+    """Journal the `llm.response` of a response read whole; its payload, which the journal
+    owns (built afresh here, so it is not copied)."""
+    payload = response_payload(provider, response, _ms(start), asked)
+    model = payload["model"] if isinstance(payload["model"], str) else ""
+    text = scan_text(response.content, provider, model, *payload["headers"].values())
+    journal.emit("llm.response", payload, owned=True, text=text)
+    return payload
 
 
 class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):

@@ -20,6 +20,7 @@ from pytest_nodeval.journal.replay import ReplayStash
 from pytest_nodeval.journal.writer import JournalWriter
 from pytest_nodeval_fakes.llm import LLMFake
 
+_USER_HI = {"role": "user", "content": "hi"}
 SCRIPT = {
     "rules": [
         {
@@ -172,3 +173,91 @@ def test_real_keys_stay_with_the_proxy() -> None:
             )
             assert "real-key" not in program_env(proxy.url).values()
     assert reply.content[0].text == "hello from the fake"
+
+
+def test_one_connection_carries_request_after_request_whatever_the_body_framing(
+    fake: LLMFake,
+) -> None:
+    """Keep-alive, and a body sent by its length or in chunks (a client streaming its upload):
+    each request answered on the same connection and journaled whole."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [_USER_HI]}
+    raw = json.dumps(body).encode()
+    writer = _writer()
+    with RecordingProxy(writer, None, upstreams={"anthropic": fake.url}) as proxy:
+        connection = http.client.HTTPConnection(urlsplit(proxy.url).netloc)
+        sockets = []
+        for chunked in (False, True, False):
+            connection.request(
+                "POST",
+                "/anthropic/v1/messages",
+                body=iter([raw[:10], raw[10:]]) if chunked else raw,
+                headers={"content-type": "application/json"},
+                encode_chunked=chunked,
+            )
+            sockets.append(connection.sock)
+            response = connection.getresponse()
+            assert response.status == 200
+            assert json.loads(response.read())["content"][0]["text"] == "hello from the fake"
+        connection.close()
+    assert len(set(map(id, sockets))) == 1, "the proxy closed a kept-alive connection"
+    requests = [e.payload_dict()["body"] for e in writer.events if e.type == "llm.request"]
+    assert requests == [body] * 3
+
+
+def test_a_client_that_asks_first_gets_a_100_continue(fake: LLMFake) -> None:
+    """curl sends `Expect: 100-continue` before a large body and waits for the go-ahead."""
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    raw = json.dumps({"model": "m", "max_tokens": 8, "messages": [_USER_HI]}).encode()
+    head = (
+        "POST /anthropic/v1/messages HTTP/1.1\r\nhost: proxy\r\nexpect: 100-continue\r\n"
+        f"content-length: {len(raw)}\r\nconnection: close\r\n\r\n"
+    )
+    with RecordingProxy(_writer(), None, upstreams={"anthropic": fake.url}) as proxy:
+        address = urlsplit(proxy.url)
+        with socket.create_connection((address.hostname, address.port), timeout=10) as client:
+            client.sendall(head.encode())
+            assert client.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+            client.sendall(raw)
+            answer = b"".join(iter(lambda: client.recv(65536), b""))  # until the proxy closes
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"hello from the fake" in answer
+
+
+def test_a_request_it_cannot_read_gets_a_400_and_the_connection_closes(fake: LLMFake) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    with RecordingProxy(_writer(), None, upstreams={"anthropic": fake.url}) as proxy:
+        address = urlsplit(proxy.url)
+        with socket.create_connection((address.hostname, address.port), timeout=10) as client:
+            client.sendall(b"POST /anthropic/v1/messages HTTP/1.1\r\ncontent-length: x\r\n\r\n")
+            answer = b"".join(iter(lambda: client.recv(65536), b""))  # until the proxy closes
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert b"connection: close" in answer
+    assert b"is not a length" in answer
+
+
+def test_a_key_in_the_traffic_never_reaches_the_journal(fake: LLMFake, tmp_path: Path) -> None:
+    """The journal's scan reads each body as it came (no JSON escape in it) or the payload
+    serialised again (an escape in it): either way a key the program sends is redacted."""
+    key = "sk-ant-api03-abcdefghijklmnop"
+    writer = _writer(tmp_path / "journal")
+    with RecordingProxy(writer, None, upstreams={"anthropic": fake.url}) as proxy:
+        claude, _ = _clients(proxy.url)
+        for text in (f"my key is {key}", f'my "key" is {key}'):  # the second has escapes
+            claude.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=8,
+                messages=[{"role": "user", "content": text}],
+            )
+    writer.close()
+    written = (tmp_path / "journal" / "events.jsonl").read_text()
+    assert key not in written
+    assert written.count("[REDACTED]") == 2
