@@ -15,7 +15,12 @@ Truth mixes (per-scenario true pass rates, drawn once per configuration, numpy s
     .venv/bin/python benchmarks/calibrate_gate.py                # everything (~10-18 min, 2 procs)
     .venv/bin/python benchmarks/calibrate_gate.py --quick        # 10x fewer runs
     .venv/bin/python benchmarks/calibrate_gate.py --only power   # one section (--only takes
-                                                                 # aa, timing, power, latency, cost)
+                                                  # aa, timing, power, latency, cost, pilot)
+
+The pilot section (issue 29.6) runs the timed configurations twice per replication: as CI does,
+where a latency, token or cost bootstrap stops after its 200-resample pilot when the decision is
+clear, and with every one of the 4,000 resamples. It counts the runs where any gate's verdict
+differs (the goal: none) and the bounds the pilot decided alone.
 
 Replications run in fixed chunks with spawned seeds: the figures do not depend on --workers.
 """
@@ -26,13 +31,14 @@ import argparse
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from statistics import NormalDist
 
 import numpy as np
 
 from pytest_nodeval.gate import CaseSample, Diff, GateName, GatePolicy, Verdict, compare
+from pytest_nodeval.stats import significance
 from pytest_nodeval.stats.run_stats import wilson_interval
 from pytest_nodeval.stats.significance import sign_flip_p_value
 from pytest_nodeval.stats.special import t_cdf
@@ -55,6 +61,7 @@ class Config:
     timed: bool = False  # also draw latencies, tokens and costs (every gate sees data)
     slowdown: float = 1.0  # current latencies multiplied by this, every scenario
     dearer: float = 1.0  # current costs multiplied by this, every scenario (tokens unchanged)
+    pilot_check: bool = False  # also compare with every bootstrap resample (no early stop)
 
 
 def true_rates(mix: str, scenarios: int) -> np.ndarray:
@@ -145,7 +152,33 @@ def simulate_chunk(config: Config, reps: int, seed: np.random.SeedSequence) -> C
         candidate = simulate_run(
             rng, current, config.repeats, medians, config.slowdown, config.dearer
         )
-        counts.update(tally(compare(baseline, candidate, POLICY)))
+        diff = compare(baseline, candidate, POLICY)
+        counts.update(tally(diff))
+        if config.pilot_check:
+            counts.update(pilot_tally(diff, compare_in_full(baseline, candidate)))
+    return counts
+
+
+def compare_in_full(baseline: list[CaseSample], current: list[CaseSample]) -> Diff:
+    """compare() with the bootstraps' pilot as long as the whole run: no early decision."""
+    pilot = significance._PILOT_RESAMPLES
+    significance._PILOT_RESAMPLES = POLICY.bootstrap_iterations
+    try:
+        return compare(baseline, current, POLICY)
+    finally:
+        significance._PILOT_RESAMPLES = pilot
+
+
+def pilot_tally(diff: Diff, full: Diff) -> Counter[str]:
+    """Whether stopping after the pilot changed a verdict, and which bounds it decided alone."""
+    counts: Counter[str] = Counter()
+    verdicts = [(g.name, g.verdict) for g in diff.gates]
+    counts["pilot changed a verdict"] = int(verdicts != [(g.name, g.verdict) for g in full.gates])
+    for gate, whole in zip(diff.gates, full.gates, strict=True):
+        bound, full_bound = gate.numbers.get("lower_bound"), whole.numbers.get("lower_bound")
+        if gate.name is not GateName.SUITE_PASS_RATE and bound is not None:
+            counts[f"{gate.name} bootstrapped"] += 1
+            counts[f"{gate.name} pilot decided"] += int(bound != full_bound)
     return counts
 
 
@@ -169,6 +202,18 @@ def paired_limit(config: Config, honest: bool = False) -> float:
     noise = rates * (1 - rates) + (current * (1 - current) if honest else rates * (1 - rates))
     sd_mean = (float(np.mean(noise)) / (config.repeats * config.scenarios)) ** 0.5
     return 1.0 - NormalDist().cdf(NormalDist().inv_cdf(0.99) - config.drop / sd_mean)
+
+
+def pilot_summary(counts: Counter[str], runs: int) -> str:
+    decided = ", ".join(
+        f"{g}: pilot alone {counts[f'{g} pilot decided']}/{counts[f'{g} bootstrapped']}"
+        for g in GATES[2:]
+        if counts[f"{g} bootstrapped"]
+    )
+    changed = counts["pilot changed a verdict"]
+    return f"verdict changed by the pilot in {changed}/{runs} runs" + (
+        f" ({decided})" if decided else ""
+    )
 
 
 def share(count: int, runs: int) -> str:
@@ -226,7 +271,25 @@ def sections(quick: bool) -> dict[str, list[tuple[Config, str]]]:
         (Config("mixed", 50, 10, latency_runs, timed=True, dearer=factor), "")
         for factor in (1.2, 1.3)
     ] + [(Config("mixed", 20, 3, latency_runs, timed=True, dearer=1.3), "")]
-    return {"aa": aa, "timing": timing, "power": power, "latency": latency, "cost": cost}
+    # A/A timed rows at a tenth of their runs, slowdown and cost rows at a quarter: each run
+    # compares twice, and the full bootstraps are what the pilot saves.
+    pilot = [
+        (
+            replace(
+                c, runs=c.runs // (4 if c.slowdown != 1 or c.dearer != 1 else 10), pilot_check=True
+            ),
+            "",
+        )
+        for c, _ in timing + latency + cost
+    ]
+    return {
+        "aa": aa,
+        "timing": timing,
+        "power": power,
+        "latency": latency,
+        "cost": cost,
+        "pilot": pilot,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,7 +299,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=20261130)
     args = parser.parse_args(argv)
-    chosen = set(filter(None, args.only.split(","))) or {"aa", "timing", "power", "latency", "cost"}
+    every = {"aa", "timing", "power", "latency", "cost", "pilot"}
+    chosen = set(filter(None, args.only.split(","))) or every
     print(f"live mode, default {POLICY}")
     started = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
@@ -263,6 +327,8 @@ def main(argv: list[str] | None = None) -> None:
                     goal = f"x{config.slowdown:g} p95: FAIL wanted"
                 elif config.dearer != 1.0:
                     goal = f"x{config.dearer:g} cost per attempt: cost FAIL wanted"
+                if config.pilot_check:
+                    goal = "; ".join(filter(None, [goal, pilot_summary(counts, config.runs)]))
                 print_row(config, config.runs, counts, time.perf_counter() - begun, goal)
     print(f"\ntotal {time.perf_counter() - started:.0f} s wall")
 

@@ -45,7 +45,15 @@ def resolve(path: Path) -> Path:
 
 
 def load(path: Path) -> RunReport:
-    return load_report(resolve(path))
+    """A report that the gate can compare: data no gate can use (a NaN latency, a negative
+    cost, a latency without its attempt) is one error naming the file, case and field."""
+    report_path = resolve(path)
+    report = load_report(report_path)
+    try:
+        samples(report)
+    except ValueError as exc:
+        raise NodevalError(f"{report_path}: not usable by the gate: {exc}") from None
+    return report
 
 
 def samples(report: RunReport) -> list[CaseSample]:

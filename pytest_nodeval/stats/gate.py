@@ -6,9 +6,10 @@ least as large as its practical threshold; the shares sum to alpha, so an unchan
 FAILs at most alpha of the time (docs/statistics.md §4). A large change without
 significance is INCONCLUSIVE: never passed silently, never failed.
 
-Between two deterministic replays there is nothing to estimate (§5): a case that fails
-more often than in the baseline has regressed at any repeat count, the thresholds are
-plain thresholds, and no verdict asks for repeats.
+Between two deterministic replays, or a replay of a record baseline's journals, there is
+nothing to estimate (§5): a case that fails more often than in the baseline has regressed at
+any repeat count (whatever ``fail_on_scenario_drop`` says), the thresholds are plain
+thresholds, and no verdict asks for repeats.
 
 Pure functions over plain values; numpy/scipy are imported lazily by ``significance``.
 The schema lives in ``gate_models``; callers import ``pytest_nodeval.gate``.
@@ -20,6 +21,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
+from functools import lru_cache
 from statistics import NormalDist, StatisticsError, correlation, fmean, stdev
 from typing import Literal
 
@@ -61,6 +63,7 @@ _MDE_POWER = 0.80
 # Planning assumption E[p(1-p)] when the baseline shows no within-case noise (§7.2).
 _DEFAULT_WITHIN_VARIANCE = 0.10
 _DETERMINISTIC = "deterministic"
+_RECORD = "record"
 Pair = tuple[CaseSample, CaseSample]
 
 
@@ -74,13 +77,15 @@ def compare(
 ) -> Diff:
     """Diff two runs case by case and evaluate every enabled gate (docs/statistics.md §1.2, §3).
 
-    The modes are those of ``pytest_nodeval.modes``; only two deterministic replays are
-    compared without statistics (§5).
+    The modes are those of ``pytest_nodeval.modes``; a deterministic current run against a
+    deterministic or record baseline is compared without statistics (§5). A case with no
+    graded attempt in a run is not in that run: listed as new or missing, never compared. A
+    current run with no graded attempt at all FAILs the suite gate (§3.2), never passes.
     """
     for mode in (baseline_mode, current_mode):
         if mode not in MODES:
             raise ValueError(f"unknown run mode {mode!r}; expected one of {', '.join(MODES)}")
-    replay = baseline_mode == current_mode == _DETERMINISTIC
+    replay = _replay_rules(baseline_mode, current_mode)
     base, cur = _by_id(baseline, "baseline"), _by_id(current, "current")
     pairs = [(base[case_id], cur[case_id]) for case_id in sorted(base.keys() & cur.keys())]
     regression_tests = {} if replay else _regression_tests(pairs, policy)
@@ -97,7 +102,7 @@ def compare(
     ]
     suite = _suite_comparison(pairs, policy)
     gates = [
-        _suite_gate(suite, cases, policy, replay),
+        _suite_gate(suite, cases, policy, replay, empty_run=not cur),
         _scenario_gate(cases, pairs, policy, replay),
         latency_gate(cases, pairs, policy, replay),
         _tokens_gate(pairs, policy, replay),
@@ -108,7 +113,7 @@ def compare(
         baseline_mode=baseline_mode,
         current_mode=current_mode,
         deterministic=replay,
-        notes=_mode_notes(baseline_mode, current_mode),
+        notes=_mode_notes(baseline_mode, current_mode, replay),
         cases=cases,
         new_cases=sorted(cur.keys() - base.keys()),
         missing_cases=sorted(base.keys() - cur.keys()),
@@ -117,22 +122,48 @@ def compare(
     )
 
 
-def _mode_notes(baseline_mode: str, current_mode: str) -> list[str]:
+def _replay_rules(baseline_mode: str, current_mode: str) -> bool:
+    """Whether both runs' outcomes are exact, so every difference is real (§5).
+
+    A deterministic run replays its case's golden journal; a record run is the live run that
+    wrote that journal. Replaying a record baseline's journals reproduces its attempts
+    exactly, so that pair is replay-exact by construction. The reverse is not: a record
+    current run called the live model again, and its outcomes are samples.
+    """
+    return current_mode == _DETERMINISTIC and baseline_mode in (_DETERMINISTIC, _RECORD)
+
+
+def _mode_notes(baseline_mode: str, current_mode: str, replay: bool) -> list[str]:
     if baseline_mode == current_mode:
         return []
+    modes = f"modes differ: baseline {baseline_mode}, current {current_mode}"
+    if replay:
+        return [
+            f"{modes}; the current run replays the journals the baseline recorded, so both "
+            "are exact and are compared by the replay rules"
+        ]
+    why = (
+        "; the record run called the live model, so its outcomes are samples"
+        if _RECORD in (baseline_mode, current_mode)
+        else ""
+    )
     note = (
-        f"modes differ: baseline {baseline_mode}, current {current_mode}; compared as live "
-        "runs with the statistical gates, and part of any change may be the mode's"
+        f"{modes}{why}; compared as live runs with the statistical gates, and part of any "
+        "change may be the mode's"
     )
     return [note]
 
 
 def _by_id(samples: Sequence[CaseSample], run: str) -> dict[str, CaseSample]:
+    """The run's cases with a graded attempt: one with none is not in the run (new/missing)."""
     by_id: dict[str, CaseSample] = {}
+    seen: set[str] = set()
     for sample in samples:
-        if sample.case_id in by_id:
+        if sample.case_id in seen:
             raise ValueError(f"case id {sample.case_id!r} appears twice in the {run} run")
-        by_id[sample.case_id] = sample
+        seen.add(sample.case_id)
+        if sample.attempts:
+            by_id[sample.case_id] = sample
     return by_id
 
 
@@ -199,8 +230,9 @@ def _movement(delta: float) -> Movement:
 
 
 def _replay_case_verdict(delta: float, policy: GatePolicy) -> Verdict:
-    """Replay is deterministic: any drop is a real change, whatever the repeats."""
-    return Verdict.FAIL if policy.fail_on_scenario_drop and delta < -_EPS else Verdict.OK
+    """Replay is deterministic: any drop is a real change, whatever the repeats and whatever
+    ``fail_on_scenario_drop`` says (a threshold against noise, and replay has none)."""
+    return Verdict.FAIL if delta < -_EPS else Verdict.OK
 
 
 def _case_verdict(delta: float, test: tuple[float, float] | None, policy: GatePolicy) -> Verdict:
@@ -219,10 +251,11 @@ def _scenario_gate(
 ) -> GateResult | None:
     """G2, per-case regression: Boschloo per case, Holm across cases (docs/statistics.md §3.3).
 
-    Between deterministic replays any drop of a case FAILs (§5).
+    Between deterministic replays any drop of a case FAILs, even with the gate's threshold at
+    0: the threshold sizes a drop worth testing against noise, and replay has none (§5).
     """
     threshold = policy.fail_on_scenario_drop
-    if not threshold:
+    if not threshold and not replay:
         return None
     changes = sorted(
         ((case.case_id, case.pass_rate) for case in cases if case.pass_rate),
@@ -303,9 +336,7 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
         )
     level = policy.level(GateName.SUITE_PASS_RATE)
     rates_b, rates_c = [_rate(b) for b, _ in graded], [_rate(c) for _, c in graded]
-    diffs = [
-        float(Fraction(c.passed, c.attempts) - Fraction(b.passed, b.attempts)) for b, c in graded
-    ]
+    diffs = [_exact_difference(b.passed, b.attempts, c.passed, c.attempts) for b, c in graded]
     n, delta = len(diffs), fmean(diffs)
     # delta, SE and interval describe the equal-weighted suite pass rate; the p-value is the
     # weighted sign-flip test, which is exact at any S and gains power by weighting each
@@ -329,6 +360,11 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
     )
 
 
+@lru_cache(maxsize=4096)  # at R repeats only (R + 1)^2 distinct tables
+def _exact_difference(passed_b: int, attempts_b: int, passed_c: int, attempts_c: int) -> float:
+    return float(Fraction(passed_c, attempts_c) - Fraction(passed_b, attempts_b))
+
+
 def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     try:
         return correlation(xs, ys)
@@ -337,15 +373,31 @@ def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def _suite_gate(
-    suite: SuiteComparison, cases: Sequence[CaseDiff], policy: GatePolicy, replay: bool
+    suite: SuiteComparison,
+    cases: Sequence[CaseDiff],
+    policy: GatePolicy,
+    replay: bool,
+    *,
+    empty_run: bool,
 ) -> GateResult | None:
     """G1, suite pass-rate regression: weighted sign-flip test and the practical drop
-    (docs/statistics.md §3.2); a plain threshold between deterministic replays (§5)."""
+    (docs/statistics.md §3.2); a plain threshold between deterministic replays (§5).
+
+    A current run with no graded attempt FAILs it, even with the gate off: a run that
+    graded nothing has shown nothing, and must not pass as "no drop"."""
     threshold = policy.fail_on_score_drop
-    if not threshold:
+    if not threshold and not empty_run:
         return None
     level = policy.level(GateName.SUITE_PASS_RATE)
-    if replay:
+    if empty_run:
+        verdict, reason = (
+            Verdict.FAIL,
+            (
+                "the current run graded no attempt (no case, or every case with 0 attempts): "
+                "nothing to compare with the baseline"
+            ),
+        )
+    elif replay:
         verdict, reason = _replay_suite_verdict(suite, threshold)
     else:
         verdict, reason = _suite_verdict(suite, threshold, level)
@@ -398,6 +450,13 @@ def _suite_verdict(suite: SuiteComparison, threshold: float, level: float) -> tu
         return Verdict.INCONCLUSIVE, f"{fell}, {not_significant}: add repeats or scenarios"
     if significant:
         return Verdict.OK, f"{fell}: significant but under the {limit_pp(threshold)} threshold"
+    if suite.standard_error == 0.0:
+        # Zero width: every scenario moved alike (4 cases at 10/10 twice), which says nothing
+        # of how far the suite could drop; such an interval certifies nothing.
+        return Verdict.OK, (
+            f"no significant suite drop ({rates}); every paired scenario changed by the same "
+            "amount, so no interval bounds the drop"
+        )
     if suite.ci_low is not None and suite.ci_low > -threshold:
         bound = f"lower bound {pp(suite.ci_low, signed=True)}"
         return Verdict.OK, f"no suite drop of {limit_pp(threshold)} or more ({bound})"

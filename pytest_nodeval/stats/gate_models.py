@@ -6,6 +6,8 @@ pydantic model with an attribute docstring on every field.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -51,13 +53,48 @@ class CaseSample:
     """The design stopped this case before its cap (regressed or no regression): a large
     drop it let go is not INCONCLUSIVE, since more repeats were judged not to change it."""
 
+    def __post_init__(self) -> None:
+        """Refuse data no gate can use: one NaN latency turned a x3 slowdown into a WARN, one
+        negative cost hid a x3 cost rise (issue 29). Raises ValueError naming the field."""
+        where = f"case {self.case_id!r}"
+        for index, outcome in enumerate(self.outcomes):
+            if not isinstance(outcome, bool):
+                raise ValueError(
+                    f"{where}: outcomes[{index}] is {outcome!r}; expected True (passed) or "
+                    "False (failed)"
+                )
+        for name, unit in (
+            ("latencies_ms", "milliseconds"),
+            ("tokens", "tokens"),
+            ("costs", "USD"),
+        ):
+            values = getattr(self, name)
+            if len(values) > len(self.outcomes):
+                raise ValueError(
+                    f"{where}: {len(values)} {name} for {len(self.outcomes)} outcomes; expected "
+                    "at most one per graded attempt"
+                )
+            for index, value in enumerate(values):
+                if not _non_negative_finite(value):
+                    raise ValueError(
+                        f"{where}: {name}[{index}] is {value!r}; expected a finite number "
+                        f">= 0 ({unit})"
+                    )
+
     @property
     def attempts(self) -> int:
         return len(self.outcomes)
 
     @property
     def passed(self) -> int:
-        return sum(1 for outcome in self.outcomes if outcome)
+        return self.outcomes.count(True)  # every outcome is a bool (__post_init__)
+
+
+def _non_negative_finite(value: object) -> bool:
+    # numbers.Real takes numpy's numbers too; a bool is a flag, not an amount.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return math.isfinite(value) and float(value) >= 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +110,7 @@ class GatePolicy:
     """Suite gate: absolute drop in the paired suite pass rate (5 pp)."""
     fail_on_scenario_drop: float = 0.20
     """Per-case gate: absolute drop in one case's pass rate that a significant drop must
-    reach to FAIL (20 pp). Replay: any drop of a case FAILs while this gate is on."""
+    reach to FAIL (20 pp). Replay: any drop of a case FAILs, even with this at 0."""
     fail_on_latency_p95_increase: float = 0.25
     """Latency gate: relative rise of the p95 (0.25 = p95 x 1.25): of the pooled p95 between
     live runs, of each case's p95 between deterministic replays."""
@@ -335,7 +372,8 @@ class Diff(BaseModel):
     current_mode: str | None = None
     """The current run's mode."""
     deterministic: bool = False
-    """True when both runs are deterministic replays: thresholds are plain, no statistics."""
+    """True when the current run is a deterministic replay of a deterministic or record
+    baseline: both exact, so thresholds are plain, no statistics (docs/statistics.md §5)."""
     notes: list[str] = []
     """Caveats a reader must see, such as runs of different modes; printed in the diff table."""
     cases: list[CaseDiff]

@@ -9,6 +9,7 @@ percentile of a handful of numbers. Each function here is checked against scipy 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -84,7 +85,13 @@ def t_ppf(p: float, df: float) -> float:
 @lru_cache(maxsize=512)
 def _harrell_davis_weights(n: int, q: float) -> tuple[float, ...]:
     a, b = q * (n + 1), (1.0 - q) * (n + 1)
-    cdf = [regularized_beta(a, b, i / n) for i in range(n + 1)]
+    # The Beta's mass lies within a few sqrt(n q (1-q)) ranks of q n: outside 40 of them
+    # (plus 20) its CDF is 0 or 1 to double precision. A pooled p95 over 100,000 latencies
+    # then needs ~5,600 incomplete betas, not 100,000.
+    reach = 40.0 * math.sqrt(n * q * (1.0 - q)) + 20.0
+    low, high = max(0, math.floor(q * n - reach)), min(n, math.ceil(q * n + reach))
+    cdf = [0.0] * low + [regularized_beta(a, b, i / n) for i in range(low, high + 1)]
+    cdf += [1.0] * (n - high)
     return tuple(cdf[i + 1] - cdf[i] for i in range(n))
 
 
@@ -101,4 +108,4 @@ def harrell_davis_quantile(values: Sequence[float], q: float) -> float:
         raise ValueError(f"quantile level must be in (0, 1), got {q}")
     ordered = sorted(values)
     weights = _harrell_davis_weights(len(ordered), q)
-    return math.fsum(w * v for w, v in zip(weights, ordered, strict=True))
+    return math.fsum(map(operator.mul, weights, ordered))  # both of length n

@@ -413,7 +413,10 @@ def test_nodeval_baseline_gates_with_the_runs_ini_policy(nodeval_project: pytest
     result = nodeval_project.runpytest(*args, "--nodeval-baseline=reports/baseline.json")
     report = _report(nodeval_project)
     assert report.gate_policy == {"fail_on_scenario_drop": 0.0, "fail_on_score_drop": 0.9}
-    assert report.gate is not None and report.gate["breached"] == [] and result.ret == 0
+    # The suite's 60 pp drop is under the ini's 90 pp; between two replays any drop of a case
+    # is a regression whatever fail_on_scenario_drop says (docs/statistics.md).
+    assert report.gate is not None and report.gate["breached"] == ["scenario_regression"]
+    assert result.ret != 0
     command = subprocess.run(
         [
             sys.executable,
@@ -429,12 +432,10 @@ def test_nodeval_baseline_gates_with_the_runs_ini_policy(nodeval_project: pytest
         capture_output=True,
         text=True,
     )
-    assert command.returncode == 0, command.stdout + command.stderr
+    assert command.returncode != 0, command.stdout + command.stderr
     diff = json.loads((nodeval_project.path / "diff.json").read_text())
-    assert (
-        diff["policy"] == report.gate["policy"]
-        and diff["breached"] == report.gate["breached"] == []
-    )
+    assert diff["policy"] == report.gate["policy"]
+    assert diff["breached"] == report.gate["breached"] == ["scenario_regression"]
 
 
 def test_the_seeds_latency_key_is_an_alias(nodeval_project: pytest.Pytester) -> None:
@@ -491,9 +492,7 @@ def test_record_mode_prints_each_journal_it_writes(nodeval_project: pytest.Pytes
     result = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        [
-            "nodeval: recorded: scenarios/hello/journal (new; passed, from _sessions/hello/r1/journal)"
-        ]
+        ["nodeval: recorded: scenarios/hello/journal (new; passed, from _sessions/hello/r1/*)"]
     )
     journal = {p.name: p.read_bytes() for p in (case_dir / "journal").iterdir()}
     again = nodeval_project.runpytest("--nodeval-mode", "record", "--nodeval-world", "local")

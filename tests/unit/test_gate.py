@@ -390,9 +390,10 @@ def test_new_and_missing_cases_are_listed_and_left_out_of_the_pairing() -> None:
     assert diff.verdict is Verdict.OK
 
 
-def test_cases_without_graded_attempts_are_not_compared_on_pass_rate() -> None:
+def test_a_case_without_graded_attempts_is_not_in_that_run() -> None:
+    # Issue 29.3: a case with 0 attempts is listed as new (or missing), never paired.
     diff = compare([sample("c", 0, 0)], [sample("c", 5)], POLICY)
-    assert diff.cases[0].pass_rate is None
+    assert diff.cases == [] and diff.new_cases == ["c"] and diff.missing_cases == []
     assert diff.suite.scenarios == 0
     assert gate(diff, GateName.SUITE_PASS_RATE).verdict is Verdict.OK
 

@@ -249,12 +249,12 @@ def test_a_suite_wide_slowdown_fails_on_the_pooled_p95() -> None:
     assert result.numbers["ratio"] == pytest.approx(1.5)
     assert result.numbers["latencies_per_run"] == 500
     assert result.numbers["lower_bound"] is not None and result.numbers["lower_bound"] > 1.0
-    # x1.3 is material, but at the gate's 0.125% the two-stage bootstrap of 50 x 10 cannot
-    # separate it from noise (benchmarks/README.md gives the power): a re-run, not a pass.
-    assert (
-        gate(compare(baseline, scaled(1.3), POLICY), GateName.LATENCY_P95).verdict
-        is Verdict.INCONCLUSIVE
-    )
+    # x1.3 is material, and at the gate's 0.125% the two-stage bootstrap of 50 x 10 puts its
+    # lower bound at the edge of 1 (0.99-1.04 over bootstrap seeds, before issue 29 as after):
+    # FAIL or a re-run, never a pass (benchmarks/README.md gives the power).
+    edge = gate(compare(baseline, scaled(1.3), POLICY), GateName.LATENCY_P95)
+    assert edge.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE)
+    assert edge.numbers["lower_bound"] == pytest.approx(1.0, abs=0.06)
     same = [
         sample(f"c{j:02d}", 10, 10, lat) for j, lat in enumerate(lognormal_run(rng, medians, 10))
     ]
