@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ..conftest import PROJECT_INI, PYTEST_ADDOPTS, write_case
 
@@ -218,6 +219,10 @@ def test_record_mode_that_cannot_install_a_passed_recording_says_how_much_room_i
     disk has none for the new journal."""
     project = _project(small_disk)
     golden = (project / CASE_DIR / "journal" / "events.jsonl").read_bytes()
+    # A new turn, so the recording differs from the journal and must be installed (the same
+    # recording again is left as it is).
+    inputs = project / CASE_DIR / "input" / "inputs.yaml"
+    inputs.write_text(yaml.safe_dump({"user": {"kind": "scripted", "inputs": ["hi again"]}}))
     _fill(small_disk)
     reports = tmp_path / "reports"
     done = _run(
