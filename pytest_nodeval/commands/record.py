@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         metavar="PATH",
-        help="Case directories, or roots whose case directories are all recorded.",
+        help="Case directories (or their case.yaml), or roots whose cases are all recorded.",
     )
     parser.add_argument(
         "--world",
@@ -169,10 +169,11 @@ def _case_dirs(paths: list[Path]) -> list[Path]:
             if not cases:
                 raise NodevalError(f"{path}: no case directories under it (none has a {CASE_FILE})")
             found += cases
+        elif path.name == CASE_FILE and path.is_file():
+            found.append(path.parent)  # the case's own file, as an editor passes it
         else:
-            raise NodevalError(
-                f"{path}: not a case directory or a directory of cases (no such directory)"
-            )
+            what = "a file" if path.exists() else "no such directory"
+            raise NodevalError(f"{path}: not a case directory or a directory of cases ({what})")
     return list(dict.fromkeys(found))
 
 

@@ -361,6 +361,16 @@ NODEVAL = [
         "nodeval record: error: the following arguments are required: PATH",
     ),
     Wrong(
+        "record-a-file",
+        "nodeval record afile",
+        "nodeval record: afile: not a case directory or a directory of cases (a file)",
+    ),
+    Wrong(
+        "record-nothing-there",
+        "nodeval record nope",
+        "nodeval record: nope: not a case directory or a directory of cases (no such directory)",
+    ),
+    Wrong(
         "record-world-podman",
         "nodeval record scenarios/hello --world podman",
         "nodeval record: error: argument --world: invalid choice: 'podman'*",

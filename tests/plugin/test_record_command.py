@@ -309,3 +309,13 @@ def test_record_mode_records_once_whatever_the_command_line_repeat(
             "the runs that replay or run live",
         ]
     )
+
+
+def test_record_takes_a_cases_own_file_as_an_editor_passes_it(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    root = nodeval_project.path / "scenarios"
+    case_dir = write_case(root, "hello", script=ANSWER, inputs=["hi"], assertions=[], record=False)
+    done = _nodeval(nodeval_project.path, "record", "scenarios/hello/case.yaml", "--world", "local")
+    assert done.returncode == 0, done.stderr
+    assert (case_dir / "journal" / "events.jsonl").is_file()
