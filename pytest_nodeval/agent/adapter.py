@@ -485,7 +485,7 @@ def run_agent(
         if stash is not None:
             stash.check_complete()
     except ReplayStopped as stop:
-        status, divergence = "error", str(stop.divergence)
+        status, divergence = "divergence", str(stop.divergence)
     except Exception as exc:  # the agent failed: that is an observation, not a harness crash
         status, reason = "error", f"{type(exc).__name__}: {exc}"
         infra = infrastructure_failure(exc)
@@ -494,7 +494,7 @@ def run_agent(
     if stash is not None and stash.stopped is not None and divergence is None:
         # A framework that gathers its tasks' outcomes can turn the stop into something else
         # (LangChain's async batch reads it as a result): the stash remembers it.
-        status, divergence, reason = "error", str(stash.stopped), None
+        status, divergence, reason = "divergence", str(stash.stopped), None
     if ctx.routes.refusals:  # whatever the agent made of the refused request
         kind, reason = ctx.routes.refusals[0]
         status, divergence, infra = "error", None, kind == "no_key"

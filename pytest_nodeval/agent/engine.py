@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import NodevalError, ProviderError
-from ..journal.replay import ReplayStash
+from ..journal.replay import ReplayStash, ReplayStopped
 from ..journal.writer import JournalWriter
 from ..world import World, snapshot
 from .config import EngineConfig
@@ -118,6 +118,9 @@ class Engine:
             self._end("error", str(exc), "provider", infra=True)
         except NodevalError as exc:
             self._end("error", str(exc), "harness")
+        except ReplayStopped as stop:  # the journal ends saying so, and the attempt stops
+            self._end("divergence", str(stop.divergence), "divergence")
+            raise
         finally:
             self._finish()
         return self._result

@@ -51,7 +51,8 @@ class SessionStart(_Payload):
 
 class SessionEnd(_Payload):
     status: str
-    """"ok", "error" (the agent or a provider failed), "limit" (a budget ran out)."""
+    """"ok", "error" (the agent or a provider failed), "limit" (a budget ran out),
+    "divergence" (replay stopped where the agent did what the journal did not record)."""
     reason: str | None = None
     error_kind: str | None = None
     """What failed: "agent" (a budget ran out), "provider", "harness", "timeout"; for an own

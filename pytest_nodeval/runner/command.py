@@ -81,7 +81,7 @@ def run_command_agent(
     end_session(
         journal,
         stash,
-        "error" if divergence or reason else status,
+        "divergence" if divergence else ("error" if reason else status),
         reason,
         str(divergence) if divergence else None,
         start,

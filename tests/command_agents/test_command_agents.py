@@ -163,6 +163,10 @@ def test_a_program_records_keylessly_replays_offline_and_diverges_on_its_prompt(
     changed.assert_outcomes(failed=1)
     changed.stdout.fnmatch_lines(["*replay of 'scenarios/notes' diverged from its journal*"])
     changed.stdout.fnmatch_lines(["*Be brief.*"])
+    runs = (project.path / "reports").glob("*/_sessions/notes/r1/journal/events.jsonl")
+    observed = max(runs, key=lambda path: path.stat().st_mtime)  # the diverged run's
+    end = yaml.safe_load(observed.read_text().splitlines()[-1])
+    assert end["payload"]["status"] == "divergence" and "Be brief." in end["payload"]["reason"]
 
 
 def test_a_program_that_fails_gives_one_clear_error_with_its_stderr(

@@ -97,6 +97,10 @@ def test_a_changed_system_prompt_is_a_divergence_with_seq_and_diff(
     assert '- "system": "You are a careful assistant.",' in message
     assert '+ "system": "You are a sloppy assistant.",' in message
     assert "nodeval record" in message
+    # The observed journal says so too, with the whole message: a reader of it alone sees why.
+    end = observed.events[-1]
+    assert end.type == "session.end" and end.payload.status == "divergence"
+    assert (end.payload.error_kind, end.payload.reason) == ("divergence", message)
 
 
 def test_a_changed_tool_argument_is_a_divergence(case_dir: Path, tmp_path: Path) -> None:
