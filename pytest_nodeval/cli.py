@@ -71,8 +71,6 @@ EXIT_USAGE = 4
 """pytest's ExitCode.USAGE_ERROR: the same problem exits the same from `pytest` and `nodeval`."""
 EXIT_INFRA = 7
 """The plugin's EXIT_INFRA_ERROR (report/models.py)."""
-_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
-"""A file operation failing with one of these is the machine's fault, not the path's."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .errors import NodevalError
+    from .errors import NodevalError, no_room
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -107,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         # A path the checks did not foresee (a command's own checks name the option first).
         where = f"{exc.filename}: " if exc.filename else ""
-        status = EXIT_INFRA if exc.errno in _MACHINE_ERRNOS else EXIT_USAGE
+        machine = no_room(exc) or exc.errno == errno.EIO  # the disk's fault, not the path's
+        status = EXIT_INFRA if machine else EXIT_USAGE
         return _fail(args.command, f"{where}{exc.strerror or exc}", status)
 
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..agent.config import EngineConfig
 from ..checks.assertions import AssertionsFile
-from ..errors import CaseFormatError, JournalError
+from ..errors import CaseFormatError, JournalError, human_size
 from ..journal.reader import Journal, read_golden, read_header
 from ..journal.writer import recover_journal
 from ..modes import MAX_REPEAT
@@ -260,10 +260,6 @@ MAX_JOURNAL_BYTES = 1 << 30
 """The default of `nodeval_max_journal_bytes`."""
 
 
-def _megabytes(size: int) -> str:
-    return f"{size / 1e6:,.1f} MB" if size >= 100_000 else f"{size:,} bytes"
-
-
 class JournalCache:
     """Parsed golden journals, least recently used first out, bounded by their files' total size.
 
@@ -293,8 +289,8 @@ class JournalCache:
                 return entry[2]
         if size > self.limit_bytes:
             raise JournalError(
-                f"{directory / 'events.jsonl'}: {_megabytes(size)}, more than the "
-                f"{_megabytes(self.limit_bytes)} a golden journal may be "
+                f"{directory / 'events.jsonl'}: {human_size(size)}, more than the "
+                f"{human_size(self.limit_bytes)} a golden journal may be "
                 "(nodeval_max_journal_bytes); raise that ini key, or record a shorter session"
             )
         journal = read_golden(directory)

@@ -32,6 +32,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NO_ROOM_LINE, DiskFullError, NodevalError
+from ..report.models import EXIT_INFRA_ERROR as EXIT_INFRA
 from ..text import printable
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
 SCRIPT = Path("_record") / "record.py"
 PROJECT_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-EXIT_INFRA = 7
-"""cli.EXIT_INFRA: a case that could not record for the machine's sake (pytest's exit for it)."""
 CHILD_GRACE_S = 30.0
 """How long a child process (a record script, a pytest run) gets to clean up when stopped."""
 

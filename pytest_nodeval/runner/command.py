@@ -142,7 +142,9 @@ def _converse(
 
 def _turns(user: Any, journal: JournalWriter) -> list[str]:
     """Every turn up front: the program reads them from stdin, which closes after the last."""
-    if type(user).__name__ == "PersonaUser":
+    from ..people.persona import PersonaUser
+
+    if isinstance(user, PersonaUser):
         raise NodevalError(
             "input/config.yaml: a persona user answers turn by turn, and `stdio: lines` gives "
             "the program every turn at once; set `stdio: jsonl` and have the program speak its "

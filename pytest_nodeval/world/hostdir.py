@@ -1,26 +1,20 @@
 """A world's directory on this machine, with the case's input copied in.
 
 Making it writes to this machine's disk, so a failure there (no room, a read-only file system)
-is the machine's fault, never the agent's: it becomes one WorldError naming the path, which
-ends the attempt as an infrastructure error, instead of a traceback out of shutil.
+is the machine's fault, never the agent's: it becomes one line naming the path (errors.py's
+DiskFullError for a disk with no room, a WorldError otherwise), which ends the attempt as an
+infrastructure error, instead of a traceback out of shutil.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import WorldError
-
-_NO_ROOM = {
-    errno.ENOSPC: ("its disk is full", "free some space"),
-    errno.EDQUOT: ("its disk quota is used up", "free some space"),
-    errno.EROFS: ("its file system is read-only", "point TMPDIR at a writable directory"),
-}
+from ..errors import WorldError, disk_full, no_room
 
 
 def host_directory(
@@ -43,28 +37,20 @@ def host_directory(
     except OSError as exc:
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
-        raise WorldError(cannot_write(exc, backend, root)) from None
+        path, reason = _first_failure(exc)
+        where = Path(path or root or tempfile.gettempdir())
+        if no_room(exc):  # the errors module's one line, as for a journal or a report
+            raise disk_full(exc, where) from None
+        raise WorldError(f"cannot make the {backend} world: {where}: {reason}") from None
     return root
 
 
-def cannot_write(exc: OSError, backend: str, root: Path | None) -> str:
-    """One line for a failure to make a world's files: the path, and what is wrong with it."""
-    path, code, reason = _first_failure(exc)
-    where = path or str(root or tempfile.gettempdir())
-    known = _NO_ROOM.get(code) if code is not None else None
-    if known is not None:
-        what, remedy = known
-        return f"cannot write {where}: {what}; the {backend} world cannot be made ({remedy})"
-    return f"cannot make the {backend} world: {where}: {reason}"
-
-
-def _first_failure(exc: OSError) -> tuple[str | None, int | None, str]:
-    """(path, errno, reason) of the error; of the first file that failed, for a copytree error
+def _first_failure(exc: OSError) -> tuple[str | None, str]:
+    """(path, reason) of the error; of the first file that failed, for a copytree error
     (shutil.Error gathers each file's error as text: "[Errno 28] No space left on device")."""
     if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
         _source, target, why = exc.args[0][0]
-        code = next((c for c in _NO_ROOM if f"[Errno {c}]" in str(why)), None)
-        return str(target), code, str(why)
+        return str(target), str(why)
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     path = exc.filename2 if exc.filename2 is not None else exc.filename
-    return (str(path) if path is not None else None), exc.errno, reason
+    return (str(path) if path is not None else None), reason

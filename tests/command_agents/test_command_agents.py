@@ -155,7 +155,12 @@ def test_a_program_records_keylessly_replays_offline_and_diverges_on_its_prompt(
     ] * 2
 
     project.runpytest().assert_outcomes(passed=1)
+    _diverges_on_a_new_prompt(project, case)
 
+
+def _diverges_on_a_new_prompt(project: pytest.Pytester, case: Path) -> None:
+    """A changed system prompt: replay stops at the program's first request, the run says why
+    and the attempt's journal ends saying so."""
     config = yaml.safe_load((case / "input" / "config.yaml").read_text())
     config["env"]["SYSTEM_PROMPT"] = "Be brief."
     (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
@@ -267,13 +272,7 @@ def test_a_persona_talks_with_a_program_turn_by_turn_in_json_lines(
     assert isinstance(end, dict) and (end["status"], end["user_ending"]) == ("ok", "done")
 
     project.runpytest().assert_outcomes(passed=1)  # the recorded persona, no model asked
-
-    config = yaml.safe_load((case / "input" / "config.yaml").read_text())
-    config["env"]["SYSTEM_PROMPT"] = "Be brief."
-    (case / "input" / "config.yaml").write_text(yaml.safe_dump(config))
-    changed = project.runpytest()
-    changed.assert_outcomes(failed=1)
-    changed.stdout.fnmatch_lines(["*replay of 'scenarios/notes' diverged from its journal*"])
+    _diverges_on_a_new_prompt(project, case)
 
 
 def test_scripted_turns_in_json_lines_alternate_with_the_answers(

@@ -661,6 +661,6 @@ def test_a_golden_journal_over_nodeval_max_journal_bytes_is_refused_in_one_line(
     result = nodeval_project.runpytest("-o", "nodeval_max_journal_bytes=100")
     assert result.ret != 0
     result.stdout.fnmatch_lines(
-        ["*hello/journal/events.jsonl: * bytes, more than the 100 bytes a golden journal may be*"]
+        ["*hello/journal/events.jsonl: *, more than the 100 B a golden journal may be*"]
     )
     assert "Traceback" not in result.stdout.str()

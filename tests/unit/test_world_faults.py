@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_nodeval.checks.assertions import ASSERTION, Evidence, evaluate
-from pytest_nodeval.errors import WorldError
+from pytest_nodeval.errors import DiskFullError
 from pytest_nodeval.journal.events import EVENT_ADAPTER
 from pytest_nodeval.world import snapshot
 from pytest_nodeval.world.local import LocalWorld
@@ -102,7 +102,7 @@ def test_a_world_that_cannot_be_written_is_one_infrastructure_error_naming_the_p
     scratch = tmp_path / "scratch"  # where the world makes its directory: only its own there
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    with pytest.raises(WorldError) as raised:
+    with pytest.raises(DiskFullError) as raised:
         _open(backend, seed)
     message = str(raised.value)
     assert raised.value.infrastructure
@@ -122,7 +122,7 @@ def test_a_copy_error_gathered_by_copytree_names_the_first_file(
     monkeypatch.setattr(shutil, "copytree", copytree)
     seed = tmp_path / "input"
     seed.mkdir()
-    with pytest.raises(WorldError, match=r"cannot write /\S+/big\.bin: its disk is full"):
+    with pytest.raises(DiskFullError, match=r"cannot write /\S+/big\.bin: its disk is full"):
         _open("local", seed)
 
 
