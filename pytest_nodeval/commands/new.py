@@ -72,9 +72,7 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
-    # An own agent's tests are in their own file, which `pytest <case dir>` does not collect.
-    run = f"{root} --nodeval-case {case_id}" if args.agent else str(directory)
-    print(f"created {directory}: {observed} (replay it with `pytest {run}`)")
+    print(f"created {directory}: {observed} (replay it with `pytest {directory}`)")
     return 0
 
 

@@ -101,6 +101,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(by default only a passing recording replaces the golden journal).",
     )
     group.addoption(
+        "--nodeval-record-mode",
+        default=None,
+        choices=("all", "missing", "none"),
+        help="With --nodeval-mode record, which cases record: all (default); missing: those "
+        "without a journal or whose files changed since it was recorded (the rest are skipped); "
+        "none: nothing records, cases with a journal replay and cases without one fail. "
+        "Default: ini nodeval_record_mode, else all.",
+    )
+    group.addoption(
         "--nodeval-case",
         action="append",
         default=[],
@@ -165,6 +174,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nodeval_repeat", "Default attempts per case.", default="")
     parser.addini("nodeval_mode", "Default mode: deterministic, full, live or record.", default="")
     parser.addini("nodeval_match", "Replay request matching: default or strict.", default="")
+    parser.addini(
+        "nodeval_record_mode",
+        "Which cases record mode records: all, missing or none (see --nodeval-record-mode).",
+        default="",
+    )
     parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
     parser.addini(
         "nodeval_adaptive",
@@ -256,8 +270,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "nodeval_case(case_id): bind a Python scenario to a case directory."
     )
-    from . import markers
+    from . import markers, own_cases
 
+    own_cases.rewrite_arguments(config)
     markers.register_markers(config)
     config.pluginmanager.register(markers, "nodeval-markers")
     if config.pluginmanager.hasplugin("xdist"):
@@ -352,6 +367,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(trylast=True)  # after -k and -m: a shard splits what is selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from .own_cases import select_bound
+
+    select_bound(config, items)
     _select_cases(config, items)
     _shard_items(config, items)
 

@@ -2,9 +2,8 @@
 
 Collection registers each case's tags as it reads case.yaml (collect.py); `pytest --markers`
 collects nothing, so it gets a light scan of the case roots' case.yaml files instead. A path
-given on the command line that holds a case outside every case root, or an own agent's case
-(whose tests are in other files), gets a one-line hint: pytest would otherwise say only "no
-tests ran".
+given on the command line that holds a case outside every case root gets a one-line hint:
+pytest would otherwise say only "no tests ran".
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def register_markers(config: pytest.Config) -> None:
             if tag not in profiles:
                 config.addinivalue_line("markers", f"{tag}: cases tagged '{tag}' (pytest-nodeval)")
     roots = settings.case_roots
-    config.stash[_hints_key] = _outside_roots(config, roots) + _own_agent_cases(config, roots)
+    config.stash[_hints_key] = _outside_roots(config, roots)
 
 
 def _case_tags(roots: tuple[Path, ...]) -> list[str]:
@@ -73,28 +72,6 @@ def _outside_roots(config: pytest.Config, roots: tuple[Path, ...]) -> list[str]:
                 f"nodeval: {arg} holds a case, but it is not under the case roots (nodeval_cases: "
                 f"{shown}), so it is not collected; add its root to nodeval_cases"
             )
-    return hints
-
-
-def _own_agent_cases(config: pytest.Config, roots: tuple[Path, ...]) -> list[str]:
-    """An own agent's case given by its directory: its tests are the Python tests bound to it,
-    in files of their own, which a run of the directory alone does not collect."""
-    hints = []
-    for arg in config.args:
-        path = (config.invocation_params.dir / arg.partition("::")[0]).resolve()
-        case_dir = path.parent if path.name == CASE_FILE else path
-        if not (case_dir / CASE_FILE).is_file() or (case_dir / "input" / "config.yaml").is_file():
-            continue
-        from ..case.directory import read_case_id
-
-        case_id = read_case_id(case_dir)
-        root = next((r for r in roots if case_dir.is_relative_to(r.resolve())), case_dir.parent)
-        shown = root.relative_to(config.rootpath) if root.is_relative_to(config.rootpath) else root
-        hints.append(
-            f"nodeval: {arg} is your own agent's case: its tests are the Python tests bound to "
-            f"it (@pytest.mark.nodeval_case({case_id!r})) in their own files; run them with "
-            f"`pytest {shown} --nodeval-case {case_id}`"
-        )
     return hints
 
 

@@ -38,7 +38,7 @@ def test_new_cases_record_and_replay_green(
     out = capsys.readouterr().out
     assert "created scenarios/greeting: recorded its journal" in out
     assert "created scenarios/my-agent: recorded its journal with _record/record.py" in out
-    assert "(replay it with `pytest scenarios --nodeval-case my-agent`)" in out
+    assert "(replay it with `pytest scenarios/my-agent`)" in out
     assert "created scenarios/my-program: recorded its journal" in out
     root = in_project.path / "scenarios"
     for path in [*root.glob("*/*.yaml"), *root.glob("*/input/*.yaml")]:
@@ -46,17 +46,10 @@ def test_new_cases_record_and_replay_green(
         jsonschema.validate(yaml.safe_load(path.read_text()), json.loads(schema.read_text()))
     result = in_project.runpytest()
     result.assert_outcomes(passed=3)
-    # The command the scaffold gave runs the own agent's bound test; its directory alone
-    # collects nothing, and says how to run it.
-    in_project.runpytest("scenarios", "--nodeval-case", "my-agent").assert_outcomes(passed=1)
-    alone = in_project.runpytest("scenarios/my-agent")
-    assert alone.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    alone.stdout.fnmatch_lines(
-        [
-            "nodeval: scenarios/my-agent is your own agent's case: *`pytest scenarios "
-            "--nodeval-case my-agent`"
-        ]
-    )
+    # The command the scaffold gave runs the own agent's bound test, and only it.
+    alone = in_project.runpytest("scenarios/my-agent", "-v")
+    alone.assert_outcomes(passed=1)
+    alone.stdout.fnmatch_lines(["*test_agent_my_agent.py::test_agent_my_agent* PASSED*"])
 
 
 def test_new_refuses_an_existing_id_and_a_bad_one(
