@@ -103,7 +103,7 @@ GATE_INI_KEYS = {
         "each case's p95 between replays; 0 disables."
     ),
     "fail_on_latency_p95_drop": (
-        "The seed's name of nodeval_fail_on_latency_p95_increase (an alias)."
+        "An older name of nodeval_fail_on_latency_p95_increase (an alias)."
     ),
     "latency_min_increase_ms": "Smallest absolute p95 increase (ms) worth failing on.",
     "latency_min_attempts": "Attempts per run below which the latency gate can only WARN.",
