@@ -57,14 +57,8 @@ def run(args: argparse.Namespace) -> int:
         f"(80% power, one-sided level {result.alpha:g}); "
         f"within-case variance {result.within_scenario_variance:.3f} ({result.variance_source})"
     )
-    if result.repeats_needed is None:
-        print(
-            f"no number of repeats detects {args.target_drop * 100:.1f} pp "
-            f"with {scenarios} case(s); "
-            f"it takes about {result.scenarios_needed} case(s)"
-        )
-    else:
-        print(
-            f"to detect {args.target_drop * 100:.1f} pp: {result.repeats_needed} repeat(s) per case"
-        )
+    print(
+        f"to detect {args.target_drop * 100:.1f} pp: {result.repeats_needed} repeat(s) per case, "
+        f"or {result.scenarios_needed} case(s) at {repeats} repeat(s)"
+    )
     return 0

@@ -49,7 +49,7 @@ from .significance import (
     holm,
     mean_ratio_lower_bound,
     newcombe_interval,
-    weighted_sign_flip_p_value,
+    stratified_permutation_p_value,
 )
 from .special import t_ppf
 from .wording import id_list, limit_pp, percent, pp
@@ -339,12 +339,13 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
     diffs = [_exact_difference(b.passed, b.attempts, c.passed, c.attempts) for b, c in graded]
     n, delta = len(diffs), fmean(diffs)
     # delta, SE and interval describe the equal-weighted suite pass rate; the p-value is the
-    # weighted sign-flip test, which is exact at any S and gains power by weighting each
-    # case's difference by the inverse of its null standard deviation.
+    # stratified permutation test over attempts (§3.2): exact at any S, its floor set by the
+    # attempts, and weighting each case's difference by the inverse of its null SD.
     se = stdev(diffs) / math.sqrt(n) if n >= 2 else None
     margin = t_ppf(1.0 - level, n - 1) * se if se is not None else None
     tables = [(b.passed, b.attempts, c.passed, c.attempts) for b, c in graded]
     z = NormalDist().inv_cdf
+    null_se = _null_standard_error(tables)
     return SuiteComparison(
         scenarios=n,
         baseline_pass_rate=fmean(rates_b),
@@ -353,11 +354,21 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
         standard_error=se,
         ci_low=delta - margin if margin is not None else None,
         ci_high=delta + margin if margin is not None else None,
-        p_value=weighted_sign_flip_p_value(tables, policy.bootstrap_seed),
-        p_value_method="weighted-sign-flip",
+        p_value=stratified_permutation_p_value(tables, policy.bootstrap_seed),
+        p_value_method="stratified-permutation",
         correlation=_correlation(rates_b, rates_c),
-        minimum_detectable_drop=(z(1 - level) + z(_MDE_POWER)) * se if se else None,
+        minimum_detectable_drop=(z(1 - level) + z(_MDE_POWER)) * null_se if null_se else None,
     )
+
+
+def _null_standard_error(tables: Sequence[tuple[int, int, int, int]]) -> float:
+    """SE of the equal-weighted suite difference under the test's null: each case's attempts
+    binomial at its rate pooled over both runs (§7.1). 0 when no case has both outcomes."""
+    variance = 0.0
+    for passed_b, attempts_b, passed_c, attempts_c in tables:
+        pooled = (passed_b + passed_c) / (attempts_b + attempts_c)
+        variance += pooled * (1.0 - pooled) * (1.0 / attempts_b + 1.0 / attempts_c)
+    return math.sqrt(variance) / len(tables)
 
 
 @lru_cache(maxsize=4096)  # at R repeats only (R + 1)^2 distinct tables
@@ -380,7 +391,7 @@ def _suite_gate(
     *,
     empty_run: bool,
 ) -> GateResult | None:
-    """G1, suite pass-rate regression: weighted sign-flip test and the practical drop
+    """G1, suite pass-rate regression: stratified permutation test and the practical drop
     (docs/statistics.md §3.2); a plain threshold between deterministic replays (§5).
 
     A current run with no graded attempt FAILs it, even with the gate off: a run that
@@ -613,16 +624,16 @@ def plan(
     *,
     alpha: float | None = None,
     power: float = 0.80,
-    change_sd: float = 0.0,
     mode: str = "live",
 ) -> Plan:
-    """Power analysis of the paired suite gate: Miller's variance decomposition (§7.2).
+    """Power of the suite gate's test for a uniform drop (§7.2), by the normal approximation
+    of its equally weighted statistic: MDE = (z_{1-alpha} + z_{power}) sqrt(2 sigma^2 / (R S)).
 
-    Var(d_j) = tau^2 + 2 E[sigma^2] / R, and MDE = (z_{1-alpha} + z_{power}) sqrt(Var / S).
-    Repeats only shrink the within-scenario term: when S target^2 / (z+z)^2 <= tau^2 no
-    number of repeats suffices, and ``repeats_needed`` is None. ``alpha`` defaults to the
-    suite gate's level under the default GatePolicy. A deterministic baseline (``mode``)
-    needs no power: replay sees every drop, and repeats add nothing.
+    The test conditions on each case's passes, so its noise is the attempts' alone: more
+    repeats or more cases both shrink it, and a spread of the true change across cases adds
+    none. ``alpha`` defaults to the suite gate's level under the default GatePolicy. A
+    deterministic baseline (``mode``) needs no power: replay sees every drop, and repeats
+    add nothing.
     """
     if repeats < 1 or scenarios < 1 or not 0.0 < target_drop <= 1.0:
         raise ValueError("plan needs repeats >= 1, scenarios >= 1 and 0 < target_drop <= 1")
@@ -632,8 +643,7 @@ def plan(
         return _replay_plan(repeats, scenarios, target_drop, alpha, power)
     variance, source = _within_scenario_variance(baseline)
     z_sum = NormalDist().inv_cdf(1.0 - alpha) + NormalDist().inv_cdf(power)
-    var_d = change_sd**2 + 2.0 * variance / repeats
-    room = scenarios * target_drop**2 / z_sum**2 - change_sd**2
+    attempts_needed = 2.0 * variance * z_sum**2 / target_drop**2  # R x S
     return Plan(
         scenarios=scenarios,
         repeats=repeats,
@@ -641,11 +651,10 @@ def plan(
         power=power,
         within_scenario_variance=variance,
         variance_source=source,
-        change_sd=change_sd,
-        minimum_detectable_drop=z_sum * math.sqrt(var_d / scenarios),
+        minimum_detectable_drop=z_sum * math.sqrt(2.0 * variance / (repeats * scenarios)),
         target_drop=target_drop,
-        repeats_needed=math.ceil(2.0 * variance / room - _EPS) if room > 0 else None,
-        scenarios_needed=math.ceil(z_sum**2 * var_d / target_drop**2 - _EPS),
+        repeats_needed=math.ceil(attempts_needed / scenarios - _EPS),
+        scenarios_needed=math.ceil(attempts_needed / repeats - _EPS),
     )
 
 
@@ -660,7 +669,6 @@ def _replay_plan(
         power=power,
         within_scenario_variance=0.0,
         variance_source="baseline",
-        change_sd=0.0,
         minimum_detectable_drop=1.0 / (scenarios * repeats),
         target_drop=target_drop,
         repeats_needed=None,

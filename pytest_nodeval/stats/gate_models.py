@@ -133,8 +133,8 @@ class GatePolicy:
     bootstrap_iterations: int = 4000
     """Resamples of the latency and token bootstraps (enough for their 0.125% quantile)."""
     bootstrap_seed: int = 0
-    """Seed of the bootstraps and of the suite test's random sign flips (when there are too
-    many patterns to enumerate), so the same data always gives the same verdict."""
+    """Seed of the bootstraps and of the suite test's random draws (when there are too many
+    dealings to enumerate), so the same data always gives the same verdict."""
 
     def __post_init__(self) -> None:
         for name in ("fail_on_score_drop", "fail_on_scenario_drop"):
@@ -325,13 +325,16 @@ class SuiteComparison(_ReportModel):
     p_value: float | None
     """One-sided p-value for a drop: FAIL needs it <= the suite gate's level and ``delta`` at
     or below minus ``fail_on_score_drop``."""
-    p_value_method: Literal["weighted-sign-flip", "sign-flip", "t"] | None
-    """"weighted-sign-flip": the paired sign-flip permutation test of sum_j d_j / sd_j, each
-    scenario's difference divided by its standard deviation under no change,
+    p_value_method: (
+        Literal["stratified-permutation", "weighted-sign-flip", "sign-flip", "t"] | None
+    )
+    """"stratified-permutation": the conditional test of T = sum_j d_j / sd_j when each
+    scenario's attempts trade runs at random with its passes fixed, sd_j =
     sqrt(pbar_j (1 - pbar_j) (1/R_Bj + 1/R_Cj)) with pbar_j pooled over both runs; exact
-    enumeration when the scenarios' distinct (|d_j|, sd_j) groups allow at most 2**18 sums,
-    else 19,999 random sign patterns seeded by ``bootstrap_seed``. Reports written before it
-    say "sign-flip" (unweighted, up to 30 scenarios) or "t" (one-sample t, above)."""
+    enumeration when the scenarios' distinct (R_B, R_C, passes) groups allow at most 2**18
+    sums, else 19,999 draws seeded by ``bootstrap_seed``. Reports written before it say
+    "weighted-sign-flip" (the same T referred to its sign flips across scenarios),
+    "sign-flip" (unweighted, up to 30 scenarios) or "t" (one-sample t, above)."""
     correlation: float | None
     """Correlation of per-scenario pass rates between the runs: what pairing gains."""
     minimum_detectable_drop: float | None
@@ -416,14 +419,13 @@ class Plan(_ReportModel):
     variance_source: Literal["baseline", "default"]
     """Estimated from baseline cases with 2+ attempts, or the planning default 0.10
     (docs/statistics.md §7.2)."""
-    change_sd: float
-    """Assumed spread of the true change across scenarios (tau); 0 = a uniform change."""
     minimum_detectable_drop: float
     """Smallest suite drop detected with ``power`` at these scenarios and repeats."""
     target_drop: float
     """The suite drop the plan should detect."""
     repeats_needed: int | None
-    """Repeats per scenario (both runs) to detect ``target_drop``; None: add scenarios."""
+    """Repeats per scenario (both runs) to detect ``target_drop``; None for a deterministic
+    baseline."""
     scenarios_needed: int
     """Scenarios needed to detect ``target_drop`` at the given repeats."""
     deterministic: bool = False

@@ -7,7 +7,6 @@ a deterministic single-attempt replay run never pays for them (scipy.stats takes
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -21,10 +20,6 @@ if TYPE_CHECKING:  # annotations only; numpy is imported at run time where it is
     import numpy as np
     from numpy.typing import NDArray
 
-# Exact sign-flip enumeration keeps one counter per reachable sum; above this many
-# states (only with oddly mixed repeat counts) a seeded Monte Carlo is used instead.
-_MAX_EXACT_STATES = 1 << 18
-_MONTE_CARLO_FLIPS = 9_999
 # The weighted suite test enumerates every sign pattern while the scenarios' distinct
 # (|difference|, null variance) groups reach at most this many sums; above, it draws this
 # many seeded random sign patterns: at the suite gate's default level 0.005 a FAIL then
@@ -112,47 +107,6 @@ def collapse_repeats_needed(level: float) -> int:
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     return max(1, math.ceil(math.log(level) / math.log(0.25) - 1e-9))
-
-
-def sign_flip_p_value(differences: Sequence[Fraction], seed: int = 0) -> float:
-    """One-sided (mean < 0) paired sign-flip permutation p-value over scenarios.
-
-    The unweighted form of the suite test (docs/statistics.md §3.2), exact under
-    exchangeability of the run labels within a scenario. The differences are exact fractions
-    c/R - c'/R', so the null distribution of their sum is enumerated exactly by counting; no
-    resampling noise and no scipy import.
-    """
-    if not differences:
-        raise ValueError("sign_flip_p_value needs at least one difference")
-    scale = math.lcm(*(d.denominator for d in differences))
-    steps = [int(d * scale) for d in differences]
-    states = min(1 << len(steps), 2 * sum(abs(s) for s in steps) + 1)
-    if states > _MAX_EXACT_STATES:
-        return _sign_flip_monte_carlo(steps, seed)
-    return _sign_flip_exact(steps)
-
-
-def _sign_flip_exact(steps: Sequence[int]) -> float:
-    ways: dict[int, int] = {0: 1}
-    for step in steps:
-        following: dict[int, int] = defaultdict(int)
-        for total, count in ways.items():
-            following[total + step] += count
-            following[total - step] += count
-        ways = following
-    observed = sum(steps)
-    return sum(count for total, count in ways.items() if total <= observed) / (1 << len(steps))
-
-
-def _sign_flip_monte_carlo(steps: Sequence[int], seed: int) -> float:
-    rng = random.Random(seed)
-    observed = sum(steps)
-    hits = sum(
-        1
-        for _ in range(_MONTE_CARLO_FLIPS)
-        if sum(s if rng.random() < 0.5 else -s for s in steps) <= observed
-    )
-    return (hits + 1) / (_MONTE_CARLO_FLIPS + 1)  # counts the observed labelling, as scipy does
 
 
 def weighted_sign_flip_p_value(tables: Sequence[tuple[int, int, int, int]], seed: int = 0) -> float:
@@ -250,6 +204,102 @@ def _weighted_sign_flip_monte_carlo(
         drawn = negative_sums[flips, np.arange(columns)].sum(axis=1)
         hits += int(np.count_nonzero(total - 2.0 * drawn <= threshold))
     return (hits + 1) / (_WEIGHTED_FLIPS + 1)
+
+
+def stratified_permutation_p_value(
+    tables: Sequence[tuple[int, int, int, int]], seed: int = 0
+) -> float:
+    """One-sided p of the same studentized statistic as the weighted sign flip, referred to
+    its distribution when each scenario's attempts trade runs at random, its passes fixed.
+
+    Under no change a scenario's attempts of both runs are exchangeable (the assumption the
+    sign flip's exactness rests on too), so given its m passes among R_B + R_C attempts the
+    current run's passes X are hypergeometric: the exact conditional test of
+    Cochran-Mantel-Haenszel's design, with the sign flip's weights. pbar_j = m / (R_B + R_C)
+    is fixed by the conditioning, so T = sum_j d_j / sd_j is linear in the X_j, and scenarios
+    with the same (R_B, R_C, m) form one group whose sum of X is drawn at once. Its floor is
+    set by the attempts, not by 2^-S: five scenarios at 40 repeats can reach any level.
+    Exact enumeration when the groups' sums allow it, else ``_WEIGHTED_FLIPS`` seeded draws,
+    counted as (hits + 1) / (draws + 1).
+    """
+    import numpy as np
+
+    groups: Counter[tuple[int, int, int]] = Counter()
+    observed = 0.0
+    for passed_b, attempts_b, passed_c, attempts_c in tables:
+        if not (0 <= passed_b <= attempts_b and 0 <= passed_c <= attempts_c):
+            raise ValueError(
+                f"passes must lie in [0, attempts], got {passed_b}/{attempts_b}, "
+                f"{passed_c}/{attempts_c}"
+            )
+        if attempts_b < 1 or attempts_c < 1:
+            raise ValueError("every scenario needs at least one attempt in each run")
+        passes = passed_b + passed_c
+        if 0 < passes < attempts_b + attempts_c:  # else every arrangement is the same
+            groups[(attempts_b, attempts_c, passes)] += 1
+            observed += _studentized(attempts_b, attempts_c, passes, passed_c)
+    if not groups:
+        return 1.0
+    keys = sorted(groups)
+    values, pmfs = [], []
+    for a_b, a_c, m in keys:
+        count = groups[(a_b, a_c, m)]
+        lowest, pmf = _sum_of_hypergeometrics(a_b, a_c, m, count)
+        # T is linear in Y, the group's sum of current passes: intercept + slope * Y.
+        slope = _studentized(a_b, a_c, m, 1) - _studentized(a_b, a_c, m, 0)
+        values.append(_studentized(a_b, a_c, m, 0) * count + slope * (lowest + np.arange(pmf.size)))
+        pmfs.append(pmf)
+    tolerance = 1e-9 * (1.0 + math.fsum(float(np.abs(v).max()) for v in values))
+    threshold = observed + tolerance
+    if math.prod(pmf.size for pmf in pmfs) <= _MAX_EXACT_WEIGHTED_SUMS:
+        sums, probabilities = np.zeros(1), np.ones(1)
+        for value, pmf in zip(values, pmfs, strict=True):
+            sums = (sums[:, None] + value[None, :]).ravel()
+            probabilities = (probabilities[:, None] * pmf[None, :]).ravel()
+        return min(1.0, float(probabilities[sums <= threshold].sum()))
+    rng = np.random.default_rng(seed)
+    drawn = np.zeros(_WEIGHTED_FLIPS)
+    for value, pmf in zip(values, pmfs, strict=True):
+        cumulative = np.cumsum(pmf)
+        picks = np.searchsorted(cumulative, rng.random(_WEIGHTED_FLIPS) * cumulative[-1])
+        drawn += value[np.minimum(picks, pmf.size - 1)]
+    hits = int(np.count_nonzero(drawn <= threshold))
+    return (hits + 1) / (_WEIGHTED_FLIPS + 1)
+
+
+def _studentized(attempts_b: int, attempts_c: int, passes: int, passed_c: int) -> float:
+    """d / sd of one scenario with `passes` in all and `passed_c` of them in the current run."""
+    pooled = passes / (attempts_b + attempts_c)
+    sd = math.sqrt(pooled * (1 - pooled) * (1 / attempts_b + 1 / attempts_c))
+    return (passed_c / attempts_c - (passes - passed_c) / attempts_b) / sd
+
+
+@lru_cache(maxsize=4096)
+def _sum_of_hypergeometrics(
+    attempts_b: int, attempts_c: int, passes: int, count: int
+) -> tuple[int, Any]:
+    """(lowest, pmf): the distribution of the current run's passes summed over `count`
+    scenarios that each have `passes` among attempts_b + attempts_c attempts, on
+    lowest, lowest + 1, ... (only the reachable values: fewer states to enumerate)."""
+    import numpy as np
+
+    low, high = max(0, passes - attempts_b), min(passes, attempts_c)
+    total = math.comb(attempts_b + attempts_c, attempts_c)
+    one = np.array(
+        [
+            math.comb(passes, x)
+            * math.comb(attempts_b + attempts_c - passes, attempts_c - x)
+            / total
+            for x in range(low, high + 1)
+        ]
+    )
+    if count == 1:
+        return low, one
+    size = count * (high - low) + 1
+    # The count-fold convolution through one FFT; rounding leaves tiny negatives, cut to 0.
+    length = 1 << (size - 1).bit_length()
+    pmf = np.clip(np.fft.irfft(np.fft.rfft(one, length) ** count, length)[:size], 0.0, None)
+    return count * low, pmf / pmf.sum()
 
 
 def mann_whitney_slower_p_values(

@@ -96,14 +96,16 @@ def test_twelve_scenario_suite_fails_the_suite_gate_only_at_a_ten_percent_budget
     assert numbers["standard_error"] == pytest.approx(0.0358, abs=5e-5)
     assert numbers["upper_bound"] == pytest.approx(-0.0274, abs=5e-5)
     assert numbers["lower_bound"] == pytest.approx(-0.1560, abs=5e-5)
-    # All five moved cases dropped, so any weighting gives the exact 1/32 (docs/statistics.md §8.2).
-    assert numbers["p_value"] == pytest.approx(0.03125)
-    assert numbers["minimum_detectable_drop"] == pytest.approx(0.0890, abs=5e-5)
-    assert diff.suite.p_value_method == "weighted-sign-flip"
+    # The stratified permutation, enumerated exactly (docs/statistics.md §8.2); the sign flip
+    # over cases gave 1/32, all five moved cases having dropped.
+    assert numbers["p_value"] == pytest.approx(0.015009, abs=5e-7)
+    # (z_0.95 + z_0.80) sqrt(sum_j pbar_j (1 - pbar_j) 2/10) / 12, the sum being 0.2385.
+    assert numbers["minimum_detectable_drop"] == pytest.approx(0.1012, abs=5e-5)
+    assert diff.suite.p_value_method == "stratified-permutation"
     assert diff.suite.correlation == pytest.approx(0.831, abs=5e-4)
     assert gate(diff, GateName.SUITE_PASS_RATE).verdict is Verdict.FAIL
     assert diff.breached == [GateName.SUITE_PASS_RATE]
-    # At the default budget (suite level 0.005) the same p = 0.03125 is only INCONCLUSIVE.
+    # At the default budget (suite level 0.005) the same p = 0.015 is only INCONCLUSIVE.
     default = gate(
         compare(suite(BASELINE_PASSES), suite(CURRENT_PASSES), POLICY), GateName.SUITE_PASS_RATE
     )
@@ -123,20 +125,26 @@ def test_twelve_scenario_suite_has_four_inconclusive_scenarios_and_no_failure() 
     assert [change.p_value_adjusted for change in changes] == pytest.approx(list(holm))
 
 
-def test_the_suite_p_value_is_the_weighted_sign_flip_test_at_any_size() -> None:
+def test_the_suite_p_value_is_the_stratified_permutation_test_at_any_size() -> None:
     # 36 cases: docs/statistics.md §8.2's suite twice, then once with the runs swapped (five rises).
     base_passes = BASELINE_PASSES * 2 + CURRENT_PASSES
     cur_passes = CURRENT_PASSES * 2 + BASELINE_PASSES
     diff = compare(suite(base_passes), suite(cur_passes), POLICY)
-    base, cur = np.array(base_passes) / 10, np.array(cur_passes) / 10
-    moved = cur != base
-    pooled = (base + cur)[moved] / 2
-    studentized = (cur - base)[moved] / np.sqrt(pooled * (1 - pooled) * (2 / 10))
-    # Every sign pattern of the 15 moved cases (2**15), brute force.
-    signs = 1 - 2 * ((np.arange(2**15)[:, None] >> np.arange(15)) & 1)
-    expected = np.mean(signs @ np.abs(studentized) <= studentized.sum() + 1e-9)
-    assert diff.suite.p_value_method == "weighted-sign-flip"
-    assert diff.suite.p_value == pytest.approx(expected, rel=1e-12)
+    # Brute force from the definition: each case's 20 attempts dealt to the runs at random.
+    rng = np.random.default_rng(36)
+    base, cur = np.array(base_passes), np.array(cur_passes)
+    passes = base + cur
+    varied = (passes > 0) & (passes < 20)
+    pooled = passes[varied] / 20
+    sd = np.sqrt(pooled * (1 - pooled) * (2 / 10))
+    draws = rng.hypergeometric(
+        passes[varied], 20 - passes[varied], 10, (200_000, int(varied.sum()))
+    )
+    simulated = ((2 * draws - passes[varied]) / 10 / sd).sum(axis=1)
+    observed = ((cur - base)[varied] / 10 / sd).sum()
+    expected = float(np.mean(simulated <= observed + 1e-9))
+    assert diff.suite.p_value_method == "stratified-permutation"
+    assert diff.suite.p_value == pytest.approx(expected, abs=5 * np.sqrt(expected / 200_000))
 
 
 # --- gate rules ------------------------------------------------------------------------
@@ -495,10 +503,12 @@ def test_plan_gives_repeats_and_scenarios_for_a_target_drop() -> None:
     assert plan(NOISY_BASELINE, 10, 50, target_drop=0.05).repeats_needed == 19
 
 
-def test_plan_says_when_no_number_of_repeats_can_help() -> None:
-    result = plan(NOISY_BASELINE, repeats=10, scenarios=20, target_drop=0.05, change_sd=0.2)
-    assert result.repeats_needed is None
-    assert result.scenarios_needed > 20
+def test_plan_trades_repeats_for_cases() -> None:
+    # The test's noise is the attempts': 2 * 0.10 * 3.418^2 / 0.05^2 = 934.6 attempts a side.
+    result = plan(NOISY_BASELINE, repeats=10, scenarios=20, target_drop=0.05)
+    assert result.repeats_needed == 47
+    assert result.scenarios_needed == 94
+    assert result.minimum_detectable_drop == pytest.approx(0.1081, abs=5e-5)
 
 
 def test_plan_falls_back_to_the_spec_variance_when_the_baseline_shows_none() -> None:

@@ -116,6 +116,26 @@ def test_nodeval_plan_says_replay_needs_no_repeats(
     assert "repeat(s) per case" not in out
 
 
+def test_nodeval_plan_gives_the_suite_tests_mde_and_both_ways_to_reach_a_target(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_nodeval.commands import plan as plan_command
+    from pytest_nodeval.report import baseline as baseline_module
+
+    # 9/10 everywhere: sigma^2 = 0.10; 5 cases x 10 repeats, 0.005: 3.418 * sqrt(0.2 / 50).
+    report = SimpleNamespace(
+        mode="live", repeat=10, cases=[sample(f"c{j}", 9, 10) for j in range(5)]
+    )
+    monkeypatch.setattr(baseline_module, "load", lambda path: report)
+    monkeypatch.setattr(baseline_module, "samples", lambda loaded: loaded.cases)
+    args = argparse.Namespace(baseline="run", repeats=None, scenarios=None, target_drop=0.2)
+    assert plan_command.run(args) == 0
+    out = capsys.readouterr().out
+    assert "5 case(s) x 10 repeat(s): the suite gate detects a drop of 21.6 pp" in out
+    # A small suite reaches its target with repeats alone: 2 * 0.1 * 3.418^2 / 0.04 = 58.4.
+    assert "to detect 20.0 pp: 12 repeat(s) per case, or 6 case(s) at 10 repeat(s)" in out
+
+
 # --- live single-attempt flips and mixed modes (issue 14.5) -------------------------------
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,14 +10,12 @@ import scipy.stats  # type: ignore[import-untyped]
 from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]
 from statsmodels.stats.proportion import confint_proportions_2indep  # type: ignore[import-untyped]
 
-from pytest_nodeval.stats import significance
 from pytest_nodeval.stats.significance import (
     benjamini_hochberg,
     boschloo_regression_p,
     mann_whitney_slower_p_values,
     mean_ratio_lower_bound,
     newcombe_interval,
-    sign_flip_p_value,
 )
 
 
@@ -59,52 +56,6 @@ def test_boschloo_then_benjamini_hochberg_reproduce_the_twelve_case_example() ->
     raw = [boschloo_regression_p(b, 10, c, 10) for b, c in zip(baseline, current, strict=True)]
     expected = [1, 1, 0.9886, 1, 0.4531, 1, 1, 0.7552, 1, 0.7552, 1, 0.4531]
     assert benjamini_hochberg(raw) == pytest.approx(expected, abs=5e-5)
-
-
-def scipy_sign_flip(differences: list[Fraction]) -> float:
-    values = np.array([float(d) for d in differences])
-    result = scipy.stats.permutation_test(
-        (values,),
-        lambda x, axis: np.sum(x, axis=axis),
-        permutation_type="samples",
-        alternative="less",
-        n_resamples=np.inf,
-        vectorized=True,
-    )
-    return float(result.pvalue)
-
-
-def test_exact_sign_flip_matches_scipy_permutation_test() -> None:
-    rng = np.random.default_rng(11)
-    for size in (2, 5, 9, 12):  # scipy's permutation_test needs two or more observations
-        repeats = rng.choice([3, 5, 10], size)
-        differences = [
-            Fraction(int(rng.integers(0, r + 1)), int(r))
-            - Fraction(int(rng.integers(0, r + 1)), int(r))
-            for r in repeats
-        ]
-        assert sign_flip_p_value(differences) == pytest.approx(scipy_sign_flip(differences))
-
-
-def test_sign_flip_of_a_single_scenario_can_never_be_significant() -> None:
-    assert sign_flip_p_value([Fraction(-3, 10)]) == 0.5
-    assert sign_flip_p_value([Fraction(0)]) == 1.0
-
-
-def test_sign_flip_reproduces_the_twelve_case_example() -> None:
-    drops = [0, 0, -1, 0, -3, 0, 0, -2, 0, -2, 0, -3]
-    assert sign_flip_p_value([Fraction(d, 10) for d in drops]) == 0.03125
-
-
-def test_sign_flip_falls_back_to_a_seeded_monte_carlo_when_too_many_states(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    differences = [Fraction(d, 10) for d in (-3, -1, -2, 0, 1, -2, -1, -3)]
-    exact = sign_flip_p_value(differences)
-    monkeypatch.setattr(significance, "_MAX_EXACT_STATES", 4)
-    estimate = sign_flip_p_value(differences, seed=3)
-    assert estimate == sign_flip_p_value(differences, seed=3)
-    assert estimate == pytest.approx(exact, abs=0.01)
 
 
 def test_mean_ratio_lower_bound_is_seeded_and_tracks_the_effect() -> None:
