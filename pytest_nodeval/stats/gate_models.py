@@ -325,9 +325,7 @@ class SuiteComparison(_ReportModel):
     p_value: float | None
     """One-sided p-value for a drop: FAIL needs it <= the suite gate's level and ``delta`` at
     or below minus ``fail_on_score_drop``."""
-    p_value_method: (
-        Literal["stratified-permutation", "weighted-sign-flip", "sign-flip", "t"] | None
-    )
+    p_value_method: Literal["stratified-permutation", "weighted-sign-flip", "sign-flip", "t"] | None
     """"stratified-permutation": the conditional test of T = sum_j d_j / sd_j when each
     scenario's attempts trade runs at random with its passes fixed, sd_j =
     sqrt(pbar_j (1 - pbar_j) (1/R_Bj + 1/R_Cj)) with pbar_j pooled over both runs; exact
