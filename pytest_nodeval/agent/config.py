@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from ..yamlfiles import load_model, valid_regex
 
@@ -60,8 +61,21 @@ class MockStep(_Strict):
         return self
 
 
+_MOCK_SCRIPT_RULE: JsonDict = {  # what `_script_only_for_mock` refuses, for the JSON Schema
+    "allOf": [
+        {
+            "if": {"properties": {"name": {"const": "mock"}}, "required": ["name"]},
+            "then": {"required": ["script"], "properties": {"script": {"minItems": 1}}},
+            "else": {"properties": {"script": {"maxItems": 0}}},
+        }
+    ]
+}
+
+
 class ProviderSpec(_Strict):
     """One provider in the chain; the first that answers is used."""
+
+    model_config = ConfigDict(json_schema_extra=_MOCK_SCRIPT_RULE)
 
     name: Literal["mock", "anthropic", "openai", "gemini"]
     model: str
@@ -95,10 +109,20 @@ class ProviderSpec(_Strict):
 
 
 BUILTIN_TOOLS = ("shell", "file", "code_exec", "ask_user", "web", "pdf")
+COMPOSIO_PREFIX = "composio:"
+MCP_PREFIX = "mcp:"
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TOOL_NAME_PATTERN = (
+    f"^({'|'.join(BUILTIN_TOOLS)}|{COMPOSIO_PREFIX}.+|{MCP_PREFIX}{_SERVER_NAME.pattern[1:-1]})$"
+)
+"""The tool names config.yaml may give, for its JSON Schema: the validator below refuses the rest,
+and an `mcp:` name needs a server of that name (`_section_problem`), which `_SERVER_NAME` limits."""
 
 
 class ToolSpec(_Strict):
-    name: str
+    name: str = Field(
+        json_schema_extra={"pattern": TOOL_NAME_PATTERN, "examples": list(BUILTIN_TOOLS)}
+    )
     timeout_s: float | None = None
     """Per-call time limit for shell and code_exec (default: limits.tool_timeout_s)."""
 
@@ -113,13 +137,14 @@ class ToolSpec(_Strict):
         return name
 
 
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_URL_OR_FAKE = "^(fake$|https?://)"
+"""For the JSON Schemas: what `_url_or_fake` below accepts."""
 
 
 class ComposioSpec(_Strict):
     """`composio:` where the engine's Composio actions (`tools: [composio:<ACTION>]`) run."""
 
-    base_url: str | None = None
+    base_url: str | None = Field(default=None, json_schema_extra={"pattern": _URL_OR_FAKE})
     """The Composio API; `fake` starts fakes.composio, scripted by input/composio.yaml
     (default: the SDK's)."""
     api_key_env: str = "COMPOSIO_API_KEY"
@@ -141,8 +166,8 @@ class ComposioSpec(_Strict):
 class McpServerSpec(_Strict):
     """One MCP server reached over streamable HTTP; `mcp:<name>` enables all of its tools."""
 
-    name: str
-    url: str
+    name: str = Field(json_schema_extra={"pattern": _SERVER_NAME.pattern})
+    url: str = Field(json_schema_extra={"pattern": _URL_OR_FAKE})
     """The MCP endpoint (http or https), or `fake`: fakes.mcp_oauth, scripted by input/mcp.yaml."""
     scopes: list[str] = Field(default_factory=list)
     """OAuth scopes asked for first (fake only); a tool that needs more steps up when called."""
@@ -153,7 +178,7 @@ class McpServerSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _usable_name(cls, name: str) -> str:
-        if not _SERVER_NAME.match(name):
+        if not _SERVER_NAME.fullmatch(name):
             raise ValueError("must be 1-64 letters, digits, '_' or '-'")
         return name
 
@@ -192,15 +217,21 @@ class McpSpec(_Strict):
         return next((s for s in self.servers if s.name == name), None)
 
 
+# Either case: the loader lowers a host before it keeps it, and the JSON Schema (which has no
+# flags) carries this same pattern.
 _HOST = re.compile(
-    r"^(\*\.)?[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$|^\[[0-9a-f:.]+\](:[0-9]{1,5})?$"
+    r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$"
+    r"|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$"
 )
 
 
 class WebSpec(_Strict):
     """`web:` what the `web` tool may fetch; with no section (or an empty list) it may fetch nothing."""  # noqa: E501  (the schema's description)
 
-    allow: list[str] = Field(default_factory=list)
+    allow: list[str] = Field(
+        default_factory=list,
+        json_schema_extra={"items": {"type": "string", "pattern": _HOST.pattern}},
+    )
     """Hosts the tool may fetch from: `docs.example.com` (any port), `127.0.0.1:8123` (that port),
     `*.example.com` (its subdomains). Every redirect is checked against this list again."""
     max_bytes: int = Field(default=2_000_000, gt=0, le=1_000_000_000)
@@ -215,7 +246,7 @@ class WebSpec(_Strict):
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
         for host in hosts:
-            if not _HOST.match(host.lower()):
+            if not _HOST.fullmatch(host):
                 raise ValueError(
                     f"{host!r} is not a host: write `docs.example.com`, `127.0.0.1:8123` "
                     "or `*.example.com` (no scheme, no path)"
@@ -231,10 +262,6 @@ class PdfSpec(_Strict):
     whole)."""
 
 
-COMPOSIO_PREFIX = "composio:"
-MCP_PREFIX = "mcp:"
-
-
 class Limits(_Strict):
     max_turns: int = Field(default=10, ge=1, le=10_000)
     """Agent steps (one model call and the tools it asks for) per session."""
@@ -245,8 +272,48 @@ class Limits(_Strict):
     tool_timeout_s: float = Field(default=30.0, gt=0, le=86_400)
 
 
+_ENGINE_ONLY = ("system_prompt", "tools", "skills", "plan", "composio", "mcp", "web", "pdf")
+"""The engine's settings, which a `command` agent does not use."""
+
+
+def _offers(pattern: str) -> dict[str, Any]:
+    """A schema: `tools` lists a tool whose name matches, as a bare name or an object."""
+    name = {"type": "string", "pattern": pattern}
+    tool = {"type": "object", "required": ["name"], "properties": {"name": name}}
+    return {"required": ["tools"], "properties": {"tools": {"contains": {"anyOf": [name, tool]}}}}
+
+
+def _needs_section(tool_pattern: str, section: str) -> dict[str, Any]:
+    return {
+        "if": _offers(tool_pattern),
+        "then": {"required": [section], "properties": {section: {"type": "object"}}},
+    }
+
+
+# What the model validators below refuse within this one file, for the JSON Schema.
+_ENGINE_RULES: JsonDict = {
+    "allOf": [
+        _needs_section("^web$", "web"),
+        _needs_section(f"^{COMPOSIO_PREFIX}", "composio"),
+        _needs_section(f"^{MCP_PREFIX}", "mcp"),
+        {
+            "if": {"required": ["command"], "properties": {"command": {"type": "array"}}},
+            "then": {
+                "properties": {
+                    **dict.fromkeys(_ENGINE_ONLY, False),
+                    "providers": {"items": {"properties": {"name": {"not": {"const": "mock"}}}}},
+                }
+            },
+            "else": {"properties": {"env": {"maxProperties": 0}, "stdio": False}},
+        },
+    ]
+}
+
+
 class EngineConfig(_Strict):
     """`input/config.yaml`: what the reference engine runs."""
+
+    model_config = ConfigDict(json_schema_extra=_ENGINE_RULES)
 
     providers: list[ProviderSpec] = Field(min_length=1)
     system_prompt: str = ""
@@ -307,9 +374,8 @@ class EngineConfig(_Strict):
 
     @model_validator(mode="after")
     def _command_alone(self) -> EngineConfig:
-        engine_only = ("system_prompt", "tools", "skills", "plan", "composio", "mcp", "web", "pdf")
         if self.command is not None:
-            given = [name for name in engine_only if name in self.model_fields_set]
+            given = [name for name in _ENGINE_ONLY if name in self.model_fields_set]
             if given:
                 raise ValueError(
                     f"{', '.join(given)}: the engine's settings, which a `command` agent does "

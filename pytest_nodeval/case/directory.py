@@ -30,10 +30,12 @@ from ..people.inputs import InputsSpec
 from ..yamlfiles import load_model, load_yaml
 from . import ASSERTIONS_FILE, CASE_FILE, CONFIG_FILE, INPUTS_FILE, JOURNAL_DIR
 
+# Matched whole (fullmatch) and written in the syntax Python and ECMA-262 share: the JSON
+# Schemas carry these same patterns, so an editor refuses exactly what the loader refuses.
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
-_REPEAT_SUFFIX = re.compile(r"-r\d+$")
-_TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-_DURATION = re.compile(r"^(\d+)\s*([dwmy])$")
+_REPEAT_SUFFIX = re.compile(r"-r[0-9]+$")
+_TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_DURATION = re.compile(r"^\s*([0-9]+)\s*([dwmy])\s*$")
 _DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
 
 
@@ -54,14 +56,20 @@ class CaseSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: Literal[1] = 1
-    id: str
-    """Unique across the case roots; lower case, digits, '.', '_' and '-'."""
+    id: str = Field(
+        json_schema_extra={"pattern": _ID.pattern, "not": {"pattern": _REPEAT_SUFFIX.pattern}}
+    )
+    """Unique across the case roots; lower case, digits, '.', '_' and '-' (not ending in
+    -r<digits>, which marks repeats in test ids)."""
     name: str = ""
     description: str = ""
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(
+        default_factory=list,
+        json_schema_extra={"items": {"type": "string", "pattern": _TAG.pattern}},
+    )
     """Become pytest markers, so `-m pr` selects the case."""
     owner: str | None = None
-    freshness: str | None = None
+    freshness: str | None = Field(default=None, json_schema_extra={"pattern": _DURATION.pattern})
     """Warn when the journal is older than this: 30d, 12w, 6m, 1y."""
     model_baseline: str | None = None
     repeat: int | None = Field(default=None, ge=1, le=MAX_REPEAT)
@@ -80,7 +88,7 @@ class CaseSpec(BaseModel):
     @field_validator("id")
     @classmethod
     def _valid_id(cls, value: str) -> str:
-        if not _ID.match(value):
+        if not _ID.fullmatch(value):
             raise ValueError(
                 "must be lower case letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit"
@@ -92,7 +100,7 @@ class CaseSpec(BaseModel):
     @field_validator("tags")
     @classmethod
     def _valid_tags(cls, tags: list[str]) -> list[str]:
-        bad = [t for t in tags if not _TAG.match(t)]
+        bad = [t for t in tags if not _TAG.fullmatch(t)]
         if bad:
             raise ValueError(
                 f"tag {bad[0]!r} is not a valid marker name (letters, digits, '_', '-')"
@@ -112,14 +120,14 @@ class CaseSpec(BaseModel):
     @field_validator("freshness")
     @classmethod
     def _valid_freshness(cls, value: str | None) -> str | None:
-        if value is not None and not _DURATION.match(value.strip()):
+        if value is not None and not _DURATION.fullmatch(value):
             raise ValueError("must be a number and a unit: 30d, 12w, 6m or 1y")
         return value
 
     def freshness_window(self) -> timedelta | None:
         if self.freshness is None:
             return None
-        count, unit = _DURATION.match(self.freshness.strip()).groups()  # type: ignore[union-attr]
+        count, unit = _DURATION.fullmatch(self.freshness).groups()  # type: ignore[union-attr]
         return timedelta(days=int(count) * _DAYS[unit])
 
 
