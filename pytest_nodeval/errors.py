@@ -38,6 +38,13 @@ class JournalError(NodevalError):
 class ReplayDivergence(NodevalError):
     """The agent did something the recorded journal did not, so replay cannot continue."""
 
+    def __init__(self, message: str, *, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
+        """The seq of the recorded event the agent did otherwise than, when there is one (a
+        request or a tool call that differs); the reports mark that event. The replay numbers
+        its events as the recording did up to there."""
+
 
 class WorldError(NodevalError):
     """An isolated world could not be started or used (no engine, no image, a failed exec)."""

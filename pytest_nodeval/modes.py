@@ -8,6 +8,11 @@ Mode = Literal["deterministic", "full", "live", "record"]
 MODES: tuple[Mode, ...] = ("deterministic", "full", "live", "record")
 REPLAY_MODES: tuple[Mode, ...] = ("deterministic", "full")
 
+RecordMode = Literal["all", "missing", "none"]
+RECORD_MODES: tuple[RecordMode, ...] = ("all", "missing", "none")
+"""Which cases record mode records, as vcrpy's record modes: every one (all), those whose
+journal is missing or older than their files (missing), none (cases with a journal replay)."""
+
 MatchLevel = Literal["strict", "default"]
 MATCH_LEVELS: tuple[MatchLevel, ...] = ("default", "strict")
 

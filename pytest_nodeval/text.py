@@ -32,3 +32,25 @@ def _escape(char: str) -> str:
         if code < 0x10000
         else f"\\U{code:08x}"
     )
+
+
+def cut_at_word(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut at a word boundary and ended with "…".
+
+    Cut before escaping (HTML, Markdown), so an entity (`&amp;`) is never split. The cut falls
+    after the last whole word; when that would drop more than half the limit (a long path),
+    after the last punctuation of that word instead; only text with neither is cut where the
+    limit falls.
+    """
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    if text[limit - 1].isspace():  # the last word ends exactly at the limit
+        return head.rstrip() + "…"
+    space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    punctuation = max((i for i, ch in enumerate(head) if not ch.isalnum()), default=-1)
+    if space < limit // 2 and punctuation >= limit // 2:
+        return head[: punctuation + 1] + "…"
+    if space > 0:
+        return head[:space].rstrip() + "…"
+    return head + "…"

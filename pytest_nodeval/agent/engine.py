@@ -83,6 +83,9 @@ class Engine:
     watch: Sequence[str] = ()
     skills: Sequence[Skill] = ()
     """Discovered at boot from the config's `skills` directory (agent/skills.py)."""
+    prefix: ReplayStash | None = None
+    """A live attempt's --nodeval-from-turn stash: it serves the tool results of the turns
+    before N (the world is not touched for them), until it hands over."""
     _result: EngineResult = field(init=False)
     _clock: Clock = field(init=False)
     _system: str = field(init=False, default="")
@@ -250,10 +253,9 @@ class Engine:
         self.journal.emit("tool.call", {"tool": call.name, "call_id": call.id, "args": call.args})
         self._called.append(call.name)
         tool = self.tools.get(call.name)
+        stash = self.stash or (self.prefix if self.prefix and self.prefix.serving else None)
         recorded = (
-            self.stash.tool_result_event(call.name, call.id, call.args)
-            if self.stash is not None
-            else None
+            stash.tool_result_event(call.name, call.id, call.args) if stash is not None else None
         )
         if recorded is not None and (tool is None or tool.side_effects):
             # Replay: the world is not touched; the recorded result (same tool and call id,

@@ -13,6 +13,7 @@ Neutral messages:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -81,10 +82,19 @@ class Wiring:
     """Keys by provider name, ahead of the environment (e.g. for local fakes)."""
     limits: Any = None
     """The run's shared rate limits (limits.RunLimits); None: no limits, retries only."""
+    prefix: ReplayStash | None = None
+    """A live attempt's --nodeval-from-turn stash: it answers the turns before N, then hands
+    over to the live providers (journal/replay.py)."""
 
     @property
     def live(self) -> bool:
         return self.stash is None
+
+    def serving(self) -> ReplayStash | None:
+        """The stash that answers a model call now: the replay's, or a prefix still serving."""
+        if self.stash is not None:
+            return self.stash
+        return self.prefix if self.prefix is not None and self.prefix.serving else None
 
 
 def side_wiring(keys: dict[str, str] | None = None, limits: Any = None) -> Wiring:
@@ -132,8 +142,11 @@ class MockProvider:
         }
         journal = self._wiring.journal
         start = time.perf_counter()
-        if self._wiring.stash is not None:
-            response = self._wiring.stash.serve_llm(journal, self.key, payload)
+        stash = self._wiring.serving()
+        if stash is not None:
+            response = stash.serve_llm(journal, self.key, payload)
+            if stash is self._wiring.prefix:
+                self._skip_step(request)
         else:
             journal.emit("llm.request", payload)
             response = self._scripted(request, body)
@@ -159,6 +172,13 @@ class MockProvider:
         }
         usage = {"input_tokens": _estimate_tokens(body), "output_tokens": _estimate_tokens(reply)}
         return {"provider": self.key, "status": 200, "body": reply, "usage": usage}
+
+    def _skip_step(self, request: ModelRequest) -> None:
+        """A reply the --nodeval-from-turn prefix served: its step is used up, as if the script
+        had given it, so the live turns go on from where the recording was."""
+        self._calls += 1
+        with contextlib.suppress(ProviderError):  # a script that was shortened since
+            self._take_step(request)
 
     def _take_step(self, request: ModelRequest) -> MockStep:
         matched = [s for s in self._unused if s.when is not None and _matches(s, request.messages)]
@@ -230,24 +250,35 @@ def sdk_http_client(
     """
     import httpx2
 
-    from ..journal.transport import AsyncRecordingTransport, RecordingTransport, ReplayTransport
+    from ..journal.transport import HandoverTransport, ReplayTransport
+
+    if wiring.stash is not None:
+        transport: Any = ReplayTransport(wiring.journal, wiring.stash, provider, api)
+    else:
+        transport = _recording_transport(wiring, provider, api, asynchronous, max_retries)
+        if wiring.prefix is not None:  # the turns before --nodeval-from-turn come from the journal
+            replay = ReplayTransport(wiring.journal, wiring.prefix, provider, api)
+            transport = HandoverTransport(replay, transport, wiring.prefix)
+    # trust_env=False: proxy settings from the environment would add real transports.
+    client_cls = httpx2.AsyncClient if asynchronous else httpx2.Client
+    return client_cls(transport=transport, trust_env=False)
+
+
+def _recording_transport(
+    wiring: Wiring, provider: str, api: str, asynchronous: bool, max_retries: int | None
+) -> Any:
+    from ..journal.transport import AsyncRecordingTransport, RecordingTransport
     from .retries import DEFAULT_MAX_RETRIES, AsyncLimitedTransport, LimitedTransport, RetryPolicy
 
     policy = RetryPolicy(max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries)
     family = limits_provider(provider, api)
-    if wiring.stash is not None:
-        transport: Any = ReplayTransport(wiring.journal, wiring.stash, provider, api)
-    elif asynchronous:
-        transport = AsyncRecordingTransport(
+    if asynchronous:
+        return AsyncRecordingTransport(
             wiring.journal, provider, api, AsyncLimitedTransport(family, policy, wiring.limits)
         )
-    else:
-        transport = RecordingTransport(
-            wiring.journal, provider, api, LimitedTransport(family, policy, wiring.limits)
-        )
-    # trust_env=False: proxy settings from the environment would add real transports.
-    client_cls = httpx2.AsyncClient if asynchronous else httpx2.Client
-    return client_cls(transport=transport, trust_env=False)
+    return RecordingTransport(
+        wiring.journal, provider, api, LimitedTransport(family, policy, wiring.limits)
+    )
 
 
 def limits_provider(provider: str, api: str) -> str:

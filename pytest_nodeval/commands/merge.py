@@ -161,7 +161,8 @@ def _write(report: RunReport, runs: list[ShardRun], target: Path, args: argparse
     try:
         copy_sessions(runs, target)
         write_report(report, target)
-        write_atomic(target / "summary.txt", "\n".join(summary_lines(report)) + "\n")
+        summary = summary_lines(report, divergences=True)
+        write_atomic(target / "summary.txt", "\n".join(summary) + "\n")
     except OSError as exc:
         raise _DiskError(f"{target}: cannot write the merged run: {exc}") from None
     history = _history_path(args.history, target)

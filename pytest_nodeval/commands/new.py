@@ -256,7 +256,7 @@ def _agent_case(directory: Path, case_id: str, schemas: Path) -> None:
 def _record(directory: Path, *, agent: bool) -> str:
     from .record import run as record
 
-    code = record(argparse.Namespace(paths=[directory], world=None, force=False))
+    code = record(argparse.Namespace(paths=[directory], world=None, force=False, record_mode="all"))
     if code != 0:
         raise NodevalError(
             f"{directory}: the new case did not record (see above); nothing was kept"

@@ -10,6 +10,10 @@ records depends on what it has, first match wins:
    `pytest --nodeval-mode=record --nodeval-case=ID`, and the plugin installs the recording.
 3. otherwise the reference engine runs the case from input/config.yaml.
 
+`--record-mode` chooses the cases, as vcrpy's record modes: all (default); missing, only
+those without a journal or whose files changed since it was recorded (case/digests.py); none,
+no case, only a check that each has a journal.
+
 A new journal replaces the old one only when it passed, and atomically. The first and third
 ways record into a staging directory beside the case's journal/ and install it by a rename
 (`recording_beside`, `install_staged`): nothing goes to the temp directory, and whatever
@@ -32,6 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NO_ROOM_LINE, DiskFullError, NodevalError
+from ..modes import RECORD_MODES
 from ..report.models import EXIT_INFRA_ERROR as EXIT_INFRA
 from ..text import printable
 
@@ -64,6 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Write the journal even when the recording fails the case's checks.",
     )
+    parser.add_argument(
+        "--record-mode",
+        default="all",
+        choices=RECORD_MODES,
+        help="Which cases record: all (default); missing: those without a journal or whose "
+        "files changed since it was recorded; none: none, only check that every case has a "
+        "journal (exit 1 naming those without).",
+    )
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,8 @@ class Outcome:
     change: str = ""
     infrastructure: bool = False
     """Not recorded for the machine's sake (a full disk, no key), not the agent's."""
+    current: bool = False
+    """Not run: --record-mode missing or none found its journal current (or present)."""
 
 
 class Stopped(KeyboardInterrupt):
@@ -111,6 +126,13 @@ def _die_by(signum: int) -> None:
 
 
 def _record_and_say(directory: Path, args: argparse.Namespace) -> Outcome:
+    kept = _kept_by_record_mode(directory, args.record_mode)
+    if kept is not None:
+        if kept.current:
+            print(printable(f"skipped {directory / 'journal'}: {kept.detail}"))
+        else:
+            print(printable(f"not recorded {directory}: {kept.detail}"), file=sys.stderr)
+        return kept
     before = _shape(directory / "journal")
     outcome = _record(directory, args)
     if outcome.recorded:
@@ -122,10 +144,31 @@ def _record_and_say(directory: Path, args: argparse.Namespace) -> Outcome:
     return outcome
 
 
+def _kept_by_record_mode(directory: Path, record_mode: str) -> Outcome | None:
+    """The outcome of a case its record mode does not record: under `missing`, one whose
+    journal is current; under `none`, every one (a case without a journal fails). None: record."""
+    from ..case.digests import journal_staleness
+
+    if record_mode == "all":
+        return None
+    if record_mode == "missing":
+        if journal_staleness(directory) is not None:
+            return None
+        return Outcome(directory, False, "unchanged (journal current)", current=True)
+    if journal_staleness(directory) != "no journal":
+        return Outcome(directory, False, "has a journal (--record-mode none)", current=True)
+    return Outcome(
+        directory,
+        False,
+        f"no journal, and --record-mode none records nothing: record it with "
+        f"`nodeval record {directory}` (or --record-mode missing)",
+    )
+
+
 def _exit_status(outcomes: list[Outcome]) -> int:
-    """0 when every case recorded; 7 when the machine is all that kept some from it (as pytest
-    says it); else 1."""
-    failed = [o for o in outcomes if not o.recorded]
+    """0 when every case recorded (or was current); 7 when the machine is all that kept some
+    from it (as pytest says it); else 1."""
+    failed = [o for o in outcomes if not o.recorded and not o.current]
     if not failed:
         return 0
     return EXIT_INFRA if all(o.infrastructure for o in failed) else 1
@@ -249,6 +292,7 @@ def _record_bound_tests(directory: Path, args: argparse.Namespace) -> Outcome:
         "no:cacheprovider",
         "-q",
         "--nodeval-mode=record",
+        "--nodeval-record-mode=all",  # this command chose the cases (an ini default must not)
         "--repeat",
         "1",
         f"--nodeval-case={case_id}",
@@ -339,11 +383,15 @@ def _install_if_passed(case: Case, observed: Observed, force: bool, install: Any
             f"{problem} (the existing journal is unchanged)",
             infrastructure=observed.end is not None and observed.end.infra,
         )
-    from ..journal.sameness import recording_change
+    from ..journal.sameness import header_change_only, recording_change, refresh_header
 
     change = recording_change(case.journal_dir, observed.journal_dir)
     try:
-        if change is not None:  # the same recording is not written again: no churn in git
+        if change is None:  # the same recording is not written again: no churn in git
+            pass
+        elif header_change_only(case.journal_dir, observed.journal_dir):
+            refresh_header(case.journal_dir, observed.journal_dir)  # events stay byte-identical
+        else:
             install(observed.journal_dir, case.journal_dir)
     except DiskFullError as exc:
         return _no_room(case.directory, exc)
@@ -454,10 +502,12 @@ def _change(before: tuple[str, ...] | None, after: tuple[str, ...] | None) -> st
 def _summary(outcomes: list[Outcome]) -> str:
     recorded = [o for o in outcomes if o.recorded]
     changed = [o for o in recorded if not o.change.startswith(("same", "unchanged"))]
-    failed = [o for o in outcomes if not o.recorded]
+    current = [o for o in outcomes if o.current]
+    failed = [o for o in outcomes if not o.recorded and not o.current]
+    skipped = f"{len(current)} skipped, " if current else ""
     lines = [
         f"{len(outcomes)} case(s): {len(recorded)} recorded ({len(changed)} new or changed, "
-        f"{len(recorded) - len(changed)} unchanged), {len(failed)} not recorded"
+        f"{len(recorded) - len(changed)} unchanged), {skipped}{len(failed)} not recorded"
     ]
     lines += [
         f"  new      {o.directory}"

@@ -14,7 +14,16 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    Tag,
+    TypeAdapter,
+    model_serializer,
+)
 
 SCHEMA_VERSION: Final = 1
 HEADER_FILE = "header.json"
@@ -198,6 +207,19 @@ class PlanResult(_Payload):
     """Every step that names a tool was done, in the plan's order."""
 
 
+class SessionLiveFrom(_Payload):
+    """Where an attempt run with `--nodeval-from-turn` stops replaying its journal and goes live.
+
+    Every event before this one was served from (or answered by) the golden journal's first
+    `turn - 1` user turns; from here on the agent talks to real providers or the local fakes.
+    """
+
+    turn: int = Field(ge=1)
+    """The first user turn run live (N of --nodeval-from-turn)."""
+    replayed_session: str | None = None
+    """The session id of the journal the earlier turns were replayed from."""
+
+
 class EvalCandidate(_Payload):
     reason: str
     """"sampled" or "failed"."""
@@ -207,6 +229,7 @@ class EvalCandidate(_Payload):
 PAYLOADS: dict[str, type[_Payload]] = {
     "session.start": SessionStart,
     "session.end": SessionEnd,
+    "session.live_from": SessionLiveFrom,
     "io.input": IoInput,
     "io.output": IoOutput,
     "io.ask": IoAsk,
@@ -317,9 +340,23 @@ class JournalHeader(BaseModel):
     created_at: str
     engine: EngineInfo
     config_digest: str | None = None
+    case_digests: dict[str, str] | None = None
+    """A recording's case files by name relative to the case directory (case.yaml,
+    assertions.yaml, everything under input/), each with the sha256 of its bytes: what
+    `--nodeval-record-mode=missing` compares to tell a current journal from a stale one
+    (case/digests.py). Absent from journals made before it existed and from other sources."""
     source: Literal["record", "live", "replay", "sample"]
     redaction: list[str] = Field(default_factory=list)
     """Names of the redactors that ran over every event before it was written."""
+
+    @model_serializer(mode="wrap")
+    def _absent_digests_unwritten(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Only a recording has case digests: every other header is written as before it
+        # existed, byte for byte.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("case_digests") is None:
+            data.pop("case_digests", None)
+        return data
 
 
 def now_iso() -> str:

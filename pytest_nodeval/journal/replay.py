@@ -4,6 +4,10 @@ The coordinator (`ReplayStash`) is seeded from a journal with first-in-first-out
 of what the outside world answered: `llm.response` per provider, `tool.result` per call id,
 `io.ask.response` per call id, and the `io.input` turns in order. The agent runs live
 against them; whatever it asks is compared with what was recorded at that point.
+
+A prefix stash (`live_from`, for --nodeval-from-turn N) holds only the first N-1 user turns
+and serves them in order without comparing requests (a new system prompt must not stop it);
+once the user is asked for turn N it hands over (`hand_over`) and the attempt goes live.
 """
 
 from __future__ import annotations
@@ -95,12 +99,19 @@ class ReplayStash:
         case: str,
         match: MatchLevel = "default",
         ignore: Sequence[re.Pattern[str]] = (),
+        live_from: int | None = None,
     ) -> None:
         self.case = case
         self.match = match
         self.ignore = tuple(ignore)
         """Text a request carries that is not compared (case.yaml's `match_ignore`)."""
-        self.inputs: deque[Any] = deque(journal.of_type("io.input"))
+        self.live_from = live_from
+        """--nodeval-from-turn N: only the turns before N are served, their requests never
+        compared; None: the whole journal, every request compared."""
+        self.serving = True
+        """False once a prefix stash has handed over to the live attempt (`hand_over`)."""
+        events = journal.events if live_from is None else events_before_turn(journal, live_from)
+        self.inputs: deque[Any] = deque(e for e in events if e.type == "io.input")
         self.snapshots = journal.of_type("world.snapshot")
         self.recorded_end = next(iter(journal.of_type("session.end")), None)
         self.judge_responses = journal.of_type("judge.response")
@@ -114,7 +125,7 @@ class ReplayStash:
         self.path = journal.directory / "events.jsonl"
         self._served_llm: dict[str, int] = {}
         """The seq of the last recorded response served per provider (named in a divergence)."""
-        self._seed(journal.events, journal.raw_payloads)
+        self._seed(events, journal.raw_payloads)
 
     def _seed(self, events: list[Event], raw_payloads: dict[int, bytes]) -> None:
         pending_llm: dict[str, Event] = {}
@@ -210,7 +221,7 @@ class ReplayStash:
         if not queue:
             self._stop(self._extra_call_message(provider, request))
         head = queue[0]
-        if not self._same_request(head.request_event.payload, request):
+        if self.live_from is None and not self._same_request(head.request_event.payload, request):
             # Concurrent calls of an async agent may arrive in another order: serve an
             # exact match further on before calling it a divergence.
             for exchange in list(queue)[1:]:
@@ -218,7 +229,7 @@ class ReplayStash:
                     queue.remove(exchange)
                     self._served_llm[provider] = exchange.response_event.seq
                     return exchange
-            self._stop(self._request_diff(head, request))
+            self._stop(self._request_diff(head, request), seq=head.seq)
         queue.popleft()
         self._served_llm[provider] = head.response_event.seq
         return head
@@ -240,7 +251,10 @@ class ReplayStash:
         expected = {"tool": call.payload.tool, "args": call.payload.args}
         actual = {"tool": tool, "args": args}
         if expected != actual:
-            self._stop(f"at seq {call.seq} (tool.call {call_id}):\n" + _json_diff(expected, actual))
+            self._stop(
+                f"at seq {call.seq} (tool.call {call_id}):\n" + _json_diff(expected, actual),
+                seq=call.seq,
+            )
         return result
 
     def ask_response(self, call_id: str, question: str) -> dict[str, Any]:
@@ -255,6 +269,10 @@ class ReplayStash:
 
     def next_input(self) -> Any | None:
         return self.inputs.popleft() if self.inputs else None
+
+    def hand_over(self) -> None:
+        """A prefix stash's turns are done: from now on the attempt's calls go live."""
+        self.serving = False
 
     def leftovers(self) -> str | None:
         """What the recording did that this replay never asked for, if anything."""
@@ -333,16 +351,46 @@ class ReplayStash:
             f"request body starts {_short(request.get('body'), 160)}"
         )
 
-    def _stop(self, detail: str) -> NoReturn:
+    def _stop(self, detail: str, seq: int | None = None) -> NoReturn:
+        """`seq`: the recorded event the agent did otherwise than, when one is known."""
+        if self.live_from is not None:
+            self.stopped = ReplayDivergence(
+                f"the replayed {replayed_turns(self.live_from)} of '{self.case}' went beyond its "
+                f"journal ({self.path}): {detail}\nContinue from an earlier turn "
+                f"(--nodeval-from-turn), or re-record the journal: nodeval record {self.case}",
+                seq=seq,
+            )
+            raise ReplayStopped(self.stopped)
         self.stopped = ReplayDivergence(
             f"replay of '{self.case}' diverged from its journal ({self.path}): {detail}\n"
-            f"If the change is intended, re-record the journal: nodeval record {self.case}"
+            f"If the change is intended, re-record the journal: nodeval record {self.case}",
+            seq=seq,
         )
         raise ReplayStopped(self.stopped)
 
     def _raise_if_stopped(self) -> None:
         if self.stopped is not None:
             raise ReplayStopped(self.stopped)
+
+
+def replayed_turns(turn: int) -> str:
+    """What --nodeval-from-turn `turn` replays, in words: "turns 1-6", "turn 1", "no turn"."""
+    return "no turn" if turn <= 1 else "turn 1" if turn == 2 else f"turns 1-{turn - 1}"
+
+
+def user_turns(journal: Journal) -> int:
+    """How many user turns (`io.input` events) a journal holds."""
+    return len(journal.of_type("io.input"))
+
+
+def events_before_turn(journal: Journal, turn: int) -> list[Event]:
+    """The journal's events before its `turn`-th user input (1-based): the turns a
+    --nodeval-from-turn attempt replays. Every event when the journal has fewer inputs."""
+    inputs = journal.of_type("io.input")
+    if turn > len(inputs):
+        return list(journal.events)
+    first_live = inputs[turn - 1].seq
+    return [e for e in journal.events if e.seq < first_live]
 
 
 def _same_payload(recorded: Any, actual: dict[str, Any]) -> bool:

@@ -392,6 +392,32 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         return _answer(recorded, request)
 
 
+class HandoverTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
+    """--nodeval-from-turn: the replay transport while its prefix stash serves the turns
+    before N, then the live one (recording, over the network or to the local fake)."""
+
+    def __init__(self, replay: ReplayTransport, live: Any, stash: ReplayStash) -> None:
+        self._replay, self._live, self._stash = replay, live, stash
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._stash.serving:
+            return self._replay.handle_request(request)
+        response: httpx2.Response = self._live.handle_request(request)
+        return response
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._stash.serving:
+            return await self._replay.handle_async_request(request)
+        response: httpx2.Response = await self._live.handle_async_request(request)
+        return response
+
+    def close(self) -> None:
+        self._live.close()
+
+    async def aclose(self) -> None:
+        await self._live.aclose()
+
+
 def _answer(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Response:
     if recorded.get("error"):
         raise _transport_error(recorded["error"], request)

@@ -10,6 +10,9 @@ transcript it saw. A judge answer that cannot be parsed is retried a bounded num
 times and then reported as "inconclusive" with the raw answer, never as the agent failing.
 A judge that never answers (no key, unreachable, down) raises ProviderError: the attempt is
 an infrastructure error, not a pass with its rubric "skipped".
+
+The judge's model calls go to a side journal kept in memory, not the attempt's:
+`RubricGrader.spent_events()` hands them to the pricing (runner/cost.py).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agent.config import ProviderSpec
@@ -110,7 +113,12 @@ class Judge:
     def __init__(self, spec: ProviderSpec, llm_url: str | None, *, limits: Any = None) -> None:
         self.spec = resolve(spec, llm_url).model_copy(update={"label": "judge"})
         keys = {"judge": FAKE_KEY} if is_fake(spec) else {}
-        self._provider: Any = PROVIDERS[self.spec.name](self.spec, side_wiring(keys, limits))
+        self._wiring = side_wiring(keys, limits)
+        self._provider: Any = PROVIDERS[self.spec.name](self.spec, self._wiring)
+
+    def spent_events(self) -> list[Any]:
+        """The events of its model calls (its side journal's, in memory): what it cost."""
+        return self._wiring.journal.events
 
     @property
     def name(self) -> str:
@@ -159,18 +167,42 @@ def make_grader(
     reuse: bool,
     *,
     limits: Any = None,
-) -> Callable[[JournalWriter, str | None], dict[str, Any]]:
+) -> RubricGrader:
     """A grade(journal, llm_url) hook for session.run_case; `limits`: the run's shared rate
     limits."""
+    return RubricGrader(rubrics, judge_spec, golden, reuse, limits)
 
-    def grade(journal: JournalWriter, llm_url: str | None) -> dict[str, Any]:
+
+class RubricGrader:
+    """Grades the rubrics of one attempt's journal; called as grade(journal, llm_url).
+
+    Keeps the judges of its last grading, so their model calls can be priced after it
+    (`spent_events`)."""
+
+    def __init__(
+        self,
+        rubrics: Sequence[Any],
+        judge_spec: ProviderSpec | None,
+        golden: Sequence[Any] | None,
+        reuse: bool,
+        limits: Any = None,
+    ) -> None:
+        self.rubrics, self.judge_spec, self.golden = rubrics, judge_spec, golden
+        self.reuse, self.limits = reuse, limits
+        self._judges: dict[str, Judge] = {}
+
+    def spent_events(self) -> list[Any]:
+        """The model calls of the last grading's judges (their side journals' events)."""
+        return [event for judge in self._judges.values() for event in judge.spent_events()]
+
+    def __call__(self, journal: JournalWriter, llm_url: str | None) -> dict[str, Any]:
         text = transcript(journal.events)
         seen = digest(text)
-        recorded = _recorded_verdicts(golden or [], seen) if reuse else {}
+        recorded = _recorded_verdicts(self.golden or [], seen) if self.reuse else {}
         judged: dict[str, Any] = {}
-        judges: dict[str, Judge] = {}
-        for rubric in rubrics:
-            spec = rubric.judge or judge_spec
+        judges = self._judges = {}  # a new grading's calls are its own
+        for rubric in self.rubrics:
+            spec = rubric.judge or self.judge_spec
             for criterion in rubric.rubric:
                 if spec is None:
                     judged[criterion] = {
@@ -179,7 +211,9 @@ def make_grader(
                     }
                     continue
                 key = f"{spec.name}:{spec.model}"
-                judge = judges.setdefault(key, Judge(spec, llm_url, limits=limits))
+                if key not in judges:
+                    judges[key] = Judge(spec, llm_url, limits=self.limits)
+                judge = judges[key]
                 journal.emit(
                     "judge.request",
                     {
@@ -201,8 +235,6 @@ def make_grader(
                 )
                 judged[criterion] = verdict
         return judged
-
-    return grade
 
 
 def _recorded_verdicts(events: Sequence[Any], transcript_digest: str) -> dict[str, dict[str, Any]]:

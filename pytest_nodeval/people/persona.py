@@ -2,8 +2,10 @@
 
 It talks through the same providers as the engine (anthropic, openai, gemini, mock; `base_url: fake`
 reaches the local LLM fake). Its own model calls are not part of the agent's session, so
-they are not journaled; what it says is (`io.input`, `io.ask.response`, source "persona"),
-and replay re-emits that without calling any model. The conversation ends when the model
+they are not in the attempt's journal: they go to a side journal kept in memory, which
+`spent_events()` hands to the pricing (runner/cost.py). What it says is journaled
+(`io.input`, `io.ask.response`, source "persona"), and replay re-emits that without calling
+any model. The conversation ends when the model
 says a stop token (done, transfer, out of scope) or at the turn limit.
 """
 
@@ -52,9 +54,8 @@ class PersonaUser:
         self.ending: str | None = None
         provider_spec = resolve(spec.provider, llm_url).model_copy(update={"label": "user"})
         keys = {"user": FAKE_KEY} if is_fake(spec.provider) else {}
-        self._provider: Provider = PROVIDERS[provider_spec.name](
-            provider_spec, side_wiring(keys, limits)
-        )
+        self._wiring = side_wiring(keys, limits)
+        self._provider: Provider = PROVIDERS[provider_spec.name](provider_spec, self._wiring)
         self._system = persona_prompt(spec)
         self._said: list[str] = []
         self._heard: list[str] = []
@@ -75,6 +76,17 @@ class PersonaUser:
             self.ending = ending
             return None
         return self._say(text)
+
+    def spent_events(self) -> list[Any]:
+        """The events of its model calls (its side journal's, in memory): what it cost. The
+        list is the journal's own, so it grows as the persona goes on talking."""
+        return self._wiring.journal.events
+
+    def replayed_turn(self, last_output: str | None, text: str) -> None:
+        """A turn --nodeval-from-turn served from the journal: the persona said it."""
+        if last_output is not None:
+            self._heard.append(last_output)
+        self._said.append(text)
 
     def answer(self, call_id: str, question: str) -> UserTurn:
         messages = self._conversation() + [

@@ -110,6 +110,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "Default: ini nodeval_record_mode, else all.",
     )
     group.addoption(
+        "--nodeval-from-turn",
+        type=int,
+        default=None,
+        metavar="N",
+        help="With --nodeval-mode live or record: replay user turns 1..N-1 from each case's "
+        "journal (answers included, requests not compared), then run turn N onward live. "
+        "Default: ini nodeval_from_turn, else off.",
+    )
+    group.addoption(
         "--nodeval-case",
         action="append",
         default=[],
@@ -177,6 +186,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "nodeval_record_mode",
         "Which cases record mode records: all, missing or none (see --nodeval-record-mode).",
+        default="",
+    )
+    parser.addini(
+        "nodeval_from_turn",
+        "Live and record modes: replay turns before this one from the journal "
+        "(see --nodeval-from-turn).",
         default="",
     )
     parser.addini("nodeval_world", "World backend: auto, docker, bwrap or local.", default="")
@@ -372,6 +387,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     select_bound(config, items)
     _select_cases(config, items)
     _shard_items(config, items)
+    if config.stash[settings_key].from_turn is not None:
+        from .preflight import check_from_turn_cases
+
+        check_from_turn_cases(config, items)
 
 
 def _select_cases(config: pytest.Config, items: list[pytest.Item]) -> None:

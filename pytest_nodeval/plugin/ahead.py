@@ -47,7 +47,7 @@ itself."""
 
 def runs_attempts_ahead(settings: Settings) -> bool:
     """Whether this run starts attempts ahead of their tests: concurrency, in a mode that spends."""
-    return settings.concurrency > 1 and settings.mode in POOLED_MODES
+    return settings.concurrency > 1 and settings.attempt_mode in POOLED_MODES
 
 
 class RunAhead:
@@ -138,6 +138,8 @@ class RunAhead:
             return  # a broken case fails in its test, with the same message
         run_dir = self.settings.report_dir / item.config.stash[run_id_key]
         attempt = new_attempt(item, case, self.settings, run_dir)
+        if attempt.not_recorded() is not None:
+            return  # record mode missing or none: its test skips or fails without running it
         agent, inputs = attempt.declared or (None, None)
         job = Job(
             item.nodeid, lambda: attempt.execute(agent, inputs), case.id, world=attempt.opens_world

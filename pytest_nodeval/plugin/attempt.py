@@ -20,16 +20,19 @@ from ..checks.expect import collect_results, stop_collecting
 from ..errors import NodevalError, disk_full, no_room
 from ..report.models import AssertionRecord, AttemptRecord, CaseMeta
 from ..runner.session import AttemptSettings, Observed, opens_world, run_agent_case, run_case
-from ..text import printable
+from ..text import cut_at_word, printable
 from .collect import CaseRef
 from .keys import case_ref, checks_key, observed_key
 from .settings import Settings
+
+REASON_CHARS = 300
+"""A reason in report.json is one line of at most this many characters, cut at a word."""
 
 if TYPE_CHECKING:
     from ..agent.adapter import Agent
     from ..agent.limits import RunLimits
     from ..runner.budget import Budget, Reservation
-    from ..runner.cost import AttemptCost
+    from ..runner.cost import Spend
     from ..runner.session import Grader
     from ..world import World
 
@@ -99,7 +102,7 @@ class Attempt:
         money."""
         self.budget_stop: str | None = None
         """Why the budget kept this attempt from starting: it is then "not run", in no rate."""
-        self._cost: AttemptCost | None = None
+        self._spend: Spend | None = None
         self.declared: tuple[Agent, list[str] | None] | None = None
         """(agent, inputs) from the test's `nodeval_case` marker (`agent=`, `inputs=`): what
         `run()` runs, and what lets the attempt start before its test (see plugin/ahead.py)."""
@@ -121,7 +124,7 @@ class Attempt:
             None if self.settings.world == "auto" else self.settings.world
         )
         return AttemptSettings(
-            mode=self.settings.mode,
+            mode=self.settings.attempt_mode,
             match=self.settings.match,
             world_backend=world,
             run_id=self.run_dir.name,
@@ -130,6 +133,7 @@ class Attempt:
             work_dir=self.run_dir / "_work",
             install=False,  # the controller installs passes
             limits=self._limits(),
+            from_turn=self.settings.from_turn,
         )
 
     def _limits(self) -> RunLimits | None:
@@ -142,7 +146,7 @@ class Attempt:
 
     def _grader(self) -> Grader | None:
         rubrics = [a for a in self.case.assertions if a.kind == "judge"]
-        if not rubrics or self.settings.mode == "deterministic":
+        if not rubrics or self.settings.attempt_mode == "deterministic":
             return None  # deterministic mode reports rubrics as skipped, never as passed
         from ..people.judge import make_grader
 
@@ -183,7 +187,7 @@ class Attempt:
                 self._stop(exc)
             finally:
                 if reservation is not None and self.budget is not None:
-                    self.budget.settle(reservation, self.cost.cost_usd if self.observed else None)
+                    self.budget.settle(reservation, self.paid_usd)
             if reusable and self.checks_here > 1:
                 self.shared[key] = SharedObservation(self.observed, self.checks_here - 1)
         if self.observed.divergence:
@@ -209,6 +213,34 @@ class Attempt:
         # from None: the message once, not again as "During handling of the above exception"
         raise pytest.fail.Exception(printable(str(exc)), pytrace=False) from None
 
+    def not_recorded(self) -> tuple[str, str] | None:
+        """Record modes `missing` and `none`: ("skip", why) for a case whose journal is
+        current under `missing`, ("fail", why) for a case without a journal under `none`;
+        None when the attempt runs (records, or replays under `none`)."""
+        settings = self.settings
+        if settings.mode != "record" or settings.record_mode == "all":
+            return None
+        if settings.record_mode == "missing":
+            from ..case.digests import journal_staleness
+
+            if journal_staleness(self.case.directory) is None:
+                return "skip", "journal is current (--nodeval-record-mode=missing)"
+            return None
+        if (self.case.journal_dir / "events.jsonl").is_file():
+            return None
+        return "fail", (
+            f"case '{self.case.id}' has no journal, and --nodeval-record-mode=none records "
+            f"nothing: record it with --nodeval-record-mode=missing, or `nodeval record "
+            f"{_rel(self.case.directory)}`"
+        )
+
+    def skip_if_current(self) -> None:
+        """Skip this test before anything runs when record mode `missing` finds its journal
+        current (a case without a journal under `none` fails in `run()`, as it would replay)."""
+        stop = self.not_recorded()
+        if stop is not None and stop[0] == "skip":
+            pytest.skip(stop[1])
+
     def _reserve(self) -> Reservation | None:
         """Hold this attempt's estimated cost in the run's budget, or stop it as "not run
         (budget)"."""
@@ -223,23 +255,38 @@ class Attempt:
         return reservation
 
     @property
-    def cost(self) -> AttemptCost:
-        """The observed calls' runner.cost.AttemptCost (computed once)."""
-        if self._cost is None:
-            from ..runner.cost import AttemptCost, attempt_cost
+    def spend(self) -> Spend:
+        """The observed calls' runner.cost.Spend: the agent's, the simulated user's and the
+        judge's (computed once)."""
+        if self._spend is None:
+            from ..runner.cost import AttemptCost, Spend
 
-            self._cost = (
-                attempt_cost(self.observed.events, self.settings.prices)
+            # The turns a --nodeval-from-turn attempt replayed cost nothing (live_events).
+            self._spend = (
+                self.observed.spend(self.settings.prices)
                 if self.observed
-                else AttemptCost(None)
+                else Spend(AttemptCost(None), AttemptCost(None), AttemptCost(None))
             )
-        return self._cost
+        return self._spend
+
+    @property
+    def paid_usd(self) -> float | None:
+        """What the run paid for this attempt, for the budget: the user's and the judge's calls,
+        and the agent's unless a replay served them; None when unknown or it never ran."""
+        if self.observed is None:
+            return None
+        from ..modes import REPLAY_MODES
+
+        return self.spend.paid_usd(self.settings.attempt_mode not in REPLAY_MODES)
 
     def execute(self, agent: Agent | None = None, inputs: list[str] | None = None) -> Observed:
         """Run the case once and return the observation; raises what the run raised.
 
         Thread-safe against other attempts: the pool calls it for attempts started ahead.
         """
+        stop = self.not_recorded() if self.settings.record_mode == "none" else None
+        if stop is not None:  # no journal to replay: one line saying how to record it
+            raise NodevalError(stop[1])
         self._snapshot_config()
         self.journal_dir = self._claim_journal_dir()
         if agent is None:
@@ -340,10 +387,13 @@ class Attempt:
 
     def first_problem(self) -> str | None:
         problems = self.problems()
-        return problems[0].splitlines()[0][:300] if problems else None
+        return cut_at_word(problems[0].splitlines()[0], REASON_CHARS) if problems else None
 
     def explain(self, problems: list[str]) -> str:
-        header = f"case '{self.case.id}' (repeat {self.ref.repeat}, {self.settings.mode} mode): "
+        header = f"case '{self.case.id}' (repeat {self.ref.repeat}, {self.settings.mode} mode"
+        if self.settings.attempt_mode != self.settings.mode:
+            header += f", replayed: --nodeval-record-mode={self.settings.record_mode}"
+        header += "): "
         header += f"{len(problems)} problem(s)"
         journal = self.journal_dir
         return (
@@ -360,10 +410,11 @@ class Attempt:
         infra_cause = infra_cause or self.infra_cause
         infra = bool(metrics.get("infra")) or infra_cause is not None
         if infra_cause is not None:
-            reason = infra_cause.splitlines()[0][:300]
+            reason = cut_at_word(infra_cause.splitlines()[0], REASON_CHARS)
         if self.budget_stop is not None:
             outcome, reason = "not_run", self.budget_stop
-        cost = self.cost
+        spend = self.spend
+        cost = spend.agent
         return AttemptRecord(
             nodeid="",
             case_id=self.case.id,
@@ -371,6 +422,9 @@ class Attempt:
             outcome=outcome,  # type: ignore[arg-type]  # report_payload makes an infra failure an error
             infra_error=infra,
             reason=reason,
+            divergence=self.divergence,
+            divergence_seq=self.observed.divergence_seq if self.observed else None,
+            live_from_turn=self.observed.live_from_turn if self.observed else None,
             status=metrics.get("status"),
             assertions=[AssertionRecord(**r.to_json()) for r in self.results],
             latency_ms=metrics.get("latency_ms"),
@@ -381,6 +435,11 @@ class Attempt:
             cache_write_tokens=cost.cache_write_tokens,
             cost_usd=cost.cost_usd,
             cost_unpriced=list(cost.unpriced),
+            user_cost_usd=spend.user.cost_usd,
+            user_cost_unpriced=list(spend.user.unpriced),
+            judge_cost_usd=spend.judge.cost_usd,
+            judge_cost_unpriced=list(spend.judge.unpriced),
+            total_cost_usd=spend.total_usd,
             turns=metrics.get("turns", 0),
             llm_calls=metrics.get("llm_calls", 0),
             tool_calls=metrics.get("tool_calls", 0),

@@ -12,14 +12,15 @@ from ..runner.budget import Budget, BudgetGate, Prior
 from .keys import budget_key
 from .settings import Settings
 
-SPENDING_MODES = ("live", "record")
-"""Modes whose attempts call models for real (full mode replays the agent's calls)."""
+SPENDING_MODES = ("live", "record", "full")
+"""Modes whose attempts call models for real: full mode replays the agent's calls, but its
+judge grades live."""
 
 
 def shared_budget(config: pytest.Config, settings: Settings, run_dir: Path) -> Budget | None:
     """The run's budget, made once per process, when --nodeval-max-cost is set and the mode
     spends."""
-    if settings.max_cost is None or settings.mode not in SPENDING_MODES:
+    if settings.max_cost is None or settings.attempt_mode not in SPENDING_MODES:
         return None
     budget = config.stash.get(budget_key, None)
     if budget is None:
@@ -32,23 +33,27 @@ def budget_gate(config: pytest.Config, settings: Settings, run_dir: Path) -> Bud
     budget = shared_budget(config, settings, run_dir)
     if budget is None:
         return None
+    from ..modes import REPLAY_MODES
     from ..report.models import BUDGET_REASON
-    from ..runner.cost import attempt_cost
 
+    agent_live = settings.attempt_mode not in REPLAY_MODES
     return BudgetGate(
         budget,
-        lambda observed: attempt_cost(observed.events, settings.prices).cost_usd,
+        lambda observed: observed.spend(settings.prices).paid_usd(agent_live),
         BUDGET_REASON,
     )
 
 
 def run_budget(settings: Settings, run_dir: Path) -> Budget:
     assert settings.max_cost is not None
-    return Budget(run_dir, settings.max_cost, baseline_prior(settings.baseline))
+    # A full run pays for its judge alone: the baseline's costs, the agent's, would overestimate.
+    baseline = settings.baseline if settings.attempt_mode != "full" else None
+    return Budget(run_dir, settings.max_cost, baseline_prior(baseline))
 
 
 def baseline_prior(path: Path | None) -> Prior:
-    """Mean cost per attempt by case and overall in the baseline; empty when there is none."""
+    """Mean spend per attempt (agent, user and judge) by case and overall in the baseline;
+    empty when there is none."""
     if path is None or not path.exists():
         return Prior()
     from ..errors import NodevalError
@@ -59,6 +64,15 @@ def baseline_prior(path: Path | None) -> Prior:
     except NodevalError:
         return Prior()  # the gate says what is wrong with it; the budget just has no prior
     by_case = {
-        c.id: c.cost_per_attempt_usd for c in report.cases if c.cost_per_attempt_usd is not None
+        c.id: per_attempt
+        for c in report.cases
+        if (per_attempt := _spend_per_attempt(c)) is not None
     }
-    return Prior(by_case, report.totals.cost_per_attempt_usd)
+    return Prior(by_case, _spend_per_attempt(report.totals))
+
+
+def _spend_per_attempt(figures: Any) -> float | None:
+    """A case's or the run's spend per attempt; the agent's cost in a baseline written before
+    the user's and the judge's were priced."""
+    total = getattr(figures, "total_cost_per_attempt_usd", None)
+    return figures.cost_per_attempt_usd if total is None else float(total)

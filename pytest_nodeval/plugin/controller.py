@@ -62,7 +62,10 @@ class Controller:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._check_baseline()
-        if self.settings.mode in ("live", "record") and self.settings.world in ("auto", "docker"):
+        if self.settings.attempt_mode in ("live", "record") and self.settings.world in (
+            "auto",
+            "docker",
+        ):
             self._clean_stale_worlds()
 
     def _clean_stale_worlds(self) -> None:
@@ -174,13 +177,17 @@ class Controller:
             )
         self._fill_missing()
         report = self._adaptive(self._build(int(session.exitstatus)))
-        if self.settings.mode == "record":
+        if self.settings.attempt_mode == "record":
             self._install_recordings(report)
-            if self.settings.unused_repeat is not None:
-                self.notes.append(
-                    f"record mode records each case once; repeat {self.settings.unused_repeat} "
-                    "is for the runs that replay or run live"
-                )
+        elif self.settings.mode == "record":
+            self.notes.append(
+                "--nodeval-record-mode=none: nothing was recorded; cases with a journal replayed it"
+            )
+        if self.settings.mode == "record" and self.settings.unused_repeat is not None:
+            self.notes.append(
+                f"record mode records each case once; repeat {self.settings.unused_repeat} "
+                "is for the runs that replay or run live"
+            )
         self._decide_exit_status(report, session)
         if self.settings.baseline is not None:
             self._gate(report, session)
@@ -294,7 +301,7 @@ class Controller:
         cases, totals, suite = aggregate(self.records.values(), self.metas)
         duration_s = round(time.perf_counter() - self._t0, 3)
         # Replay spends nothing on the agent.
-        totals.cost_recorded = self.settings.mode in REPLAY_MODES
+        totals.cost_recorded = self.settings.attempt_mode in REPLAY_MODES
         return RunReport(
             run_id=self.run_id,
             started_at=self.started_at,
@@ -319,7 +326,7 @@ class Controller:
 
     def _install_recordings(self, report: RunReport) -> None:
         """A recording replaces a case's golden journal only when its attempt passed every check."""
-        from ..journal.sameness import recording_change
+        from ..journal.sameness import header_change_only, recording_change, refresh_header
         from ..journal.writer import install_journal
 
         for case in report.cases:
@@ -340,7 +347,10 @@ class Controller:
                     self.notes.append(f"unchanged: {_relative(target)} (recorded the same again)")
                     continue
                 try:
-                    install_journal(source, target)
+                    if header_change_only(target, source):  # its events stay byte-identical
+                        refresh_header(target, source)
+                    else:
+                        install_journal(source, target)
                     self.notes.append(
                         f"recorded: {_relative(target)} ({change}; {attempt.outcome}, "
                         f"from {attempt.journal})"
@@ -383,7 +393,8 @@ class Controller:
 
         try:
             self.report_path = write_report(report, self.run_dir)
-            write_atomic(self.run_dir / "summary.txt", "\n".join(summary_lines(report)) + "\n")
+            summary = summary_lines(report, divergences=True)
+            write_atomic(self.run_dir / "summary.txt", "\n".join(summary) + "\n")
             _point_latest(self.settings.report_dir, self.run_id)
         except OSError as exc:
             self._could_not_write(

@@ -70,6 +70,7 @@ def nodeval_attempt(
         attempt.fakes = request.node.stash.setdefault(fakes_key, {})
         attempt.budget = shared_budget(request.config, nodeval_settings, nodeval_run_dir)
     request.node.stash[attempt_key] = attempt
+    attempt.skip_if_current()  # --nodeval-record-mode=missing: a current journal is not recorded
     token = attempt.activate()
     yield attempt
     attempt.deactivate(token)

@@ -41,6 +41,12 @@ def properties(record: AttemptRecord) -> list[tuple[str, object]]:
     cost = getattr(record, "cost_usd", None)  # attempts carry it once costs are priced
     if cost is not None:
         props.append(("cost_usd", cost))
+    # The simulated persona's and the judge's calls, priced apart from the agent's.
+    props += [
+        (name, value)
+        for name in ("user_cost_usd", "judge_cost_usd")
+        if (value := getattr(record, name, None))
+    ]
     return [(PREFIX + name, value) for name, value in props]
 
 

@@ -24,6 +24,20 @@ def check_options(config: pytest.Config) -> None:
     where = str(config.inipath) if config.inipath else "ini"
     _check_selection(config, where)
     _check_outputs(config, where)
+    _check_from_turn(config)
+
+
+def _check_from_turn(config: pytest.Config) -> None:
+    """--nodeval-from-turn goes live at turn N: a run that replays everything cannot."""
+    settings = config.stash[settings_key]
+    if settings.from_turn is None or settings.attempt_mode in ("live", "record"):
+        return
+    mode = settings.mode if settings.mode == settings.attempt_mode else "record (replaying)"
+    _refuse(
+        settings.from_turn_source,
+        f"runs turn {settings.from_turn} onward live, so it needs --nodeval-mode live or "
+        f"record (with --nodeval-record-mode all or missing); this run's mode is {mode}",
+    )
 
 
 def _check_selection(config: pytest.Config, where: str) -> None:
@@ -55,6 +69,33 @@ def _check_outputs(config: pytest.Config, where: str) -> None:
     if summary:
         path = config.invocation_params.dir / summary
         _refuse("--nodeval-summary-md", output_file_problem(path))
+
+
+def check_from_turn_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every case selected for a --nodeval-from-turn run can continue live from that turn
+    (runner/session.py `from_turn_problem`); else a usage error naming the first that cannot.
+    A case that does not load is left to its test, which reports the bad file. An xdist
+    worker cannot stop the run with a usage error: there each such case's tests fail with
+    the same line (runner/session.py refuses the attempt)."""
+    settings = config.stash[settings_key]
+    if settings.from_turn is None or hasattr(config, "workerinput"):
+        return
+    from ..case.directory import load_case
+    from ..errors import NodevalError
+    from ..runner.session import from_turn_problem
+    from .keys import case_ref
+
+    problems: list[str] = []
+    for directory in dict.fromkeys(ref.directory for ref in map(case_ref, items) if ref):
+        try:
+            problem = from_turn_problem(load_case(Path(directory)), settings.from_turn)
+        except NodevalError:
+            continue
+        if problem is not None:
+            problems.append(problem)
+    if problems:
+        more = f" (and {len(problems) - 1} other case(s))" if len(problems) > 1 else ""
+        _refuse(settings.from_turn_source, problems[0] + more)
 
 
 def limit_journals(config: pytest.Config) -> None:

@@ -189,8 +189,17 @@ def attempt_payload(report: pytest.TestReport) -> dict[str, Any] | None:
 
 
 def cost_of(attempt: dict[str, Any]) -> float | None:
-    """The attempt's spend in USD, when the run prices its attempts (`cost_usd`), else None."""
-    value = attempt.get("cost_usd")
+    """The attempt's spend in USD, when the run prices its attempts (`cost_usd`), else None:
+    the agent's calls, and the simulated user's and the judge's when they are priced."""
+    agent, *side = (
+        _usd(attempt.get(key)) for key in ("cost_usd", "user_cost_usd", "judge_cost_usd")
+    )
+    if agent is None:
+        return None
+    return agent + sum(cost for cost in side if cost is not None)
+
+
+def _usd(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

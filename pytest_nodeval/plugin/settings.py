@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, MatchLevel, Mode
+from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, RECORD_MODES, MatchLevel, Mode, RecordMode
 
 WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
 PROGRESS_MODES = ("auto", "tty", "plain", "off")
@@ -66,6 +66,9 @@ class Settings:
     baseline_from_cli: bool = False
     record_force: bool = False
     """Record mode: install recordings that failed their checks too (--nodeval-record-force)."""
+    record_mode: RecordMode = "all"
+    """Record mode: which cases record (--nodeval-record-mode, ini nodeval_record_mode):
+    all; missing (those whose journal is missing or stale, see case/digests.py); none."""
     adaptive: bool = False
     """Adaptive repeats asked for (--nodeval-adaptive, profile or ini); they act only with a
     baseline in a live, full or record run (plugin/adaptive.py says why not otherwise)."""
@@ -92,6 +95,18 @@ class Settings:
     """Where each resolved value came from ("--repeat", "profile 'release'", "ini", "default")."""
     unused_repeat: str | None = None
     """Record mode: the run-wide repeat above 1 it did not use, and where it came from."""
+    from_turn: int | None = None
+    """--nodeval-from-turn / nodeval_from_turn: live and record attempts replay the user turns
+    before this one from the case's journal, then go live (preflight.py checks the mode)."""
+    from_turn_source: str = "--nodeval-from-turn"
+
+    @property
+    def attempt_mode(self) -> Mode:
+        """The mode the attempts run in: the run's, but record mode's `none` records nothing
+        and replays the journals (vcrpy's playback only)."""
+        if self.mode == "record" and self.record_mode == "none":
+            return "deterministic"
+        return self.mode
 
     def repeats_for(self, case_repeat: int | None) -> int:
         """Attempts of a case. A recording is one attempt, whose journal the case then replays:
@@ -260,6 +275,11 @@ def from_config(config: pytest.Config) -> Settings:
         baseline_from_cli=bool(config.getoption("nodeval_baseline")),
         gate_policy=_gate_policy(config, where),
         record_force=bool(config.getoption("nodeval_record_force")),
+        from_turn=_from_turn(config, where),
+        from_turn_source="--nodeval-from-turn"
+        if config.getoption("nodeval_from_turn") is not None
+        else f"nodeval_from_turn ({where})",
+        record_mode=_record_mode(config, where, values["mode"], sources["mode"]),
         adaptive=values["adaptive"],
         progress=_progress_mode(config, where),
         progress_interval_s=_progress_interval(config, where),
@@ -272,6 +292,37 @@ def from_config(config: pytest.Config) -> Settings:
             f"nodeval_world_concurrency ({where})",
         ),
     )
+
+
+def _record_mode(config: pytest.Config, where: str, mode: str, mode_source: str) -> RecordMode:
+    # --nodeval-record-mode (argparse checked its choices) > ini nodeval_record_mode > all.
+    # The option is about record mode alone; the ini key is a project's default for the
+    # record runs among its runs, so it never stops another mode.
+    cli = config.getoption("nodeval_record_mode")
+    if cli is not None and mode != "record":
+        raise pytest.UsageError(
+            f"--nodeval-record-mode is for record mode only (--nodeval-mode record); "
+            f"this run's mode is {mode} (from {mode_source})"
+        )
+    raw: RecordMode = cli or config.getini("nodeval_record_mode").strip() or "all"
+    if raw not in RECORD_MODES:
+        raise pytest.UsageError(
+            f"nodeval_record_mode ({where}) must be one of {', '.join(RECORD_MODES)}, got {raw!r}"
+        )
+    return raw
+
+
+def _from_turn(config: pytest.Config, where: str) -> int | None:
+    # command line > ini: the one place the turn is decided.
+    cli = config.getoption("nodeval_from_turn")
+    source, raw = (
+        ("--nodeval-from-turn", cli)
+        if cli is not None
+        else (f"nodeval_from_turn ({where})", config.getini("nodeval_from_turn").strip())
+    )
+    if raw in (None, ""):
+        return None
+    return _positive(raw, f"{source} (a user turn, counted from 1)")
 
 
 def _progress_mode(config: pytest.Config, where: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from typing import Literal
 
 from ..stats.run_stats import SuiteStats, case_stats, suite_stats
 from .models import BUDGET_REASON, AttemptRecord, CaseMeta, CaseReport, JudgeAgreement, Totals
@@ -74,6 +75,7 @@ def build_case(meta: CaseMeta, attempts: list[AttemptRecord]) -> CaseReport:
         infra_errors=sum(1 for a in attempts if a.infra_error),
     )
     total, per_attempt = cost_of(attempts)
+    whole, whole_per_attempt = total_cost_of(attempts)
     return CaseReport(
         id=meta.id,
         name=meta.name,
@@ -85,20 +87,49 @@ def build_case(meta: CaseMeta, attempts: list[AttemptRecord]) -> CaseReport:
         judge_agreement=judge_agreement(attempts),
         cost_usd=total,
         cost_per_attempt_usd=per_attempt,
+        user_cost_usd=cost_of(attempts, "user")[0],
+        judge_cost_usd=cost_of(attempts, "judge")[0],
+        total_cost_usd=whole,
+        total_cost_per_attempt_usd=whole_per_attempt,
         attempts=attempts,
     )
 
 
-def cost_of(attempts: Iterable[AttemptRecord]) -> tuple[float | None, float | None]:
-    """(total, per attempt) in USD over the attempts with a cost; None if one's is unknown.
+def cost_of(
+    attempts: Iterable[AttemptRecord], party: Literal["agent", "user", "judge"] = "agent"
+) -> tuple[float | None, float | None]:
+    """(total, per attempt) in USD of one party's calls (the agent's: cost_usd; the simulated
+    user's; the judge's) over the attempts with a cost; None if one's is unknown.
 
     An attempt that never called a model (never ran, or failed before) adds nothing; one
     whose model has no price makes the whole figure unknown rather than too low.
     """
+    prefix = "" if party == "agent" else f"{party}_"
     attempts = list(attempts)
-    if any(a.cost_unpriced for a in attempts):
+    if any(getattr(a, f"{prefix}cost_unpriced") for a in attempts):
         return None, None
-    known = [a.cost_usd for a in attempts if a.cost_usd is not None]
+    known: list[float] = [
+        cost for a in attempts if (cost := getattr(a, f"{prefix}cost_usd")) is not None
+    ]
+    return _sum_and_mean(known)
+
+
+def total_cost_of(attempts: Iterable[AttemptRecord]) -> tuple[float | None, float | None]:
+    """(total, per attempt) in USD of the agent's, the user's and the judge's calls together;
+    None as cost_of. An attempt recorded before the user and the judge were priced counts its
+    agent's cost."""
+    attempts = list(attempts)
+    if any(a.cost_unpriced or a.user_cost_unpriced or a.judge_cost_unpriced for a in attempts):
+        return None, None
+    known = [
+        a.total_cost_usd if a.total_cost_usd is not None else a.cost_usd
+        for a in attempts
+        if a.cost_usd is not None
+    ]
+    return _sum_and_mean([cost for cost in known if cost is not None])
+
+
+def _sum_and_mean(known: list[float]) -> tuple[float | None, float | None]:
     if not known:
         return None, None
     return round(sum(known), 9), round(sum(known) / len(known), 9)
@@ -164,6 +195,11 @@ def _add_costs(totals: Totals, attempts: list[AttemptRecord]) -> None:
     totals.cost_priced_usd = round(sum(a.cost_usd for a in attempts if a.cost_usd is not None), 9)
     totals.cost_unpriced_attempts = sum(1 for a in attempts if a.cost_unpriced)
     totals.cost_unpriced_models = sorted({m for a in attempts for m in a.cost_unpriced})
+    totals.user_cost_usd = cost_of(attempts, "user")[0]
+    totals.user_cost_unpriced_models = sorted({m for a in attempts for m in a.user_cost_unpriced})
+    totals.judge_cost_usd = cost_of(attempts, "judge")[0]
+    totals.judge_cost_unpriced_models = sorted({m for a in attempts for m in a.judge_cost_unpriced})
+    totals.total_cost_usd, totals.total_cost_per_attempt_usd = total_cost_of(attempts)
 
 
 def is_budget_stop(attempt: AttemptRecord) -> bool:

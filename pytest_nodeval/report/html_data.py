@@ -271,7 +271,13 @@ def cost_overview(report: RunReport) -> dict[str, Any] | None:
     from .terminal import usd
 
     t = report.totals
-    if t.cost_usd is None and not t.cost_unpriced_attempts:
+    side = bool(
+        t.user_cost_usd
+        or t.judge_cost_usd
+        or t.user_cost_unpriced_models
+        or t.judge_cost_unpriced_models
+    )
+    if t.cost_usd is None and not t.cost_unpriced_attempts and not side:
         return None
     detail = (
         f"{usd(t.cost_per_attempt_usd)} per attempt"
@@ -282,9 +288,21 @@ def cost_overview(report: RunReport) -> dict[str, Any] | None:
         )
     )
     if t.cost_recorded:
-        detail += " · as recorded: this replay spent nothing"
+        detail += " · as recorded: this replay spent nothing" + (" on the agent" if side else "")
+    total = t.cost_usd
+    if side:  # the simulated user's and the judge's calls, priced apart from the agent's
+        unpriced = [*t.user_cost_unpriced_models, *t.judge_cost_unpriced_models]
+        detail = (
+            f"agent {usd(t.cost_usd)} ({detail}) · user {usd(t.user_cost_usd)} · "
+            f"judge {usd(t.judge_cost_usd)}"
+        )
+        if t.total_cost_per_attempt_usd is not None:
+            detail += f" · {usd(t.total_cost_per_attempt_usd)} per attempt in all"
+        if unpriced:
+            detail += f" · no price for {', '.join(unpriced)}"
+        total = t.total_cost_usd
     return {
-        "total": text(usd(t.cost_usd), 40),
+        "total": text(usd(total), 40),
         "detail": text(detail, 500),
         "max": num(report.max_cost_usd),
         "not_run_budget": t.not_run_budget,
@@ -327,8 +345,13 @@ def case_row(
         "p50": num(s.latency_p50_ms),
         "p95": num(s.latency_p95_ms),
         "tokens": num(s.tokens_mean),
-        "cost": num(case.cost_per_attempt_usd),
-        "cost_unknown": any(a.cost_unpriced for a in case.attempts),
+        # The whole cost per attempt: the agent's, the simulated user's and the judge's calls.
+        "cost": num(
+            case.cost_per_attempt_usd
+            if case.total_cost_per_attempt_usd is None
+            else case.total_cost_per_attempt_usd
+        ),
+        "cost_unknown": any(_unpriced(a) for a in case.attempts),
         "change": change,
         "trend": trend,
         "attempts": [
@@ -351,6 +374,29 @@ def _largest_k(values: dict[Any, Any]) -> list[float] | None:
     return list(max(known)) if known else None
 
 
+def _unpriced(attempt: AttemptRecord) -> list[str]:
+    """The models of the attempt's calls (agent, user, judge) with no known price."""
+    found = attempt.cost_unpriced + attempt.user_cost_unpriced + attempt.judge_cost_unpriced
+    return sorted(set(found))
+
+
+def _cost_split(attempt: AttemptRecord) -> str:
+    """`agent $0.0200 · user $0.0060 · judge $0.0040` when the user or the judge cost anything."""
+    from .terminal import usd
+
+    if not (
+        attempt.user_cost_usd
+        or attempt.judge_cost_usd
+        or attempt.user_cost_unpriced
+        or attempt.judge_cost_unpriced
+    ):
+        return ""
+    return (
+        f"agent {usd(attempt.cost_usd)} · user {usd(attempt.user_cost_usd)} · "
+        f"judge {usd(attempt.judge_cost_usd)}"
+    )
+
+
 def attempt_row(
     attempt: AttemptRecord, timeline_id: str | None, slot: int | None = None
 ) -> dict[str, Any]:
@@ -359,11 +405,18 @@ def attempt_row(
         "outcome": attempt.outcome,
         "infra": attempt.infra_error,
         "reason": text(attempt.reason),
+        "divergence": text(attempt.divergence),
+        "dseq": attempt.divergence_seq,
+        "live_from": attempt.live_from_turn,
         "status": text(attempt.status, 100),
         "latency": num(attempt.latency_ms),
         "tokens": attempt.tokens,
         "cost": num(attempt.cost_usd),
-        "cost_unpriced": [text(m, 200) for m in attempt.cost_unpriced],
+        "user_cost": num(attempt.user_cost_usd),
+        "judge_cost": num(attempt.judge_cost_usd),
+        "total_cost": num(attempt.total_cost_usd),
+        "cost_split": text(_cost_split(attempt), 200),
+        "cost_unpriced": [text(m, 200) for m in _unpriced(attempt)],
         "turns": attempt.turns,
         "llm": attempt.llm_calls,
         "tools": attempt.tool_calls,

@@ -60,6 +60,15 @@ class AttemptRecord(_Model):
     """The harness or a provider failed (5xx, timeout, crashed worker), not the agent."""
     reason: str | None = None
     """Why it did not pass, in one line."""
+    divergence: str | None = None
+    """A replay that diverged from its journal: the whole message (where, the field that
+    differs, a short diff, how to re-record); `reason` holds its first line."""
+    divergence_seq: int | None = None
+    """The seq of the recorded event where the replay diverged, when known (a request or a
+    tool call that differs); the observed journal numbers its events alike up to there."""
+    live_from_turn: int | None = None
+    """--nodeval-from-turn: the user turn the attempt went live at (the turns before it were
+    replayed from the case's journal); None for an attempt that ran whole in its mode."""
     status: str | None = None
     """The session's own end status: ok, limit, error, divergence, incomplete."""
     checks: list[str] = Field(default_factory=list)
@@ -84,6 +93,20 @@ class AttemptRecord(_Model):
     at today's prices). None when the attempt never ran or a call's model has no price."""
     cost_unpriced: list[str] = Field(default_factory=list)
     """Models of this attempt's calls with no known price: why cost_usd is None."""
+    user_cost_usd: float | None = None
+    """What the simulated persona's model calls cost, in USD, at the same prices (0 for a
+    scripted user, and in replay, which serves the persona's turns from the journal). None
+    when the attempt never ran or a call's model has no price."""
+    user_cost_unpriced: list[str] = Field(default_factory=list)
+    """Models of the persona's calls with no known price: why user_cost_usd is None."""
+    judge_cost_usd: float | None = None
+    """What the judge's model calls cost, in USD (it grades live in full, live and record
+    modes, also when the agent replays). None as user_cost_usd."""
+    judge_cost_unpriced: list[str] = Field(default_factory=list)
+    """Models of the judge's calls with no known price: why judge_cost_usd is None."""
+    total_cost_usd: float | None = None
+    """cost_usd + user_cost_usd + judge_cost_usd: the attempt's whole cost; None when one
+    of them is (and in reports written before the user and the judge were priced)."""
     turns: int = 0
     llm_calls: int = 0
     tool_calls: int = 0
@@ -159,6 +182,14 @@ class CaseReport(_Model):
     """What this case's attempts cost, in USD; None when one that ran has no known price."""
     cost_per_attempt_usd: float | None = None
     """cost_usd over the attempts that ran (passed, failed or error); None as above."""
+    user_cost_usd: float | None = None
+    """What the simulated persona's calls cost over the case's attempts; None as cost_usd."""
+    judge_cost_usd: float | None = None
+    """What the judge's calls cost over the case's attempts; None as cost_usd."""
+    total_cost_usd: float | None = None
+    """The agent's, the user's and the judge's together; None when one of them is unknown."""
+    total_cost_per_attempt_usd: float | None = None
+    """total_cost_usd over the attempts that ran; None as total_cost_usd."""
     attempts: list[AttemptRecord]
     adaptive: CaseAdaptive | None = None
     """How many repeats adaptive repeats gave the case and why it stopped; None when the
@@ -203,9 +234,24 @@ class Totals(_Model):
     """Attempts that ran whose cost is unknown (a model without a price)."""
     cost_unpriced_models: list[str] = Field(default_factory=list)
     """The models without a price: name them in nodeval_prices."""
+    user_cost_usd: float | None = None
+    """What the simulated personas' calls cost (the agent's are cost_usd); None when one has
+    no known price."""
+    user_cost_unpriced_models: list[str] = Field(default_factory=list)
+    """The persona models without a price."""
+    judge_cost_usd: float | None = None
+    """What the judge's calls cost; None when one has no known price."""
+    judge_cost_unpriced_models: list[str] = Field(default_factory=list)
+    """The judge models without a price."""
+    total_cost_usd: float | None = None
+    """The run's whole cost: the agent's, the user's and the judge's calls; None when one of
+    them is unknown. What --nodeval-max-cost counts (less the agent's calls in replay)."""
+    total_cost_per_attempt_usd: float | None = None
+    """total_cost_usd over the attempts that ran; None as total_cost_usd."""
     cost_recorded: bool = False
-    """True in replay (deterministic, full): the cost is what the recorded calls cost, at
-    today's prices; the run itself spent nothing on the agent's calls."""
+    """True in replay (deterministic, full): the agent's cost is what the recorded calls cost,
+    at today's prices; the run itself spent nothing on the agent's calls (a full run's judge
+    still grades live, and its cost is spent)."""
 
 
 BUDGET_REASON = "not run (budget)"

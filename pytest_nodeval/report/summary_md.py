@@ -3,17 +3,19 @@
 Plain Markdown that both render: a verdict line, the gates, the cases that need attention
 (regressions first), infrastructure errors with their causes, cost when attempts carry it,
 and links to the artifacts. Agent output never reaches it unescaped: a reason is one line,
-its table pipes and HTML escaped.
+its table pipes and HTML escaped, cut at a word boundary; a divergence's diff sits in a
+fenced code block (longer than any backtick run in it) inside a `<details>` block.
 """
 
 from __future__ import annotations
 
 import html
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from ..text import printable
+from ..text import cut_at_word, printable
 from .models import EXIT_INFRA_ERROR, RunReport
 
 _VERDICTS = {
@@ -23,10 +25,16 @@ _VERDICTS = {
     EXIT_INFRA_ERROR: "INFRASTRUCTURE ERROR",
 }
 _ROWS = 20
+REASON_LIMIT = 200
+"""Characters of a reason in a table cell (before escaping)."""
+DIFF_LIMIT = 4_000
+"""Characters of one divergence's message in its <details> block."""
 
 
-def _cell(text: Any) -> str:
+def _cell(text: Any, limit: int | None = None) -> str:
     one_line = " ".join(printable(str(text)).split())
+    if limit is not None:
+        one_line = cut_at_word(one_line, limit)
     return html.escape(one_line, quote=False).replace("|", "\\|")
 
 
@@ -40,6 +48,7 @@ def markdown(report: RunReport, links: dict[str, str] | None = None) -> str:
         _headline(report),
         *_gate(report),
         *_attention(report),
+        *_divergences(report),
         *_infra(report),
         *_cost(report),
         *_links(links or {}),
@@ -109,10 +118,48 @@ def _attention(report: RunReport) -> list[str]:
         case = cases.get(case_id)
         passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}" if case else "-"
         reason = next((a.reason for a in case.attempts if a.reason), "") if case else ""
-        lines.append(f"| {_cell(case_id)} | {_cell(what)} | {passed} | {_cell(reason)[:200]} |")
+        lines.append(
+            f"| {_cell(case_id)} | {_cell(what)} | {passed} | {_cell(reason, REASON_LIMIT)} |"
+        )
     if len(rows) > _ROWS:
         lines.append(f"\n... and {len(rows) - _ROWS} more in report.html.")
     return [*lines, ""]
+
+
+def _divergences(report: RunReport) -> list[str]:
+    """Each diverged case's first divergence: its first line, and the whole message (the field
+    that differs, the diff, how to re-record) folded in a <details> block."""
+    diverged = [
+        (c.id, attempt)
+        for c in report.cases
+        for attempt in [next((a for a in c.attempts if a.divergence), None)]
+        if attempt is not None
+    ]
+    if not diverged:
+        return []
+    lines = ["### Divergences from the journal\n"]
+    for case_id, attempt in diverged[:_ROWS]:
+        first, _, rest = printable(attempt.divergence or "").partition("\n")
+        lines += [
+            "<details>",
+            f"<summary>{_cell(case_id)} r{attempt.repeat}: {_cell(first, REASON_LIMIT)}</summary>",
+            "",
+            *_fenced(cut_at_word(rest, DIFF_LIMIT)),
+            "",
+            "</details>",
+            "",
+        ]
+    if len(diverged) > _ROWS:
+        lines.append(f"... and {len(diverged) - _ROWS} more in summary.txt and report.json.\n")
+    return lines
+
+
+def _fenced(text: str) -> list[str]:
+    """A code block whose fence is longer than any run of backticks in `text`, so nothing in
+    it can end the block: Markdown shows it as it is, HTML included."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + "text", text, fence]
 
 
 def _infra(report: RunReport) -> list[str]:
@@ -140,6 +187,20 @@ def _cost(report: RunReport) -> list[str]:
     money = (
         f"${sum(known):.4f} over {len(known)} attempt(s) that reported a cost; " if known else ""
     )
+    t = report.totals
+    if known and (t.user_cost_usd or t.judge_cost_usd):
+        # The simulated user's and the judge's calls, priced apart from the agent's.
+        parts = [("the simulated user's", t.user_cost_usd), ("the judge's", t.judge_cost_usd)]
+        money = (
+            "the agent's calls "
+            + money
+            + "".join(
+                f"{party} calls ${cost:.4f}; " if cost is not None else f"{party} calls unknown; "
+                for party, cost in parts
+            )
+        )
+        if t.total_cost_usd is not None:
+            money += f"${t.total_cost_usd:.4f} in all; "
     return [f"### Cost\n\n{money}{tokens} token(s) in all.\n"]
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "adaptive_lines",
     "case_lines",
     "cost_lines",
+    "divergence_lines",
     "format_diff_table",
     "infra_lines",
     "summary_lines",
@@ -170,18 +171,39 @@ def usd(value: float | None) -> str:
 
 
 def _case_cost(case: CaseReport) -> str:
-    if any(a.cost_unpriced for a in case.attempts):
+    """The case's whole cost per attempt: the agent's, the user's and the judge's calls."""
+    if any(a.cost_unpriced or a.user_cost_unpriced or a.judge_cost_unpriced for a in case.attempts):
         return "unknown"
-    return usd(case.cost_per_attempt_usd) if case.cost_per_attempt_usd is not None else "-"
+    per_attempt = (
+        case.cost_per_attempt_usd
+        if case.total_cost_per_attempt_usd is None
+        else case.total_cost_per_attempt_usd
+    )
+    return usd(per_attempt) if per_attempt is not None else "-"
 
 
 def _shows_cost(report: RunReport) -> bool:
     """A cost column only when some attempt cost money or could not be priced."""
     t = report.totals
-    return t.cost_priced_usd > 0 or t.cost_unpriced_attempts > 0
+    return t.cost_priced_usd > 0 or t.cost_unpriced_attempts > 0 or _side_spend(report)
 
 
-def case_lines(report: RunReport, limit: int | None = None) -> list[str]:
+def _side_spend(report: RunReport) -> bool:
+    """Whether a simulated user or the judge cost money, or could not be priced."""
+    t = report.totals
+    return bool(
+        t.user_cost_usd
+        or t.judge_cost_usd
+        or t.user_cost_unpriced_models
+        or t.judge_cost_unpriced_models
+    )
+
+
+def case_lines(
+    report: RunReport, limit: int | None = None, *, divergences: bool = False
+) -> list[str]:
+    """A row per case, problems first; with `divergences`, each case's divergence messages
+    whole under its row (summary.txt: the terminal has them in the test's failure)."""
     width = max([len(c.id) for c in report.cases] + [4])
     cost = _shows_cost(report)
     # passed/judged: infrastructure errors are not the agent's, so they stay out of the rate.
@@ -197,8 +219,31 @@ def case_lines(report: RunReport, limit: int | None = None) -> list[str]:
             f"{case.id:<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
             f"{_interval(case):<14}  {money}{_verdict(case)}"
         )
+        if divergences:
+            lines += divergence_lines(case)
     if limit is not None and len(cases) > limit:
         lines.append(f"... and {len(cases) - limit} more (use -v to list every case)")
+    return lines
+
+
+DIVERGENCES_SHOWN = 3
+"""Distinct divergence messages written under one case; report.json has every attempt's."""
+
+
+def divergence_lines(case: CaseReport, indent: str = "    ") -> list[str]:
+    """The case's diverged attempts, each distinct message once with the repeats that gave it:
+    where the replay diverged, the field, a short diff and how to re-record, indented."""
+    repeats: dict[str, list[int]] = {}
+    for attempt in case.attempts:
+        if attempt.divergence:
+            repeats.setdefault(attempt.divergence, []).append(attempt.repeat)
+    lines = []
+    for message, numbers in list(repeats.items())[:DIVERGENCES_SHOWN]:
+        lines.append(f"{indent}{', '.join(f'r{n}' for n in numbers)} diverged:")
+        lines += [f"{indent}  {line}" if line else "" for line in message.splitlines()]
+    if len(repeats) > DIVERGENCES_SHOWN:
+        more = len(repeats) - DIVERGENCES_SHOWN
+        lines.append(f"{indent}... and {more} more divergence(s): report.json has each attempt's")
     return lines
 
 
@@ -227,15 +272,18 @@ def totals_line(report: RunReport) -> str:
     return f"{report.mode} mode, repeat {report.repeat}{where}: " + ", ".join(parts) + rate
 
 
-def summary_lines(report: RunReport, verbosity: int = 0) -> list[str]:
-    """The run summary for the terminal and summary.txt, control characters escaped (text.py)."""
-    return [printable(line) for line in _summary_lines(report, verbosity)]
+def summary_lines(report: RunReport, verbosity: int = 0, *, divergences: bool = False) -> list[str]:
+    """The run summary for the terminal and summary.txt, control characters escaped (text.py).
+
+    `divergences`: each diverged case's messages whole under it (summary.txt)."""
+    return [printable(line) for line in _summary_lines(report, verbosity, divergences)]
 
 
-def _summary_lines(report: RunReport, verbosity: int) -> list[str]:
+def _summary_lines(report: RunReport, verbosity: int, divergences: bool) -> list[str]:
     lines = []
     if verbosity >= 0:
-        lines += case_lines(report, limit=None if verbosity > 0 else 50)
+        limit = None if verbosity > 0 else 50
+        lines += case_lines(report, limit, divergences=divergences)
     lines.append(totals_line(report))
     lines += cost_lines(report)
     lines += adaptive_lines(report)
@@ -266,23 +314,39 @@ def adaptive_lines(report: RunReport) -> list[str]:
 
 
 def cost_lines(report: RunReport) -> list[str]:
-    """The run's cost (labelled as recorded in replay), what could not be priced, the budget."""
+    """The run's cost (the agent's labelled as recorded in replay), split into the agent's, the
+    simulated user's and the judge's when those cost anything; what could not be priced; the
+    budget."""
     t = report.totals
     priced = any(a.cost_usd is not None for c in report.cases for a in c.attempts)
     lines = []
+    side = _side_spend(report)
+    if side:
+        lines.append(_split_cost_line(report))
     label = "cost as recorded (this replay spent nothing)" if t.cost_recorded else "cost"
+    if side:
+        label = "agent cost as recorded" if t.cost_recorded else "agent cost"
     if t.cost_unpriced_attempts:
         lines.append(
             f"{label}: unknown: no price for model(s) {', '.join(t.cost_unpriced_models)} "
             f"({t.cost_unpriced_attempts} attempt(s); name them in nodeval_prices); "
             f"the priced attempts cost {usd(t.cost_priced_usd)}"
         )
-    elif priced and t.cost_usd is not None:
+    elif priced and t.cost_usd is not None and not side:
         lines.append(f"{label}: {usd(t.cost_usd)}, {usd(t.cost_per_attempt_usd)} per attempt")
+    for party, models in (
+        ("user", t.user_cost_unpriced_models),
+        ("judge", t.judge_cost_unpriced_models),
+    ):
+        if models:
+            lines.append(
+                f"{party} cost: unknown: no price for model(s) {', '.join(models)} "
+                "(name them in nodeval_prices)"
+            )
     if report.max_cost_usd is not None:
         limit = f"--nodeval-max-cost {usd(report.max_cost_usd)}"
-        if report.mode not in ("live", "record"):
-            lines.append(f"{limit}: not applied ({report.mode} mode makes no paid agent calls)")
+        if report.mode not in ("live", "record", "full"):
+            lines.append(f"{limit}: not applied ({report.mode} mode makes no paid calls)")
         else:
             lines.append(
                 f"{limit}: {t.not_run_budget} attempt(s) not run (budget), in no rate"
@@ -290,6 +354,21 @@ def cost_lines(report: RunReport) -> list[str]:
                 else f"{limit}: every attempt started"
             )
     return lines
+
+
+def _split_cost_line(report: RunReport) -> str:
+    """`cost: $0.0300 (agent $0.0200, user $0.0060, judge $0.0040), $0.0150 per attempt`."""
+    t = report.totals
+    agent = usd(t.cost_usd)
+    if t.cost_recorded:
+        agent += " as recorded: this replay spent nothing on it"
+    parts = f"agent {agent}, user {usd(t.user_cost_usd)}, judge {usd(t.judge_cost_usd)}"
+    per_attempt = (
+        f", {usd(t.total_cost_per_attempt_usd)} per attempt"
+        if t.total_cost_per_attempt_usd is not None
+        else ""
+    )
+    return f"cost: {usd(t.total_cost_usd)} ({parts}){per_attempt}"
 
 
 def infra_lines(report: RunReport, limit: int = 10) -> list[str]:

@@ -170,6 +170,8 @@ class _Requests:
             if text != ""
         ]
         view["req"] = self._kept(patch)
+        if "append" in patch:  # where each list grew from: its appended items are numbered on
+            view["at"] = {key: len(self.previous[key]) for key in patch["append"]}
         if view["req"] is None:
             view["fields"].append(
                 [
@@ -387,6 +389,14 @@ def _describe_session_end(p: dict[str, Any]) -> Described:
     return f"session end: {status}", fields, status != "ok"
 
 
+def _describe_live_from(p: dict[str, Any]) -> Described:
+    turn = p.get("turn", "?")
+    fields = [("replayed", f"user turns before {turn}, from the case's journal")]
+    if p.get("replayed_session"):
+        fields.append(("journal's session", show(p.get("replayed_session"))))
+    return f"live from user turn {turn} (--nodeval-from-turn)", fields, False
+
+
 def _describe_turn_start(p: dict[str, Any]) -> Described:
     return "turn starts", [], False
 
@@ -448,6 +458,7 @@ _DESCRIBERS: dict[str, Any] = {
     "provider.fallback": _describe_fallback,
     "session.start": _describe_session_start,
     "session.end": _describe_session_end,
+    "session.live_from": _describe_live_from,
     "agent.turn.start": _describe_turn_start,
     "agent.turn.end": _describe_turn_end,
     "world.snapshot": _describe_snapshot,
@@ -524,19 +535,23 @@ class GoldenJournal:
 
     def diff(self, observed: list[dict[str, Any]]) -> dict[str, Any]:
         """Rows [golden index, observed index, status] aligning both streams, plus the golden
-        events that differ (equal ones are shown from the observed side, so not stored twice)."""
+        events that differ (equal ones are shown from the observed side, so not stored twice).
+        A "changed" row has a fourth item: what changed (`changed_fields`)."""
         observed = observed[:EVENT_LIMIT]
         stable = [_stable(e) for e in observed]
         if [s[0] for s in stable] == [g[0] for g in self._stable]:
             # The usual replay: the same events in the same order, some perhaps with other
             # contents; pair them by position (aligning is only needed when the shape differs).
-            rows = [
+            rows: list[list[Any]] = [
                 [i, i, "same" if s == g else "changed"]
                 for i, (s, g) in enumerate(zip(stable, self._stable, strict=True))
             ]
         else:
             rows = self._aligned(observed)
-        needed = sorted({int(g) for g, _, status in rows if g is not None and status != "same"})
+        for row in rows:
+            if row[2] == "changed":
+                row.append(changed_fields(self._stable[row[0]], stable[row[1]]))
+        needed = sorted({int(row[0]) for row in rows if row[0] is not None and row[2] != "same"})
         views = self.views() if needed else []
         return {
             "rows": rows,
@@ -564,6 +579,51 @@ class GoldenJournal:
             else:
                 rows += _paired_by_type(self.events, range(g0, g1), observed, range(o0, o1))
         return rows
+
+
+CHANGES_SHOWN = 6
+"""Values named per changed event in the golden diff; the cards beside them show the rest."""
+BRIEF = 200
+"""Characters of a changed value named in the golden diff."""
+
+
+def changed_fields(
+    golden: tuple[Any, Any, dict[str, Any]], observed: tuple[Any, Any, dict[str, Any]]
+) -> list[list[str]]:
+    """[path, recorded, now] per value that differs between a golden event and the observed
+    one paired with it (`_stable` forms), in document order: `turn` when the turn differs,
+    else payload paths such as `body.system` or `args.command`. Values are short JSON."""
+    found: list[list[str]] = []
+    if golden[1] != observed[1]:
+        found.append(["turn", _brief(golden[1]), _brief(observed[1])])
+    _changed_leaves(golden[2], observed[2], "", found)
+    return found[:CHANGES_SHOWN]
+
+
+def _changed_leaves(left: Any, right: Any, path: str, found: list[list[str]]) -> None:
+    if len(found) >= CHANGES_SHOWN or left == right:
+        return
+    if isinstance(left, dict) and isinstance(right, dict):
+        for key in list(left) + [k for k in right if k not in left]:
+            where = f"{path}.{key}" if path else str(key)
+            _changed_leaves(left.get(key, _ABSENT), right.get(key, _ABSENT), where, found)
+    elif isinstance(left, list) and isinstance(right, list):
+        for index in range(max(len(left), len(right))):
+            _changed_leaves(
+                left[index] if index < len(left) else _ABSENT,
+                right[index] if index < len(right) else _ABSENT,
+                f"{path}[{index}]",
+                found,
+            )
+    else:
+        found.append([path or "payload", _brief(left), _brief(right)])
+
+
+def _brief(value: Any) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= BRIEF else text[: BRIEF - 1] + "…"
 
 
 def _paired_by_type(

@@ -5,8 +5,11 @@ offline, never fetched), overridden per model by `nodeval_prices` lines for priv
 A call to a model with no known price makes the attempt's cost unknown (None), never 0;
 calls to the `mock` provider cost nothing (a script, not a model) unless a line prices it.
 
-Only calls in the attempt's journal are counted: the agent's. A simulated persona's and the
-judge's calls go through a side journal and are not in the figure.
+An attempt's calls are priced by who made them (`Spend`): the agent's, from the attempt's
+journal; a simulated persona's and the judge's, from the side journal each keeps in memory
+(`PersonaUser.spent_events`, `RubricGrader.spent_events`), which never reaches the disk. All
+three go through the same table and overrides; the run's money budget counts the whole
+spend, and the cost gate reads the agent's alone.
 """
 
 from __future__ import annotations
@@ -53,6 +56,47 @@ class AttemptCost:
     """Models without a price, sorted."""
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """An attempt's cost by who called the models: the agent, the simulated user (a persona)
+    and the judge."""
+
+    agent: AttemptCost
+    user: AttemptCost
+    judge: AttemptCost
+
+    @property
+    def total_usd(self) -> float | None:
+        """The three together; None when one of them is unknown (never a figure too low)."""
+        return sum_known(self.agent.cost_usd, self.user.cost_usd, self.judge.cost_usd)
+
+    def paid_usd(self, agent_live: bool) -> float | None:
+        """What the run paid for the attempt: the user's and the judge's calls, and the agent's
+        when they went to a provider (`agent_live`; a replay serves them from the journal)."""
+        return sum_known(
+            self.agent.cost_usd if agent_live else 0.0, self.user.cost_usd, self.judge.cost_usd
+        )
+
+
+def sum_known(*costs: float | None) -> float | None:
+    """The sum in USD, or None when one of `costs` is unknown."""
+    if any(cost is None for cost in costs):
+        return None
+    return round(sum(cost for cost in costs if cost is not None), 9)
+
+
+def spend_of(
+    agent: Iterable[Any], user: Iterable[Any], judge: Iterable[Any], overrides: Mapping[str, Price]
+) -> Spend:
+    """Each party's events priced alike: the agent's journal, the user's and the judge's side
+    journals."""
+    return Spend(
+        attempt_cost(agent, overrides),
+        attempt_cost(user, overrides),
+        attempt_cost(judge, overrides),
+    )
 
 
 def parse_price_line(line: str) -> tuple[str, Price]:

@@ -31,6 +31,7 @@ from ..modes import REPLAY_MODES, MatchLevel, Mode
 if TYPE_CHECKING:
     from ..agent.limits import RunLimits
     from ..journal.events import Event, SessionEnd
+    from .cost import Spend
 
 WORLD_TOOLS = frozenset({"shell", "file", "code_exec", "pdf"})
 """Built-in tools that act in the world (`web` fetches from the harness: no world for it alone)."""
@@ -57,6 +58,9 @@ class AttemptSettings:
     """Record mode: replace the case's journal as soon as the session ends ok. Callers that
     judge the attempt first (the plugin, `nodeval record`) pass False and install only a
     recording that passed its checks (see `install_journal`)."""
+    from_turn: int | None = None
+    """Live and record modes, --nodeval-from-turn N: user turns 1..N-1 are replayed from the
+    case's journal (answers included, requests not compared), turn N onward runs live."""
 
     @property
     def replay(self) -> bool:
@@ -73,9 +77,21 @@ class Observed:
     journal_dir: Path
     golden: list[Event] | None = None
     divergence: str | None = None
+    divergence_seq: int | None = None
+    """The recorded event's seq where the replay diverged, when known (`ReplayDivergence.seq`)."""
     world_backend: str | None = None
     wall_ms: float = 0.0
     judged: dict[str, Any] = field(default_factory=dict)
+    user_events: list[Event] = field(default_factory=list)
+    """The simulated persona's model calls (its side journal, never on disk): priced apart."""
+    judge_events: list[Event] = field(default_factory=list)
+    """The judge's model calls (its side journals, never on disk): priced apart."""
+
+    def spend(self, prices: Mapping[str, Any]) -> Spend:
+        """What the attempt's calls cost, by the agent (its live part), the user and the judge."""
+        from .cost import spend_of
+
+        return spend_of(self.live_events, self.user_events, self.judge_events, prices)
 
     @property
     def end(self) -> SessionEnd | None:
@@ -86,6 +102,19 @@ class Observed:
     @property
     def output(self) -> str | None:
         return self.evidence.output
+
+    @property
+    def live_from_turn(self) -> int | None:
+        """The user turn this attempt went live at (--nodeval-from-turn), if it replayed some."""
+        mark = next((e for e in self.events if e.type == "session.live_from"), None)
+        return int(mark.payload.turn) if mark is not None else None
+
+    @property
+    def live_events(self) -> list[Event]:
+        """The events of the attempt's live part: all of them, or from its `session.live_from`
+        on (the replayed turns before it cost nothing)."""
+        mark = next((i for i, e in enumerate(self.events) if e.type == "session.live_from"), None)
+        return self.events if mark is None else self.events[mark:]
 
     @property
     def status(self) -> str:
@@ -131,7 +160,10 @@ class Observed:
 
 
 def journal_header(
-    source: str, config: EngineConfig | None, session_id: str | None = None
+    source: str,
+    config: EngineConfig | None,
+    session_id: str | None = None,
+    case_digests: dict[str, str] | None = None,
 ) -> JournalHeader:
     return JournalHeader(
         session_id=session_id or new_session_id(),
@@ -139,8 +171,19 @@ def journal_header(
         engine=EngineInfo(version=__version__),
         source=source,  # type: ignore[arg-type]
         config_digest=config.digest() if config else None,
+        case_digests=case_digests,
         redaction=["secrets"],
     )
+
+
+def _digests(case: Case, settings: AttemptSettings) -> dict[str, str] | None:
+    """A recording keeps the digests of its case's files (case/digests.py: record mode
+    `missing` compares them); other attempts' journals are not installed and skip the reads."""
+    if settings.mode != "record":
+        return None
+    from ..case.digests import case_digests
+
+    return case_digests(case.directory)
 
 
 def case_label(case: Case) -> str:
@@ -175,6 +218,10 @@ def run_case(
             f"{case.config_path}: missing; the reference engine needs input/config.yaml "
             "(a case for your own agent is run from a Python scenario: nodeval_attempt.run(agent))"
         )
+    if settings.from_turn is not None and not settings.replay:
+        problem = from_turn_problem(case, settings.from_turn)
+        if problem is not None:
+            raise NodevalError(problem)
     stash = _stash_for(case, settings)
     owns_world = world is None
     if settings.replay and case.config.command is None:
@@ -185,7 +232,7 @@ def run_case(
     start = time.perf_counter()
     writer = JournalWriter(
         journal_dir,
-        journal_header(source, case.config, settings.session_id),
+        journal_header(source, case.config, settings.session_id, _digests(case, settings)),
         durable=not settings.replay,
     )
     observed = Observed(
@@ -229,9 +276,11 @@ def _run_engine(
         config, keys = with_fake_urls(case.config, llm_url or REPLAY_URL)
         try:
             if config.command is not None:
-                _run_command(case, settings, writer, stash, world, config, keys, llm_url)
+                _run_command(case, settings, writer, stash, world, config, keys, llm_url, observed)
             else:
-                chain = build_chain(config.providers, Wiring(writer, stash, keys, settings.limits))
+                prefix = _prefix_for(case, settings)
+                wiring = Wiring(writer, stash, keys, settings.limits, prefix)
+                chain = build_chain(config.providers, wiring)
                 _run_reference_engine(
                     case,
                     settings,
@@ -243,14 +292,18 @@ def _run_engine(
                     services,
                     resources,
                     llm_url,
+                    prefix,
+                    observed,
                 )
         except ReplayStopped as stop:
             observed.divergence = str(stop.divergence)
+            observed.divergence_seq = stop.divergence.seq
         finally:
             if chain is not None:
                 chain.close()
         if grade is not None and observed.divergence is None:
             observed.judged = grade(writer, llm_url)
+            observed.judge_events = _spent_events(grade)
 
 
 def _run_reference_engine(
@@ -264,10 +317,16 @@ def _run_reference_engine(
     services: Any,
     resources: ExitStack,
     llm_url: str | None,
+    prefix: ReplayStash | None = None,
+    observed: Observed | None = None,
 ) -> None:
     from ..agent.engine import Engine
+    from ..people.users import PrefixUser
 
-    user = _user_for(case, settings, stash, llm_url)
+    user = _user_for(case, settings, stash, llm_url, observed)
+    if prefix is not None:
+        user = PrefixUser(prefix, user, writer)
+        user.replayed_session = case.journal().header.session_id
     tools = build_tools(config, stash=stash, services=services, resources=resources)
     skills = _skills(case, config, tools)
     engine = Engine(
@@ -282,6 +341,7 @@ def _run_reference_engine(
         mode=settings.mode,
         watch=case.spec.world.watch,
         skills=skills,
+        prefix=prefix,
     )
     engine.run()
     if stash is not None:
@@ -297,8 +357,11 @@ def _run_command(
     config: Any,
     keys: dict[str, str],
     llm_url: str | None,
+    observed: Observed | None = None,
 ) -> None:
     """A program as the agent (runner/command.py); a divergence raises ReplayStopped."""
+    if settings.from_turn is not None:
+        raise NodevalError(from_turn_refusal(case, "its agent is a program (command)"))
     from ..agent.providers import Wiring, api_key
     from ..provider_keys import KEY_ENVS
     from .command import run_command_agent
@@ -308,7 +371,7 @@ def _run_command(
     for spec in config.providers:
         if spec.name in KEY_ENVS and stash is None:
             proxy_keys[spec.name] = api_key(spec, wiring, *KEY_ENVS[spec.name])
-    user = _user_for(case, settings, stash, llm_url)
+    user = _user_for(case, settings, stash, llm_url, observed)
     divergence = run_command_agent(
         config,
         writer,
@@ -325,15 +388,31 @@ def _run_command(
 
 
 def _user_for(
-    case: Case, settings: AttemptSettings, stash: ReplayStash | None, llm_url: str | None
+    case: Case,
+    settings: AttemptSettings,
+    stash: ReplayStash | None,
+    llm_url: str | None,
+    observed: Observed | None = None,
 ) -> Any:
-    """The case's user: the recorded one in replay, else the one inputs.yaml describes."""
+    """The case's user: the recorded one in replay, else the one inputs.yaml describes.
+    `observed` keeps a persona's model calls, to price them."""
     from ..people.users import JournalUser, make_user
 
     assert case.inputs is not None
     if stash is not None:
         return JournalUser(stash)
-    return make_user(case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
+    user = make_user(case.inputs.user, str(case.inputs_path), llm_url, limits=settings.limits)
+    if observed is not None:
+        observed.user_events = _spent_events(user)
+    return user
+
+
+def _spent_events(party: Any) -> list[Event]:
+    """The model calls a simulated user or the judge made through its side journal (the
+    persona's list is live: it grows while the persona talks); none for a script."""
+    spent = getattr(party, "spent_events", None)
+    events: list[Event] = spent() if callable(spent) else []
+    return events
 
 
 def _skills(case: Case, config: Any, tools: dict[str, Any]) -> list[Any]:
@@ -393,6 +472,8 @@ def run_agent_case(
     from ..people.inputs import ScriptedUserSpec
     from ..people.users import JournalUser, ScriptedUser, make_user
 
+    if settings.from_turn is not None:
+        raise NodevalError(from_turn_refusal(case, "it is run by your own agent"))
     stash = _stash_for(case, settings)
     if stash is not None:
         user: Any = JournalUser(stash)
@@ -408,7 +489,8 @@ def run_agent_case(
         )
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
-    writer = JournalWriter(journal_dir, journal_header(source, None), durable=not settings.replay)
+    header = journal_header(source, None, case_digests=_digests(case, settings))
+    writer = JournalWriter(journal_dir, header, durable=not settings.replay)
     try:
         divergence, _ = run_agent(
             agent,
@@ -428,8 +510,10 @@ def run_agent_case(
         writer.events,
         journal_dir,
         divergence=divergence,
+        divergence_seq=stash.stopped.seq if divergence and stash and stash.stopped else None,
         wall_ms=(time.perf_counter() - start) * 1000,
         golden=_golden(case, settings),
+        user_events=_spent_events(user),
     )
     if settings.mode == "record" and settings.install and observed.status == "ok":
         install_journal(journal_dir, case.journal_dir)
@@ -489,6 +573,53 @@ def _stash_for(case: Case, settings: AttemptSettings) -> ReplayStash | None:
         return None
     ignore = [re.compile(pattern) for pattern in case.spec.match_ignore]
     return ReplayStash(case.journal(), case=case_label(case), match=settings.match, ignore=ignore)
+
+
+def _prefix_for(case: Case, settings: AttemptSettings) -> ReplayStash | None:
+    """The stash of the turns a --nodeval-from-turn attempt replays before going live."""
+    if settings.from_turn is None or settings.replay:
+        return None
+    return ReplayStash(case.journal(), case=case_label(case), live_from=settings.from_turn)
+
+
+def from_turn_refusal(case: Case, why: str) -> str:
+    return (
+        f"case '{case.id}': --nodeval-from-turn replays the reference engine's turns "
+        f"(input/config.yaml) only, and {why}; run it without --nodeval-from-turn"
+    )
+
+
+def from_turn_problem(case: Case, turn: int) -> str | None:
+    """Why case cannot continue live from user turn `turn` (--nodeval-from-turn), or None.
+
+    It needs the reference engine (not an own agent or a program), a golden journal holding
+    the turns before it, and a turn `turn` to run: a scripted input for it, or, for a persona,
+    a recorded one."""
+    from ..journal.replay import replayed_turns, user_turns
+    from ..people.inputs import ScriptedUserSpec
+
+    if case.config is None:
+        return from_turn_refusal(case, "it is run by your own agent")
+    if case.config.command is not None:
+        return from_turn_refusal(case, "its agent is a program (command)")
+    if not (case.journal_dir / "events.jsonl").is_file():
+        return (
+            f"case '{case.id}' has no journal ({case.journal_dir}) to replay "
+            f"{replayed_turns(turn)} from; record it first (nodeval record {case.id}), "
+            f"then continue from turn {turn}"
+        )
+    recorded = user_turns(case.journal())
+    user = case.inputs.user if case.inputs is not None else None
+    scripted = len(user.inputs) if isinstance(user, ScriptedUserSpec) else None
+    turns = max(recorded, scripted) if scripted is not None else recorded
+    if recorded < turn - 1 or turns < turn:
+        return (
+            f"case '{case.id}' has {turns} user turn(s) ({recorded} in its journal"
+            + (f", {scripted} in input/inputs.yaml" if scripted is not None else "")
+            + f"); --nodeval-from-turn {turn} needs {replayed_turns(turn)} in the journal "
+            f"and a turn {turn} to run live"
+        )
+    return None
 
 
 def _golden(case: Case, settings: AttemptSettings) -> list[Any] | None:

@@ -419,3 +419,43 @@ def test_skills_and_a_plan_are_shown_with_what_was_done() -> None:
     assert _fields(views[0])["skills"] == "release-notes: Short notes."
     assert _fields(views[2])["steps"] == "done: [skill] load it\nNOT DONE: [shell] read"
     assert [v["bad"] for v in views] == [False, False, True]
+
+
+def test_a_changed_event_names_the_fields_that_changed() -> None:
+    golden = _journal("Hello")
+    golden.insert(2, _event(5, "llm.request", {"provider": "p", "body": {"system": "Be kind."}}))
+    observed = _journal("Hello")
+    observed.insert(2, _event(5, "llm.request", {"provider": "p", "body": {"system": "Be rude."}}))
+    observed[4]["turn"] = 2
+    rows = GoldenJournal(golden).diff(observed)["rows"]
+    assert rows[2] == [2, 2, "changed", [["body.system", '"Be kind."', '"Be rude."']]]
+    assert rows[4] == [4, 4, "changed", [["turn", "1", "2"]]]
+    assert all(len(row) == 3 for row in rows if row[2] != "changed")
+
+
+def test_changed_fields_name_absent_values_and_stay_short() -> None:
+    golden = [_event(1, "tool.call", {"tool": "t", "args": {"a": [1], "b": "x" * 500}})]
+    observed = [_event(1, "tool.call", {"tool": "t", "args": {"a": [1, 2], "c": 3}})]
+    changes = GoldenJournal(golden).diff(observed)["rows"][0][3]
+    assert changes[0] == ["args.a[1]", "(absent)", "2"]
+    assert changes[1][0] == "args.b" and changes[1][2] == "(absent)"
+    assert len(changes[1][1]) == 200 and changes[1][1].endswith("…")
+    assert changes[2] == ["args.c", "(absent)", "3"]
+
+
+def test_appended_items_say_where_their_list_grew_from() -> None:
+    views = event_views(_growing_requests(3))
+    assert "at" not in views[0]
+    assert [view["at"] for view in views[1:]] == [{"messages": 1}, {"messages": 3}]
+
+
+def test_where_an_attempt_went_live_is_shown() -> None:
+    views = event_views(
+        [_event(9, "session.live_from", {"turn": 3, "replayed_session": "abc123"}, turn=3)]
+    )
+    assert views[0]["title"] == "live from user turn 3 (--nodeval-from-turn)"
+    assert _fields(views[0]) == {
+        "replayed": "user turns before 3, from the case's journal",
+        "journal's session": "abc123",
+    }
+    assert views[0]["bad"] is False

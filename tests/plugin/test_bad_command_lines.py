@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import write_case
+from ..conftest import record_case, write_case
 
 USAGE = 4
 MOST_LINES = 6
@@ -125,6 +125,45 @@ PYTEST = [
         "ERROR: --nodeval-case: no test is bound to case 'other' among the collected tests*",
         setup=_another_case,
     ),
+    # -- --nodeval-from-turn: a turn to go live at, in a live mode, of a case that has it ------
+    Wrong(
+        "from-turn-zero",
+        "pytest --nodeval-mode live --nodeval-from-turn 0",
+        "ERROR: --nodeval-from-turn (a user turn, counted from 1) must be a positive integer, "
+        "got 0",
+    ),
+    Wrong(
+        "ini-from-turn-word",
+        "pytest --nodeval-mode live -o nodeval_from_turn=two",
+        "ERROR: nodeval_from_turn (*) (a user turn, counted from 1) must be a positive integer, "
+        "got 'two'",
+    ),
+    Wrong(
+        "from-turn-deterministic",
+        "pytest --nodeval-from-turn 2",
+        "ERROR: --nodeval-from-turn: runs turn 2 onward live, so it needs --nodeval-mode live "
+        "or record *; this run's mode is deterministic",
+    ),
+    Wrong(
+        "from-turn-record-mode-none",
+        "pytest --nodeval-mode record --nodeval-record-mode none --nodeval-from-turn 2",
+        "ERROR: --nodeval-from-turn: runs turn 2 onward live*; this run's mode is record "
+        "(replaying)",
+    ),
+    Wrong(
+        "from-turn-no-journal",
+        "pytest --nodeval-mode live --nodeval-from-turn 2",
+        "ERROR: --nodeval-from-turn: case 'hello' has no journal (*) to replay turn 1 from; "
+        "record it first (nodeval record hello), then continue from turn 2",
+    ),
+    Wrong(
+        "from-turn-past-the-last",
+        "pytest --nodeval-mode live --nodeval-from-turn 3",
+        "ERROR: --nodeval-from-turn: case 'hello' has 1 user turn(s) (1 in its journal, 1 in "
+        "input/inputs.yaml); --nodeval-from-turn 3 needs turns 1-2 in the journal and a turn 3 "
+        "to run live",
+        setup=lambda root: record_case(root / "scenarios" / "hello"),
+    ),
     # -- values ----------------------------------------------------------------------------------
     Wrong(
         "repeat-zero",
@@ -193,6 +232,29 @@ PYTEST = [
         "concurrency-word",
         "pytest --nodeval-concurrency=many",
         "pytest*: error: argument --nodeval-concurrency: invalid int value: 'many'",
+    ),
+    Wrong(
+        "record-mode-sometimes",
+        "pytest --nodeval-mode record --nodeval-record-mode sometimes",
+        "pytest*: error: argument --nodeval-record-mode: invalid choice: 'sometimes' "
+        "(choose from *all*missing*none*)",
+    ),
+    Wrong(
+        "record-mode-outside-record-mode",
+        "pytest --nodeval-record-mode missing",
+        "ERROR: --nodeval-record-mode is for record mode only (--nodeval-mode record); "
+        "this run's mode is deterministic (from default)",
+    ),
+    Wrong(
+        "record-mode-in-live-mode",
+        "pytest --nodeval-mode live --nodeval-record-mode none",
+        "ERROR: --nodeval-record-mode is for record mode only *; this run's mode is live "
+        "(from command line)",
+    ),
+    Wrong(
+        "ini-record-mode-sometimes",
+        "pytest --nodeval-mode record -o nodeval_record_mode=sometimes",
+        "ERROR: nodeval_record_mode (*) must be one of all, missing, none, got 'sometimes'",
     ),
     Wrong(
         "profile-undefined",
@@ -374,6 +436,12 @@ NODEVAL = [
         "record-world-podman",
         "nodeval record scenarios/hello --world podman",
         "nodeval record: error: argument --world: invalid choice: 'podman'*",
+    ),
+    Wrong(
+        "record-command-mode-sometimes",
+        "nodeval record scenarios/hello --record-mode sometimes",
+        "nodeval record: error: argument --record-mode: invalid choice: 'sometimes' "
+        "(choose from *all*missing*none*)",
     ),
     Wrong(
         "promote-cases-dir-a-file",

@@ -103,6 +103,9 @@ def test_an_own_agent_that_diverges_fails_whatever_the_test_does_after_run(
     )
     attempts = _report(nodeval_project).case("orders").attempts
     assert {(a.outcome, a.status) for a in attempts} == {("failed", "divergence")}
+    # report.json keeps the whole message and the seq of the tool call that differs
+    assert {a.divergence_seq for a in attempts} == {4}
+    assert all("at args.order_id: recorded 'A-1'" in (a.divergence or "") for a in attempts)
 
 
 # -- a case has one attempt per repeat, whatever the tests bound to it ------------------------

@@ -224,8 +224,30 @@ def test_a_small_suite_is_shared_fairly_and_then_the_workers_shut_down() -> None
 
 
 def test_only_modes_that_wait_on_models_run_attempts_ahead() -> None:
-    from pytest_nodeval.plugin.ahead import runs_attempts_ahead
+    from pathlib import Path
 
-    assert runs_attempts_ahead(SimpleNamespace(concurrency=8, mode="live"))  # type: ignore[arg-type]
-    assert not runs_attempts_ahead(SimpleNamespace(concurrency=1, mode="live"))  # type: ignore[arg-type]
-    assert not runs_attempts_ahead(SimpleNamespace(concurrency=8, mode="deterministic"))  # type: ignore[arg-type]
+    from pytest_nodeval.plugin.ahead import runs_attempts_ahead
+    from pytest_nodeval.plugin.settings import Settings
+
+    def settings(concurrency: int, mode: str, record_mode: str = "all") -> Any:
+        return Settings(
+            mode=mode,  # type: ignore[arg-type]
+            repeat=1,
+            repeat_from_cli=False,
+            match="default",
+            world="auto",
+            report_dir=Path("reports"),
+            case_roots=(),
+            profile=None,
+            baseline=None,
+            update_baseline=False,
+            concurrency=concurrency,
+            record_mode=record_mode,  # type: ignore[arg-type]
+        )
+
+    assert runs_attempts_ahead(settings(8, "live"))
+    assert not runs_attempts_ahead(settings(1, "live"))
+    assert not runs_attempts_ahead(settings(8, "deterministic"))
+    assert runs_attempts_ahead(settings(8, "record", "missing"))
+    # record mode's `none` records nothing: its attempts replay, inline as deterministic ones
+    assert not runs_attempts_ahead(settings(8, "record", "none"))

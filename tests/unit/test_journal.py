@@ -49,8 +49,9 @@ def test_every_event_type_has_its_own_model() -> None:
         "skill.discover",
         "plan.created",
         "plan.result",
+        "session.live_from",
     } <= set(EVENT_MODELS)
-    assert len(EVENT_MODELS) == 21
+    assert len(EVENT_MODELS) == 22
 
 
 def test_lines_have_the_documented_field_order(tmp_path: Path) -> None:

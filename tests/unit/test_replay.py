@@ -90,6 +90,7 @@ def test_a_changed_system_prompt_is_a_divergence_with_seq_and_diff(
     assert observed.status == "divergence"
     message = observed.divergence or ""
     assert "at seq 7 (llm.request to 'mock')" in message
+    assert observed.divergence_seq == 7  # carried by the ReplayDivergence, not read from text
     assert (
         "at system: recorded 'You are a careful assistant.', now 'You are a sloppy assistant.'"
         in message
@@ -114,6 +115,8 @@ def test_a_changed_tool_argument_is_a_divergence(case_dir: Path, tmp_path: Path)
     )
     message = observed.divergence or ""
     assert "(tool.call call_1_1)" in message
+    call = next(e for e in observed.golden or [] if e.type == "tool.call")
+    assert f"at seq {call.seq} " in message and observed.divergence_seq == call.seq
     assert "at args.command: recorded 'echo 99M" in message and "now 'echo 12M" in message
 
 

@@ -192,6 +192,15 @@
     }
   }
 
+  // A diverged attempt says where in one line; the field, the diff and how to re-record unfold.
+  function why(a) { return a.divergence ? divergenceDetails(a, false) : a.reason || ""; }
+  function firstLine(text) { var end = text.indexOf("\n"); return end < 0 ? text : text.slice(0, end); }
+  function afterFirstLine(text) { var end = text.indexOf("\n"); return end < 0 ? "" : text.slice(end + 1); }
+  function divergenceDetails(a, open) {
+    return el("details", { "class": "divergence", open: open }, el("summary", { text: firstLine(a.divergence) }),
+      el("pre", { text: afterFirstLine(a.divergence) }));
+  }
+
   function buildDetail(r) {
     var head = el("tr", {}, ["#", "outcome", "status", "latency", "tokens", "cost", "turns", "LLM calls", "tool calls", "failed assertions", "why", ""]
       .map(function (h) { return el("th", { text: h }); }));
@@ -201,9 +210,10 @@
       if (a.tl) open.addEventListener("click", function (e) { e.stopPropagation(); openAttempt(r, a); });
       return el("tr", {}, el("td", { text: a.repeat }), el("td", {}, badge(a.outcome), a.infra ? el("small", { text: " infra" }) : null),
         el("td", { text: a.status || "–" }), el("td", { text: ms(a.latency) }), el("td", { text: count(a.tokens) }),
-        el("td", { title: a.cost_unpriced.length ? "no price for " + a.cost_unpriced.join(", ") : "", text: usd(a.cost, a.cost_unpriced.length) }),
+        el("td", { title: [a.cost_split, a.cost_unpriced.length ? "no price for " + a.cost_unpriced.join(", ") : ""].filter(Boolean).join("; "),
+          text: usd(a.cost_split && isNum(a.total_cost) ? a.total_cost : a.cost, a.cost_unpriced.length) }),
         el("td", { text: a.turns }), el("td", { text: a.llm }), el("td", { text: a.tools }),
-        el("td", { "class": a.failed ? "bad" : "", text: a.failed }), el("td", { "class": "reason", text: a.reason || "" }), el("td", {}, open));
+        el("td", { "class": a.failed ? "bad" : "", text: a.failed }), el("td", { "class": "reason" }, why(a)), el("td", {}, open));
     });
     var facts = el("p", { "class": "muted" }, "directory ", el("code", { text: r.dir || "?" }),
       isNum(r.min) ? " · minimum pass rate " + pct(r.min) : null,
@@ -536,28 +546,36 @@
   }
 
   // `events` and `index` (the attempt's views and this one's place) let a request show its whole body.
-  function eventCard(ev, events, index) {
+  // `changes` ([path, recorded, now], from the golden diff) marks the fields that changed.
+  function eventCard(ev, events, index, changes) {
     var kind = String(ev.type).split(".")[0];
     var minor = ev.type === "tool.register" || ev.type === "agent.turn.start" || ev.type === "agent.turn.end" || ev.type === "session.start";
     var card = el("div", { "class": "card k-" + kind + (ev.bad ? " bad" : "") + (minor ? " minor" : "") },
       el("div", { "class": "ev-head" }, el("span", { "class": "ev-type", text: ev.type }), el("span", { "class": "ev-title", text: ev.title })));
-    var fields = ev.req ? ev.fields.concat(patchFields(ev.req)) : ev.fields;
+    // The patch's rows, less any the card already has (the first request sets the model).
+    var fields = ev.req ? ev.fields.concat(patchFields(ev.req, ev.at).filter(function (f) {
+      return !ev.fields.some(function (g) { return g[0] === f[0] && g[1] === f[1]; });
+    })) : ev.fields;
     if (!minor) fields.forEach(function (f) {
-      card.appendChild(el("div", { "class": "field" }, el("span", { "class": "label", text: f[0] }), longText(f[1])));
+      var changed = changes && fieldChanged(f[0], changes);
+      card.appendChild(el("div", { "class": "field" + (changed ? " changed-field" : ""), title: changed ? "changed from the golden journal" : null },
+        el("span", { "class": "label", text: f[0] }), longText(f[1])));
     });
     if (ev.req && events) card.appendChild(fullRequestButton(events, index));
     return card;
   }
 
   // What a request changed, from its patch: the messages appended, the keys set or removed.
-  function patchFields(patch) {
+  // `at` gives each appended list's length before, so its new items carry their index.
+  function patchFields(patch, at) {
     var fields = [], set = patch.set || {}, append = patch.append || {};
     if (Object.prototype.hasOwnProperty.call(patch, "whole")) return [["body", asText(patch.whole)]];
     Object.keys(append).forEach(function (k) {
-      append[k].forEach(function (m) { fields.push(["+ " + k, messageText(m)]); });
+      var from = at && isNum(at[k]) ? at[k] : null;
+      append[k].forEach(function (m, i) { fields.push(["+ " + k + (from === null ? "" : "[" + (from + i) + "]"), messageText(m)]); });
     });
     Object.keys(set).forEach(function (k) {
-      if (Array.isArray(set[k]) && (k === "messages" || k === "input")) set[k].forEach(function (m) { fields.push([k, messageText(m)]); });
+      if (Array.isArray(set[k]) && (k === "messages" || k === "input")) set[k].forEach(function (m, i) { fields.push([k + "[" + i + "]", messageText(m)]); });
       else fields.push([k, asText(set[k])]);
     });
     if (patch.del) fields.push(["removed", patch.del.join(", ")]);
@@ -601,6 +619,8 @@
       el("span", { text: "status " + (a.status || "–") }), el("span", { text: "latency " + ms(a.latency) }),
       el("span", { text: "tokens " + count(a.tokens) }), el("span", { text: "turns " + a.turns }),
       el("span", { text: a.llm + " LLM call(s), " + a.tools + " tool call(s)" }),
+      a.live_from ? el("span", { "class": "live-from", title: "--nodeval-from-turn: the turns before it were replayed from the case's journal",
+        text: "live from user turn " + a.live_from }) : null,
       el("span", { "class": "muted" }, "journal ", el("code", { text: a.journal || "–" })));
     var list = el("ul", { "class": "assertion-list" }, t.assertions.map(function (x) {
       var cls = x.status === "passed" ? "ok" : x.status === "failed" ? "bad" : "skip";
@@ -610,9 +630,17 @@
           b.addEventListener("click", function () { flash(rowsBySeq[s]); });
           return [b, " "];
         }),
-        x.status === "failed" && x.message && !placed(x) ? el("pre", { text: x.message }) : null);
+        x.status === "failed" && x.message && !placed(x) ? el("pre", { text: x.message }) : null,
+        x.status === "skipped" && x.message && !placed(x) ? el("span", { "class": "skip-reason", text: "(" + x.message + ")" }) : null);
     }));
-    var out = el("div", {}, facts, a.reason ? el("p", { "class": "bad reason", text: a.reason }) : null,
+    // A divergence at an event shown here is marked there, its diff beside it; the header
+    // unfolds the whole message when there is no such event.
+    var marked = !!a.divergence && isNum(a.dseq) && !!seen[a.dseq];
+    var jump = marked ? el("button", { type: "button", "class": "linkish", text: "diverged at seq " + a.dseq }) : null;
+    if (jump) jump.addEventListener("click", function () { flash(rowsBySeq[a.dseq]); });
+    var headline = a.divergence ? el("div", { "class": "bad reason" }, divergenceDetails(a, !marked), jump)
+      : a.reason ? el("p", { "class": "bad reason", text: a.reason }) : null;
+    var out = el("div", {}, facts, headline,
       t.note ? el("p", { "class": "notice", text: t.note }) : null,
       t.assertions.length ? el("h3", { text: "Assertions" }) : null, list, el("h3", { text: "Timeline" }));
     if (!t.events.length) out.appendChild(empty("The journal has no events."));
@@ -620,7 +648,10 @@
     t.events.forEach(function (ev, index) {
       if (ev.turn !== turn && ev.turn !== null) { turn = ev.turn; out.appendChild(el("div", { "class": "turn", text: turn ? "Turn " + turn : "Start" })); }
       var notes = (bySeq[ev.seq] || []).map(assertionNote);
-      var row = el("div", { "class": "ev", "data-seq": ev.seq }, el("div", { "class": "seq", text: ev.seq === null ? "" : "#" + ev.seq }),
+      var diverged = marked && ev.seq === a.dseq;
+      if (diverged) notes.unshift(el("div", { "class": "note failed divergence-note" }, "✗ The replay diverged here from the golden journal",
+        el("pre", { text: afterFirstLine(a.divergence) })));
+      var row = el("div", { "class": "ev" + (diverged ? " diverged" : ""), "data-seq": ev.seq }, el("div", { "class": "seq", text: ev.seq === null ? "" : "#" + ev.seq }),
         eventCard(ev, t.events, index), el("div", { "class": "notes" }, notes));
       if (ev.seq !== null) rowsBySeq[ev.seq] = row;
       out.appendChild(row);
@@ -635,10 +666,24 @@
     setTimeout(function () { row.classList.remove("flash"); }, 1500);
   }
 
-  function diffCell(ev, full, events, index) {
+  // `changes` and `side` (1: the recorded value, 2: the observed one) name what changed.
+  function diffCell(ev, full, events, index, changes, side) {
     if (!ev) return el("td", { "class": "muted", text: "—" });
-    return el("td", {}, full ? eventCard(ev, events, index) : el("div", { "class": "ev-head" }, el("span", { "class": "ev-type", text: "#" + ev.seq + " " + ev.type }),
+    var list = changes && changes.length ? el("div", { "class": "changes" }, changes.map(function (c) {
+      return el("div", { "class": "change" }, el("span", { "class": "label", text: c[0] }), el("code", { text: c[side] }));
+    })) : null;
+    return el("td", {}, list, full ? eventCard(ev, events, index, changes) : el("div", { "class": "ev-head" }, el("span", { "class": "ev-type", text: "#" + ev.seq + " " + ev.type }),
       el("span", { text: ev.title })));
+  }
+
+  // Whether a card's field shows a changed path: "system" for body.system, "messages[0]" and
+  // "+ messages" for body.messages[0].content, "arguments.command" for args.command.
+  function fieldChanged(label, changes) {
+    var name = String(label).replace(/^\+ /, "");
+    return changes.some(function (c) {
+      var path = c[0].replace(/^body\./, "").replace(/^args(?=[.[]|$)/, "arguments");
+      return path === name || path.indexOf(name + ".") === 0 || path.indexOf(name + "[") === 0;
+    });
   }
 
   function diffView(t) {
@@ -662,8 +707,9 @@
     function diffRow(row) {
       var g = row[0], o = row[1], status = row[2], observed = o === null ? null : t.events[o];
       var golden = g === null ? null : status === "same" ? observed : d.golden[String(g)];
-      var full = status !== "same";
-      return el("tr", { "class": status, title: status }, diffCell(golden, full), diffCell(observed, full, t.events, o));
+      var full = status !== "same", changes = row[3];
+      return el("tr", { "class": status, title: status }, diffCell(golden, full, null, null, changes, 1),
+        diffCell(observed, full, t.events, o, changes, 2));
     }
     function addRow(row) { body.appendChild(diffRow(row)); }
     d.rows.forEach(function (row) { if (row[2] === "same") run.push(row); else { flushSame(); addRow(row); } });
