@@ -5,7 +5,8 @@ each exchange journaled to a file, as an attempt does), alternating call by call
 lands on both alike. Prints the median per call of each and the difference, twice: with the
 client in a process of its own, as a program is (the proxy and the fake share this one, as
 they share pytest's), and with the client in this process too (one interpreter, one GIL for
-all three: how this script measured before).
+all three: how this script measured before). Then replay: the proxy answers from a journal
+recorded first, beside the same client calling the fake directly.
 
     python benchmarks/proxy_overhead.py --calls 400
 """
@@ -58,6 +59,34 @@ def in_a_program(direct_url: str, proxy_url: str, calls: int) -> dict[str, list[
     argv = [sys.executable, __file__, "--program", direct_url, proxy_url, str(calls)]
     done = subprocess.run(argv, check=True, capture_output=True, text=True)
     times: dict[str, list[float]] = json.loads(done.stdout)
+    return times
+
+
+def replayed(
+    fake_url: str, scratch: Path, header: JournalHeader, calls: int
+) -> dict[str, list[float]]:
+    """in_a_program() with the proxy in replay: `calls` exchanges (and the warm-up's) are
+    recorded through a proxy first, then served from that journal by a proxy with its stash."""
+    from pytest_nodeval.journal.reader import read_journal
+    from pytest_nodeval.journal.replay import ReplayStash
+
+    upstreams = dict.fromkeys(("anthropic", "openai", "gemini"), fake_url)
+    golden = scratch / "golden"
+    recording = JournalWriter(golden, header)
+    with RecordingProxy(recording, None, upstreams=upstreams) as proxy:
+        client = anthropic.Anthropic(
+            base_url=program_env(proxy.url)["ANTHROPIC_BASE_URL"], api_key="k", max_retries=0
+        )
+        for _ in range(calls + 10):
+            _call(client)
+    recording.close()
+    stash = ReplayStash(read_journal(golden, whole=True, lazy=True), case="bench")
+    replaying = JournalWriter(scratch / "replayed", header.model_copy(update={"source": "replay"}))
+    with RecordingProxy(replaying, stash, upstreams=upstreams) as proxy:
+        times = in_a_program(fake_url, program_env(proxy.url)["ANTHROPIC_BASE_URL"], calls)
+        if proxy.stopped is not None:
+            raise SystemExit(f"the replay diverged: {proxy.stopped}")
+    replaying.close()
     return times
 
 
@@ -136,7 +165,7 @@ def main() -> None:
         engine=EngineInfo(version="bench"),
         source="live",
     )
-    answers = (args.calls * 2 + 20) * 2  # both placements, warm-up included
+    answers = (args.calls * 2 + 20) * 3  # both placements and replay's, warm-up included
     with (
         LLMFake({"responses": [{"text": "milk, eggs and bread " * 10}] * answers}) as fake,
         tempfile.TemporaryDirectory() as scratch,
@@ -148,6 +177,8 @@ def main() -> None:
             report("program in its own process", in_a_program(fake.url, proxy_url, args.calls))
             report("program in this process", alternate(fake.url, proxy_url, args.calls))
         writer.close()
+        replay_times = replayed(fake.url, Path(scratch), header, args.calls)
+        report("replay, program in its own process", replay_times)
     start_costs(args.starts)
 
 

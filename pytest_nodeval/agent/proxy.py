@@ -16,6 +16,10 @@ response asks for and each result the next request carries (journal/derived.py),
 Streams are answered whole: the recording transport reads a response to its end before it
 journals it, so a streaming call gets the provider's event stream at once, as replay does.
 
+A plain-HTTP upstream (the fake, a model server on this machine) is reached through a lean
+client of the proxy's own (agent/upstream.py) instead of httpx2's transport, whose pool and
+HTTP state machine were half of what the proxy added to a call; TLS stays with httpx2.
+
 The server is a small HTTP/1.1 one of its own (`_Listener`), not http.server, whose parsing
 and writes cost more than the rest of a proxied call (benchmarks/proxy_overhead.py).
 """
@@ -23,6 +27,7 @@ and writes cost more than the rest of a proxied call (benchmarks/proxy_overhead.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import selectors
@@ -193,11 +198,16 @@ class RecordingProxy:
     def _new_transport(self, family: str) -> Any:
         from ..journal.transport import ReplayTransport
         from .retries import LimitedTransport, RetryPolicy
+        from .upstream import PlainUpstream
 
         api = API_NAMES[family]
         if self.stash is not None:
             return ReplayTransport(self.journal, self.stash, family, api)
-        limited = LimitedTransport(family, RetryPolicy(), self.limits)
+        # Plain HTTP (the fake, a local model server): a lean client; TLS is httpx2's.
+        plain = self.upstreams[family].startswith("http://")
+        limited = LimitedTransport(
+            family, RetryPolicy(), self.limits, PlainUpstream() if plain else None
+        )
         return RecordingTransport(self.journal, family, api, limited)
 
 
@@ -207,12 +217,18 @@ def _upstream_request(
     """What `httpx2.Request(method, url, headers=headers, content=body)` builds (Host first,
     then the headers, then the body's length), in half the time: the headers are encoded
     once, here, instead of normalised twice by httpx2. Latin-1, as they were read."""
-    target = httpx2.URL(url)
+    target = _url(url)
     raw = [(b"Host", target.netloc)]
     raw += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
     if body or method in ("POST", "PUT", "PATCH"):
         raw.append((b"Content-Length", str(len(body)).encode()))
     return httpx2.Request(method, target, headers=raw, stream=httpx2.ByteStream(body))
+
+
+@functools.lru_cache(maxsize=256)
+def _url(url: str) -> httpx2.URL:
+    """A URL parsed once: a program calls the same few endpoints (an httpx2.URL is immutable)."""
+    return httpx2.URL(url)
 
 
 def _parsed(body: bytes) -> Any:
