@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import re
 import threading
+import weakref
 from collections import OrderedDict
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -257,11 +259,13 @@ def _stale_by(spec: CaseSpec, journal_dir: Path, now: datetime | None) -> timede
 
 
 JOURNAL_CACHE_BYTES = 8 * 2**20
-"""How much journal (events.jsonl size on disk) one process keeps parsed, by default.
+"""How much journal (events.jsonl size on disk) one process keeps read, by default.
 
-Parsed, a journal takes about six times its file size (measured with tracemalloc), so this
-holds ~50 MB. The repeats of a case run one after another, so a few journals are all a run
-reuses."""
+Kept, a journal is parsed whole, about 2.3 times its file size, so this holds ~20 MB; its
+repeats parse nothing again. The repeats of a case run one after another, so a few journals
+are all a run reuses. A bigger journal keeps its model payloads as their text (about 1.1
+times the file) and is found again only while something still holds its events
+(`JournalCache.get`)."""
 
 
 MAX_JOURNAL_BYTES = 1 << 30
@@ -272,8 +276,9 @@ class JournalCache:
     """Parsed golden journals, least recently used first out, bounded by their files' total size.
 
     An entry is keyed by the journal directory and holds the mtime and size it was read
-    at: a rewritten journal is read again. A journal larger than the whole bound is
-    returned but not kept.
+    at: a rewritten journal is read again. A journal larger than the whole bound is not
+    kept, only referred to weakly: while an attempt still holds its events (the replay stash,
+    the golden events the checks and the judge read), it is not read a second time.
     """
 
     def __init__(self, max_bytes: int = JOURNAL_CACHE_BYTES) -> None:
@@ -281,8 +286,10 @@ class JournalCache:
         self.bytes = 0
         self.limit_bytes = MAX_JOURNAL_BYTES
         """A golden journal bigger than this is refused before it is read
-        (`nodeval_max_journal_bytes`): reading one costs several times its size in memory."""
+        (`nodeval_max_journal_bytes`): replaying one takes about 1.2 times its size in memory."""
         self._entries: OrderedDict[str, tuple[int, int, Journal]] = OrderedDict()
+        self._held: dict[str, tuple[int, int, Journal, weakref.ref[list[Any]]]] = {}
+        """Journals too big to keep: each without its events, and its events weakly."""
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -295,22 +302,39 @@ class JournalCache:
             if entry is not None and entry[:2] == (mtime_ns, size):
                 self._entries.move_to_end(key)
                 return entry[2]
+            held = self._held_journal(key, mtime_ns, size)
+            if held is not None:
+                return held
         if size > self.limit_bytes:
             raise JournalError(
                 f"{directory / 'events.jsonl'}: {human_size(size)}, more than the "
                 f"{human_size(self.limit_bytes)} a golden journal may be "
                 "(nodeval_max_journal_bytes); raise that ini key, or record a shorter session"
             )
-        journal = read_golden(directory)
+        # One it keeps is parsed whole: its repeats then parse nothing again. One too big to
+        # keep holds its model payloads as text, at half the memory.
+        journal = read_golden(directory, lazy=size > self.max_bytes)
         with self._lock:
             self._put(key, (mtime_ns, size, journal))
         return journal
+
+    def _held_journal(self, key: str, mtime_ns: int, size: int) -> Journal | None:
+        held = self._held.get(key)
+        events = held[3]() if held is not None and held[:2] == (mtime_ns, size) else None
+        if held is None or events is None:
+            self._held.pop(key, None)
+            return None
+        return held[2].model_copy(update={"events": events})
 
     def _put(self, key: str, entry: tuple[int, int, Journal]) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
             self.bytes -= old[1]
         if entry[1] > self.max_bytes:
+            journal = entry[2]
+            with suppress(TypeError):  # events in a plain list cannot be referred to weakly
+                shell = journal.model_copy(update={"events": []})
+                self._held[key] = (*entry[:2], shell, weakref.ref(journal.events))
             return
         self._entries[key] = entry
         self.bytes += entry[1]
@@ -321,6 +345,7 @@ class JournalCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._held.clear()
             self.bytes = 0
 
 

@@ -252,6 +252,100 @@ PAYLOADS: dict[str, type[_Payload]] = {
 }
 
 
+LAZY_FIELDS: Final[dict[str, frozenset[str]]] = {
+    "llm.request": frozenset({"body"}),
+    "llm.response": frozenset({"body", "sse"}),
+}
+"""The payload fields that hold most of a golden journal's bytes (a request carries the whole
+conversation so far): `RecordedPayload` keeps them as text and parses them when read."""
+
+
+class RecordedPayload:
+    """A golden journal's payload kept as the line the journal has it, parsed when read.
+
+    Replay compares a request with the recorded one byte for byte and writes both back as
+    they were, so it needs the text; parsed beside it, each model call would take the journal's
+    memory twice and more (issue 28). Its small fields (provider, api, path, usage, ...) are
+    kept parsed; the `LAZY_FIELDS` are parsed from the line each time they are read and never
+    kept. It answers what code reads of a payload model: attributes, `model_extra`,
+    `model_dump()`, equality.
+
+    The line is kept whole and the payload's text is a view into it (`raw`), not a slice of
+    it: a copy per line, freed and allocated around the parse, fragments the heap of a process
+    reading a big journal by about the journal's size again.
+    """
+
+    __slots__ = ("_end", "_head", "_lazy", "_line", "_start")
+
+    def __init__(
+        self, payload: _Payload, line: bytes, span: tuple[int, int], lazy: frozenset[str]
+    ) -> None:
+        """`payload`: the model just parsed from `line`, taken over (its lazy fields are
+        dropped); `span`: where its text is in `line`."""
+        self._line = line
+        self._start, self._end = span
+        self._lazy = lazy
+        # The payload just parsed from `line`, which nothing else holds: its lazy fields are
+        # dropped in place (a copy of the model costs about 1 KB per event).
+        self._head = payload
+        for name in lazy:
+            payload.__dict__[name] = None
+        share_fields_set(payload)  # never assigned to: only read through __getattr__
+
+    @property
+    def raw(self) -> memoryview:
+        """The payload's JSON text, as the journal's line has it (a view, not a copy)."""
+        return memoryview(self._line)[self._start : self._end]
+
+    def find(self, text: bytes, start: int = 0) -> int:
+        """Where `text` is in `raw` from `start` on, or -1 (bytes.find, without a copy)."""
+        size = self._end - self._start
+        begin = self._start + (start if start >= 0 else max(0, size + start))
+        found = self._line.find(text, begin, self._end)
+        return found - self._start if found != -1 else -1
+
+    def parsed(self) -> _Payload:
+        """The whole payload model, parsed now (the caller drops it when done)."""
+        payload: _Payload = EVENT_ADAPTER.validate_json(self._line).payload
+        return payload
+
+    def model_dump(self) -> dict[str, Any]:
+        return self.parsed().model_dump()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only names the slots do not hold reach here; none of a payload's starts with "_".
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._lazy:
+            return getattr(self.parsed(), name)
+        return getattr(self._head, name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RecordedPayload):
+            return self.raw == other.raw or self.parsed() == other.parsed()
+        return self.parsed() == other if isinstance(other, _Payload) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # like the models it stands for
+
+    def __repr__(self) -> str:
+        return f"RecordedPayload({type(self._head).__name__}, {self._end - self._start} bytes)"
+
+
+_FIELDS_SETS: dict[frozenset[str], set[str]] = {}
+
+
+def share_fields_set(model: BaseModel) -> None:
+    """Let `model` share the set of the fields it was given with every model given the same.
+
+    Pydantic keeps one such set per model, about 700 bytes: as much again as a small event, in
+    a journal of many thousands (issue 28). Only for a model nothing assigns to (an event is
+    frozen), since an assignment would add to the shared set.
+    """
+    given = model.__pydantic_fields_set__
+    shared = _FIELDS_SETS.setdefault(frozenset(given), given)
+    object.__setattr__(model, "__pydantic_fields_set__", shared)
+
+
 class _EventBase(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -269,7 +363,14 @@ class _EventBase(BaseModel):
         return dig(self.payload_dict(), path, default)
 
     def payload_dict(self) -> dict[str, Any]:
-        """The payload as plain types (computed once per event; do not mutate it)."""
+        """The payload as plain types (computed once per event; do not mutate it).
+
+        A golden journal's model payload (`RecordedPayload`) is parsed anew at each call and
+        never kept: kept, it would hold the journal twice (its text and its parse).
+        """
+        payload = self.payload
+        if isinstance(payload, RecordedPayload):
+            return payload.model_dump()
         return self._payload_dict
 
     @cached_property

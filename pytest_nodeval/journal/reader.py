@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import JournalError, NodevalWarning
-from .events import EVENT_ADAPTER, EVENTS_FILE, HEADER_FILE, Event, JournalHeader, UnknownEvent
+from .events import (
+    EVENT_ADAPTER,
+    EVENTS_FILE,
+    HEADER_FILE,
+    LAZY_FIELDS,
+    Event,
+    JournalHeader,
+    RecordedPayload,
+    UnknownEvent,
+    share_fields_set,
+)
 
 
 class Journal(BaseModel):
@@ -34,20 +44,24 @@ class Journal(BaseModel):
     raw_payloads: dict[int, bytes] = Field(default_factory=dict)
     """The JSON text of each llm.request and llm.response payload as written, by seq: replay
     compares an SDK's request body with it byte for byte before parsing anything, and writes
-    both back to the observed journal as they are (see replay.ReplayStash)."""
+    both back to the observed journal as they are (see replay.ReplayStash). Empty in a golden
+    journal, whose model payloads are that text (`RecordedPayload.raw`)."""
 
     def of_type(self, *types: str) -> list[Event]:
         return [e for e in self.events if e.type in types]
 
 
-def read_golden(directory: Path) -> Journal:
+def read_golden(directory: Path, *, lazy: bool = True) -> Journal:
     """A case's golden journal: what replay serves, so it must be whole.
 
     An observed journal may end torn after a crash (read_journal warns and keeps what came
     before); a golden one that is empty, torn or has no session.end is an error, because a
     replay of it would pass or fail on a recording nobody made.
+
+    lazy: its model payloads kept as their text (`RecordedPayload`), about half the memory;
+    False for a journal read once and replayed many times, which then parses them only once.
     """
-    journal = read_journal(directory, whole=True)
+    journal = read_journal(directory, whole=True, lazy=lazy)
     path = directory / EVENTS_FILE
     if not journal.events:
         raise JournalError(
@@ -63,18 +77,24 @@ def read_golden(directory: Path) -> Journal:
 
 
 def read_journal(
-    directory: Path, *, warn: Callable[[str], None] | None = None, whole: bool = False
+    directory: Path,
+    *,
+    warn: Callable[[str], None] | None = None,
+    whole: bool = False,
+    lazy: bool = False,
 ) -> Journal:
     """Parse a journal directory once; raise JournalError naming the file for what is unusable.
 
     whole: a torn last line is an error too (a golden journal), not a warning.
+    lazy: model payloads are kept as their text (`RecordedPayload`), each line still checked
+    whole as it is read; the events list can be referred to weakly (`EventList`).
     """
     warn = warn or _warn
     header = read_header(directory)
     path = directory / EVENTS_FILE
     if not path.is_file():
         raise JournalError(f"{path}: missing (a journal needs {HEADER_FILE} and {EVENTS_FILE})")
-    events: list[Event] = []
+    events: list[Event] = EventList()
     problems: list[str] = []
     raw_payloads: dict[int, bytes] = {}
     with path.open("rb") as lines:  # line by line: the file is never held whole beside its events
@@ -102,8 +122,16 @@ def read_journal(
                 raise JournalError(
                     f"{path}:{number}: seq {event.seq} does not follow seq {events[-1].seq}"
                 )
-            if event.type in _RAW_KEPT:
-                raw_payloads[event.seq] = _raw_payload(line)
+            if event.type in LAZY_FIELDS:
+                span = _payload_span(line)
+                if lazy and span is not None:
+                    payload = RecordedPayload(event.payload, line, span, LAZY_FIELDS[event.type])
+                    # The event was just parsed and nothing else holds it: its payload is
+                    # replaced in place rather than the (frozen) event rebuilt around it.
+                    event.__dict__["payload"] = payload
+                    share_fields_set(event)
+                else:
+                    raw_payloads[event.seq] = line[span[0] : span[1]] if span else b""
             if isinstance(event, UnknownEvent):
                 problems.append(
                     f"{path}:{number}: unknown event type '{event.type}' kept as is "
@@ -112,7 +140,9 @@ def read_journal(
             events.append(event)
     for problem in problems:
         warn(problem)
-    return Journal(
+    # Constructed, not validated: every event was validated as it was read, and validation
+    # would copy the EventList into a plain list.
+    return Journal.model_construct(
         directory=directory,
         header=header,
         events=events,
@@ -121,14 +151,21 @@ def read_journal(
     )
 
 
-_RAW_KEPT = frozenset({"llm.request", "llm.response"})
+class EventList(list[Any]):
+    """A journal's events, in a list that can be referred to weakly: the journal cache
+    (case.directory.JournalCache) finds a big journal again while an attempt still holds it."""
+
+    __slots__ = ("__weakref__",)
 
 
-def _raw_payload(line: bytes) -> bytes:
-    """The payload's JSON text in a line the writer wrote: `{"seq":..,...,"payload":{...}}`."""
-    line = line.rstrip()
+def _payload_span(line: bytes) -> tuple[int, int] | None:
+    """Where the payload's JSON text is in a line the writer wrote:
+    `{"seq":..,...,"payload":{...}}`; None in a line written otherwise."""
+    end = len(line)
+    while end and line[end - 1] in b" \t\r\n":  # not line.rstrip(), which copies the line
+        end -= 1
     start = line.find(b',"payload":')
-    return line[start + 11 : -1] if start != -1 and line.endswith(b"}") else b""
+    return (start + 11, end - 1) if start != -1 and line[end - 1 : end] == b"}" else None
 
 
 def read_header(directory: Path) -> JournalHeader:
@@ -159,4 +196,11 @@ def _warn(message: str) -> None:
 
 def dump_events(events: list[Event]) -> list[dict[str, Any]]:
     """Events as plain JSON types (for reports and comparisons)."""
-    return [json.loads(e.model_dump_json()) for e in events]
+    return [_dumped(e) for e in events]
+
+
+def _dumped(event: Event) -> dict[str, Any]:
+    if not isinstance(event.payload, RecordedPayload):
+        return dict(json.loads(event.model_dump_json()))
+    head = {"seq": event.seq, "ts": event.ts, "type": event.type, "turn": event.turn}
+    return {**head, "payload": json.loads(bytes(event.payload.raw))}

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ReplayDivergence
 from ..modes import MatchLevel
+from .events import RecordedPayload
 from .reader import Journal
 
 if TYPE_CHECKING:
@@ -64,19 +65,22 @@ class _Exchange:
     request_event: Event
     response_event: Event
     """The recorded llm.response event (its payload is served verbatim)."""
-    raw_request: bytes = b""
+    raw_request: bytes | memoryview = b""
     """The request payload's JSON text as the golden journal has it ("" when unknown)."""
-    raw_response: bytes = b""
+    raw_response: bytes | memoryview = b""
     """The same for the response payload."""
 
     @property
-    def raw_body(self) -> bytes:
-        """The request body's JSON text: the payload's last field, as the writer orders them."""
+    def raw_body(self) -> memoryview:
+        """The request body's JSON text: the payload's last field, as the writer orders them.
+
+        A view into the payload's text, not a copy of it (a body may be many megabytes)."""
         raw, payload = self.raw_request, self.request_event.payload
         if not raw or payload.model_extra:
-            return b""
-        start = raw.find(b',"body":', raw.find(b',"stream":'))
-        return raw[start + 8 : -1] if start != -1 else b""
+            return memoryview(b"")
+        find = raw.find if isinstance(raw, bytes) else payload.find
+        start = find(b',"body":', find(b',"stream":'))
+        return memoryview(raw)[start + 8 : -1] if start != -1 else memoryview(b"")
 
     @property
     def seq(self) -> int:
@@ -110,6 +114,9 @@ class ReplayStash:
         compared; None: the whole journal, every request compared."""
         self.serving = True
         """False once a prefix stash has handed over to the live attempt (`hand_over`)."""
+        self._golden = journal.events
+        """Held while the stash lives: the journal cache finds a big journal again through it
+        (case.directory.JournalCache) instead of reading a second copy."""
         events = journal.events if live_from is None else events_before_turn(journal, live_from)
         self.inputs: deque[Any] = deque(e for e in events if e.type == "io.input")
         self.snapshots = journal.of_type("world.snapshot")
@@ -144,8 +151,8 @@ class ReplayStash:
                         _Exchange(
                             request,
                             event,
-                            raw_payloads.get(request.seq, b""),
-                            raw_payloads.get(event.seq, b""),
+                            raw_payloads.get(request.seq) or _raw_text(request),
+                            raw_payloads.get(event.seq) or _raw_text(event),
                         )
                     )
             elif kind == "tool.call":
@@ -393,8 +400,16 @@ def events_before_turn(journal: Journal, turn: int) -> list[Event]:
     return [e for e in journal.events if e.seq < first_live]
 
 
+def _raw_text(event: Event) -> memoryview | bytes:
+    """A golden journal's payload text (`RecordedPayload`), b"" for a payload read parsed."""
+    payload = event.payload
+    return payload.raw if isinstance(payload, RecordedPayload) else b""
+
+
 def _same_payload(recorded: Any, actual: dict[str, Any]) -> bool:
     """Whether a journaled payload (a model) equals this payload dict, field for field."""
+    if isinstance(recorded, RecordedPayload):
+        recorded = recorded.parsed()  # dropped once compared
     fields = type(recorded).model_fields
     if recorded.model_extra or actual.keys() != fields.keys():
         return False

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from ..errors import DiskFullError, disk_full, no_room
 from .events import (
@@ -28,6 +28,7 @@ from .events import (
     PAYLOADS,
     Event,
     JournalHeader,
+    RecordedPayload,
     now_iso,
 )
 from .redact import Redactor, secrets_redactor
@@ -63,7 +64,7 @@ class JournalWriter:
         self._redactor = redactor or secrets_redactor()
         self._durable = durable
         self._turn = 0
-        self._file: IO[str] | None = None
+        self._file: TextIO | None = None
         self._lock = threading.Lock()
         self._written = 0
         self._no_room: DiskFullError | None = None
@@ -146,15 +147,18 @@ class JournalWriter:
             return self._keep(event)
 
     def emit_recorded(
-        self, recorded: Event, *, turn: int | None = None, raw_payload: bytes = b""
+        self, recorded: Event, *, turn: int | None = None, raw_payload: bytes | memoryview = b""
     ) -> Event:
         """Append an event whose payload is served verbatim from a golden journal.
 
         That payload was redacted and validated when it was recorded, and it is frozen
         (shared, never copied): only the new seq, time and turn are added. Nothing is scanned
         or parsed again, which is most of the cost of a replayed event. `raw_payload`: the
-        payload's JSON text as the golden journal has it, written as is (not serialised again).
+        payload's JSON text as the golden journal has it, written as is (not serialised again);
+        a `RecordedPayload` brings its own.
         """
+        if not raw_payload and isinstance(recorded.payload, RecordedPayload):
+            raw_payload = recorded.payload.raw
         model = EVENT_MODELS.get(recorded.type)
         if model is None or recorded.type in _NOT_SERVABLE:
             raise ValueError(
@@ -165,6 +169,7 @@ class JournalWriter:
             return self.emit(recorded.type, recorded.payload_dict(), turn=turn)
         with self._lock:
             event = model.model_construct(
+                _SERVED_FIELDS,  # one set for every served event (events are frozen)
                 seq=len(self.events) + 1,
                 ts=now_iso(),
                 type=recorded.type,
@@ -173,25 +178,36 @@ class JournalWriter:
             )
             return self._keep(event, raw_payload)
 
-    def _keep(self, event: Event, raw_payload: bytes = b"") -> Event:
+    def _keep(self, event: Event, raw_payload: bytes | memoryview = b"") -> Event:
         if self._file is not None:
             if raw_payload:  # the field order of model_dump_json, with the golden payload's text
                 line = (
                     f'{{"seq":{event.seq},"ts":"{event.ts}","type":"{event.type}","turn":{event.turn},'
-                    f'"payload":{raw_payload.decode("utf-8")}}}'
+                    '"payload":'
                 )
+                if len(raw_payload) < WRITTEN_AS_IS:
+                    line, raw_payload = line + str(raw_payload, "utf-8") + "}", b""
+                self._append(line, event.type in _DURABLE_AFTER, raw_payload)
             else:
                 line = event.model_dump_json()  # canonical: every field, defaults included
-            self._append(line, event.type in _DURABLE_AFTER)
+                self._append(line, event.type in _DURABLE_AFTER)
         self.events.append(event)
         return event
 
-    def _append(self, line: str, turn_ended: bool) -> None:
+    def _append(self, line: str, turn_ended: bool, payload: bytes | memoryview = b"") -> None:
+        """Write `line` and a newline; with `payload`, the line's start, the payload's bytes as
+        they are, and its closing brace."""
         assert self._file is not None
         if self._no_room is not None:
             raise self._no_room
         try:
-            self._file.write(line + "\n")
+            if payload:
+                self._file.write(line)
+                self._file.flush()  # the text before it reaches the bytes first
+                self._file.buffer.write(payload)
+                self._file.write("}\n")
+            else:
+                self._file.write(line + "\n")
             # A durable journal flushes every event and fsyncs at turn ends; a replayed one can
             # always be replayed again, so its buffer goes out at turn ends (and at close).
             if self._durable or turn_ended:
@@ -200,7 +216,7 @@ class JournalWriter:
                 os.fsync(self._file.fileno())
         except OSError as exc:
             self._fail(exc)
-        self._written += len(line) + 1
+        self._written += len(line) + len(payload) + (2 if payload else 1)
 
     def _fail(self, exc: OSError) -> NoReturn:
         """Raise a failed write; one for lack of room as the one-line DiskFullError, for good."""
@@ -240,6 +256,12 @@ class JournalWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+_SERVED_FIELDS = {"seq", "ts", "type", "turn", "payload"}
+
+WRITTEN_AS_IS = 1 << 20
+"""A served payload's text from this size on is written as the golden journal's bytes, never
+decoded into the line: a line of many megabytes would be copied three times on its way out."""
 
 _SCALARS = (str, int, bool, type(None))
 

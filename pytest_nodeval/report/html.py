@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from . import html_data as data
 from .html_pack import Dictionary, pack_text, unpack_text
 from .models import AttemptRecord, CaseReport, RunReport
-from .timeline import GoldenJournal, event_views, load_events
+from .timeline import GoldenJournal, TextPool, event_views, load_events
 
 if TYPE_CHECKING:
     import jinja2
@@ -264,12 +264,12 @@ class _Block:
         self.strings = _Strings()
 
     def add(self, attempt: AttemptRecord, run_dir: Path, golden: _Golden) -> None:
+        journal, golden_note = golden.load()  # first: the attempt's journal shares its texts
         events, note = (
-            load_events(run_dir / attempt.journal)
+            load_events(run_dir / attempt.journal, golden.texts)
             if attempt.journal
             else ([], "this attempt wrote no journal (it did not start, or its worker died)")
         )
-        journal, golden_note = golden.load()
         diff = journal.diff(events) if journal is not None and events else None
         if diff is not None:
             diff["golden"] = {g: self.intern(view) for g, view in diff["golden"].items()}
@@ -385,6 +385,9 @@ class _Golden:
     def __init__(self, case: CaseReport, rootdir: Path | None) -> None:
         self.case, self.rootdir = case, rootdir
         self._loaded: tuple[GoldenJournal | None, str | None] | None = None
+        self.texts = TextPool()
+        """The long strings of the case's journals, each kept once (its golden one's and its
+        attempts' repeat one another)."""
 
     def load(self) -> tuple[GoldenJournal | None, str | None]:
         if self._loaded is None:
@@ -404,5 +407,5 @@ class _Golden:
         directory = self.rootdir / self.case.directory / "journal"
         if not (directory / "events.jsonl").is_file():
             return None, f"The golden journal is not available: {where}/events.jsonl was not found."
-        events, note = load_events(directory)
+        events, note = load_events(directory, self.texts)
         return GoldenJournal(events), note and f"Golden journal {where}: {note}"

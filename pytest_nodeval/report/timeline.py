@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,33 +70,95 @@ def show(value: Any, limit: int = FIELD_LIMIT) -> str:
 # -- reading ------------------------------------------------------------------------------
 
 
-def load_events(directory: Path) -> tuple[list[dict[str, Any]], str | None]:
+def load_events(
+    directory: Path, texts: TextPool | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
     """The raw events of a journal directory and a note on what could not be read.
 
     Deliberately lenient (unlike `journal.read_journal`): the report must show whatever is
-    on disk, including torn, invalid or newer journals, and never fail because of one.
+    on disk, including torn, invalid or newer journals, and never fail because of one. Read a
+    batch of lines at a time, never the whole file: a 200 MB journal read whole, decoded,
+    split and joined took five times its size at once (issue 28). `texts`: its long strings
+    are shared with the journals read before with the same pool.
     """
     path = directory / "events.jsonl"
+    events: list[dict[str, Any]] = []
+    skipped = 0
     try:
-        data = path.read_bytes()
+        with path.open("rb") as lines:
+            for batch in _batches(lines):
+                parsed = _parse_batch(batch)
+                events += parsed if texts is None else map(texts.share, parsed)
+                skipped += len(batch) - len(parsed)
     except OSError as exc:
         return [], f"{path.name} could not be read: {exc.strerror or exc}"
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    try:  # one parser call for the whole file is much faster than one per line
-        events = json.loads("[" + ",".join(line for line in lines if line.strip()) + "]")
-        if all(isinstance(e, dict) for e in events):
-            return events, None
-    except ValueError:
-        pass  # a torn or foreign line somewhere: go line by line and skip it
-    events, skipped = [], 0
-    for line in lines:
-        parsed = _parse_line(line)
-        if parsed is None:
-            skipped += line.strip() != ""
-        else:
-            events.append(parsed)
     note = f"{skipped} unreadable line(s) in {path.name} skipped" if skipped else None
     return events, note
+
+
+POOLED_TEXT = 256
+"""Characters from which a string read from a journal is kept once per `TextPool`."""
+
+
+class TextPool:
+    """Long strings read from a case's journals, each kept once however often it is read.
+
+    A model request carries the whole conversation so far, so each message is in every later
+    request, and a replay's journal repeats its golden journal's: parsed apart, a 200 MB
+    golden journal and its replay took about 200 MB each. Strings cannot change, so sharing
+    them changes nothing else.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+
+    def share(self, value: Any) -> Any:
+        """`value` (freshly parsed JSON, changed in place) with its long strings shared."""
+        if isinstance(value, str):
+            return self._texts.setdefault(value, value) if len(value) >= POOLED_TEXT else value
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, (str, dict, list)):
+                    value[key] = self.share(item)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, (str, dict, list)):
+                    value[index] = self.share(item)
+        return value
+
+
+READ_BATCH = 4_000_000
+"""Bytes of journal lines parsed by one call: one parser call for many lines is much faster
+than one per line, and a batch bounds the text held beside the events."""
+
+
+def _batches(lines: Iterable[bytes]) -> Iterator[list[str]]:
+    """The non-blank lines, decoded, in batches of about READ_BATCH bytes."""
+    batch: list[str] = []
+    size = 0
+    for line in lines:
+        if not line or line.isspace():  # not line.strip(), which copies the line
+            continue
+        batch.append(line.decode("utf-8", errors="replace"))
+        size += len(line)
+        if size >= READ_BATCH:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _parse_batch(batch: list[str]) -> list[dict[str, Any]]:
+    """Each line's event; one that cannot be read (a torn or foreign line) is left out."""
+    if len(batch) == 1:  # a line of many megabytes is not copied into a batch of one
+        return [event for event in map(_parse_line, batch) if event is not None]
+    try:
+        events = json.loads("[" + ",".join(batch) + "]")
+        if all(isinstance(e, dict) for e in events):
+            return list(events)
+    except ValueError:
+        pass  # a torn or foreign line somewhere: go line by line and skip it
+    return [event for event in map(_parse_line, batch) if event is not None]
 
 
 def _parse_line(line: str) -> dict[str, Any] | None:

@@ -354,7 +354,9 @@ def test_the_page_is_written_one_scenario_at_a_time(
     loaded: list[Path] = []
     real = html_module.load_events
     monkeypatch.setattr(
-        html_module, "load_events", lambda directory: (loaded.append(directory), real(directory))[1]
+        html_module,
+        "load_events",
+        lambda directory, *pool: (loaded.append(directory), real(directory, *pool))[1],
     )
     written, most_read_ahead = "", 0
     for chunk in html_module.render_chunks(

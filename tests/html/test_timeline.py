@@ -9,7 +9,9 @@ from typing import Any
 from pytest_nodeval.report.llm_replies import reply_of
 from pytest_nodeval.report.timeline import (
     FIELD_LIMIT,
+    POOLED_TEXT,
     GoldenJournal,
+    TextPool,
     clip,
     event_views,
     load_events,
@@ -305,6 +307,26 @@ def test_load_events_skips_torn_lines_and_replaces_broken_utf8(tmp_path: Path) -
     assert [e["seq"] for e in events] == [1, 2]
     assert events[1]["payload"]["text"] == "caf\ufffd \ufffd"
     assert note == "1 unreadable line(s) in events.jsonl skipped"
+
+
+def test_journals_read_with_one_pool_keep_each_long_text_once(tmp_path: Path) -> None:
+    """A request carries the conversation so far, and a replay repeats its golden journal:
+    read with one pool, a long message is one string wherever it appears (issue 28)."""
+    message = "m" * POOLED_TEXT
+    for name in ("golden", "observed"):
+        lines = [
+            _event(seq, "llm.request", {"body": {"messages": [message] * seq, "model": "x"}})
+            for seq in (1, 2)
+        ]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "events.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    pool = TextPool()
+    golden, _ = load_events(tmp_path / "golden", pool)
+    observed, _ = load_events(tmp_path / "observed", pool)
+    texts = [m for e in golden + observed for m in e["payload"]["body"]["messages"]]
+    assert len(texts) == 6 and all(text == message for text in texts)
+    assert len({id(text) for text in texts}) == 1, "one string, not six"
+    assert observed == load_events(tmp_path / "observed")[0], "nothing else changes"
 
 
 def test_load_events_of_a_missing_journal_says_so(tmp_path: Path) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_nodeval.case import directory as directory_module
 from pytest_nodeval.case.directory import (
     JournalCache,
     find_case_dirs,
@@ -103,3 +105,34 @@ def test_a_golden_journal_over_the_size_limit_is_refused_before_it_is_read(
         _get(cache, a)
     cache.limit_bytes = _size(a)
     _get(cache, a)
+
+
+def test_a_journal_too_big_to_keep_is_read_once_while_its_events_are_held(
+    journals: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay stash, the checks' golden events and the judge of one attempt share one read
+    of a big journal (issue 28: each was a read of its own, three copies at once)."""
+    reads: list[Path] = []
+    real = directory_module.read_golden
+    monkeypatch.setattr(
+        directory_module,
+        "read_golden",
+        lambda path, **kw: (reads.append(path), real(path, **kw))[1],
+    )
+    a = journals[0]
+    small = JournalCache(max_bytes=_size(a) - 1)
+    held = _events(small, a)
+    assert _events(small, a) is held and len(reads) == 1
+    assert (len(small), small.bytes) == (0, 0), "held weakly, not kept"
+    del held
+    _events(small, a)
+    assert len(reads) == 2, "a journal nothing holds any more is read again"
+    held = _events(small, a)
+    stat = (a / "events.jsonl").stat()
+    os.utime(a / "events.jsonl", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert _events(small, a) is not held, "a rewritten journal is read again"
+
+
+def _events(cache: JournalCache, journal: Path) -> list[Any]:
+    stat = (journal / "events.jsonl").stat()
+    return cache.get(journal, stat.st_mtime_ns, stat.st_size).events

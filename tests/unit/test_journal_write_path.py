@@ -310,3 +310,76 @@ def test_a_stricter_redactor_still_sees_a_served_payload(tmp_path: Path) -> None
         served = writer.emit_recorded(golden.events[0])
     assert served.payload_dict()["result"] == {"email": redact.REDACTED}
     assert "ann@example.com" not in (tmp_path / "sample" / "events.jsonl").read_text()
+
+
+# -- a golden journal read for replay keeps its model payloads as text (issue 28) -----------
+
+
+def _golden_exchange(tmp_path: Path) -> Path:
+    _exchange_journal(tmp_path)
+    with (tmp_path / "golden" / "events.jsonl").open("a") as lines:  # read_golden wants an end
+        lines.write('{"seq":3,"ts":"t","type":"session.end","turn":0,"payload":{"status":"ok"}}\n')
+    return tmp_path / "golden"
+
+
+def test_a_golden_journal_keeps_model_payloads_as_their_text_parsed_when_read(
+    tmp_path: Path,
+) -> None:
+    from pytest_nodeval.journal.events import RecordedPayload
+    from pytest_nodeval.journal.reader import read_golden
+
+    directory = _golden_exchange(tmp_path)
+    request = read_golden(directory).events[0]
+    parsed = read_journal(directory).events[0]
+    payload = request.payload
+    assert isinstance(payload, RecordedPayload)
+    line = (directory / "events.jsonl").read_bytes().split(b"\n")[0]
+    assert bytes(payload.raw) == line.split(b',"payload":')[1][:-1], "the line's own text"
+    assert (payload.provider, payload.path) == ("p", "/mock")
+    assert payload.body == {"messages": [{"role": "user", "text": "hi"}]}
+    assert payload.body is not payload.body, "parsed when read, never kept"
+    assert request.payload_dict() == parsed.payload_dict()
+    assert request.payload_dict() is not request.payload_dict()
+    assert payload == parsed.payload and request == read_golden(directory).events[0]
+
+
+@pytest.mark.parametrize("as_is", [False, True], ids=["in the line", "as the golden bytes"])
+def test_a_golden_journal_read_as_text_is_served_shared_and_written_as_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_is: bool
+) -> None:
+    from pytest_nodeval.journal import writer as writer_module
+    from pytest_nodeval.journal.events import RecordedPayload
+    from pytest_nodeval.journal.reader import read_golden
+    from pytest_nodeval.journal.replay import ReplayStash, ReplayStopped
+
+    if as_is:  # a payload of many megabytes: its bytes go to the file without a copy
+        monkeypatch.setattr(writer_module, "WRITTEN_AS_IS", 1)
+    golden = read_golden(_golden_exchange(tmp_path))
+    assert all(isinstance(e.payload, RecordedPayload) for e in golden.events[:2])
+    sent = json.dumps(golden.events[0].payload_dict()["body"], separators=(",", ":")).encode()
+    with JournalWriter(
+        tmp_path / "observed", journal_header("replay", None), durable=False
+    ) as writer:
+        served = ReplayStash(golden, case="c").serve_llm_exact(
+            writer, "p", "mock", "POST", "/mock", sent
+        )
+        again = ReplayStash(golden, case="c").serve_llm(
+            writer, "p", golden.events[0].payload_dict()
+        )
+        with pytest.raises(ReplayStopped, match=r"(?s)at seq 1 .*-.*\"hi\".*\+.*\"bye\""):
+            request = {**golden.events[0].payload_dict(), "body": {"messages": [{"text": "bye"}]}}
+            ReplayStash(golden, case="c", match="strict").serve_llm(writer, "p", request)
+    assert served == again == {**golden.events[1].payload_dict()}
+    assert [e.payload for e in writer.events[:4]] == [e.payload for e in golden.events[:2]] * 2
+    assert all(
+        s.payload is g.payload
+        for s, g in zip(writer.events[:4], golden.events[:2] * 2, strict=True)
+    ), "shared with the golden journal, not copied"
+    golden_lines = (tmp_path / "golden" / "events.jsonl").read_bytes().split(b"\n")[:2]
+    observed_lines = (tmp_path / "observed" / "events.jsonl").read_bytes().split(b"\n")[:4]
+    for golden_line, observed_line in zip(golden_lines * 2, observed_lines, strict=True):
+        assert observed_line.split(b',"payload":')[1] == golden_line.split(b',"payload":')[1]
+    observed = read_journal(tmp_path / "observed").events
+    assert [e.payload_dict() for e in observed[:4]] == [
+        e.payload_dict() for e in golden.events[:2] * 2
+    ]

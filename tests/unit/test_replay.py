@@ -155,3 +155,33 @@ def test_strict_matching_notices_changes_default_matching_ignores(
     )
     assert default.divergence is None
     assert strict.divergence is not None and "metadata" in strict.divergence
+
+
+def test_a_journal_too_big_to_keep_replays_from_its_text_the_same(
+    case_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the cache's bound a golden journal keeps its model payloads as their text
+    (issue 28); the replay, its observed journal and a divergence's diff are the same."""
+    from pytest_nodeval.case.directory import JOURNALS
+    from pytest_nodeval.journal.events import RecordedPayload
+
+    monkeypatch.setattr(JOURNALS, "max_bytes", 1)
+    JOURNALS.clear()
+    golden = read_journal(case_dir / "journal").events
+    observed = run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "replayed"
+    )
+    assert (observed.divergence, observed.status) == (None, "ok")
+    assert _comparable(observed.events) == _comparable(golden)
+    assert _comparable(read_journal(tmp_path / "replayed").events) == _comparable(golden)
+    served = [e for e in observed.events if e.type.startswith("llm.")]
+    assert served and all(isinstance(e.payload, RecordedPayload) for e in served)
+    assert observed.golden is not None and observed.golden[6].payload is served[0].payload, (
+        "the checks' golden events and the replay's are one read"
+    )
+    _edit_config(case_dir, system_prompt="You are a sloppy assistant.")
+    diverged = run_case(
+        load_case(case_dir), AttemptSettings(mode="deterministic"), tmp_path / "diverged"
+    )
+    assert diverged.divergence_seq == 7
+    assert '- "system": "You are a careful assistant.",' in (diverged.divergence or "")
