@@ -22,8 +22,9 @@ Truth mixes (per-scenario true pass rates, drawn once per configuration, numpy s
 
 The pilot section (issue 29.6) runs the timed configurations twice per replication: as CI does,
 where a latency, token or cost bootstrap stops after its 200-resample pilot when the decision is
-clear, and with every one of the 4,000 resamples. It counts the runs where any gate's verdict
-differs (the goal: none) and the bounds the pilot decided alone.
+clear, or later once enough ratios are at or below 1 (the exact stop), and with every one of the
+4,000 resamples. It counts the runs where any gate's verdict differs (the goal: none) and the
+bounds decided before all 4,000 ("pilot alone": the pilot or the exact stop).
 
 Replications run in fixed chunks with spawned seeds: the figures do not depend on --workers.
 """
