@@ -298,18 +298,67 @@ def pytest_configure(config: pytest.Config) -> None:
         if runs_attempts_ahead(config.stash[settings_key]):
             config.pluginmanager.register(RunAhead(config), "nodeval-ahead")
     if workerinput is None:
-        from .controller import Controller
-
-        controller = Controller(config)
-        config.pluginmanager.register(controller, "nodeval-controller")
-        if config.stash[settings_key].progress != "off":
-            from .progress import Progress
-
-            config.pluginmanager.register(Progress(config, controller.expected), "nodeval-progress")
+        if _starts_at_once(config):
+            _start_controller(config)
+        else:
+            config.pluginmanager.register(_StartWhenCollected(config), "nodeval-start")
     if config.stash[settings_key].adaptive:
         from .adaptive import register
 
         register(config)
+
+
+def _starts_at_once(config: pytest.Config) -> bool:
+    """Whether the controller must listen from the start: under xdist (this process collects
+    nothing and hears of the tests from the workers), a shard (whose empty run is still
+    written), and live or record runs (which clean up what a killed run left first)."""
+    settings = config.stash[settings_key]
+    distributed = config.pluginmanager.hasplugin("xdist") and config.getvalue("dist") != "no"
+    return (
+        distributed
+        or bool(config.getoption("nodeval_shard"))
+        or settings.attempt_mode in ("live", "record")
+    )
+
+
+def _start_controller(config: pytest.Config) -> tuple[Any, Any]:
+    """Register the controller and, unless switched off, the progress line."""
+    from .controller import Controller
+
+    controller = Controller(config)
+    config.pluginmanager.register(controller, "nodeval-controller")
+    progress = None
+    if config.stash[settings_key].progress != "off":
+        from .progress import Progress
+
+        progress = Progress(config, controller.expected)
+        config.pluginmanager.register(progress, "nodeval-progress")
+    return controller, progress
+
+
+class _StartWhenCollected:
+    """Starts the controller once collection has found a nodeval test (issue 33).
+
+    A project's session without any (its unit tests, in a project that also has cases) then
+    never imports the controller, the progress line or the report models, and no hook of
+    theirs runs per test: the installed plugin costs such a run its startup alone.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from .preflight import check_baseline
+
+        check_baseline(self.config.stash[settings_key])
+
+    def start(self, session: pytest.Session) -> None:
+        controller, progress = _start_controller(self.config)
+        # They join during the collection_finish call, which began without them: give them
+        # what the session has passed already (its start was checked above).
+        controller.pytest_collection_finish(session)
+        if progress is not None:
+            progress.pytest_sessionstart(session)
 
 
 def new_run_id() -> str:
@@ -433,12 +482,31 @@ def _shard_items(config: pytest.Config, items: list[pytest.Item]) -> None:
             workeroutput[WORKER_OUTPUT_KEY] = plan.to_json()
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
-    ref = case_ref(item)
-    if ref is not None:
-        from .report_payload import attach
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Where collection found nodeval tests, results ride on their reports, and the controller
+    (when it waited for them) starts; a session without any keeps none of it (issue 33)."""
+    config = session.config
+    starter = config.pluginmanager.get_plugin("nodeval-start")
+    if starter is not None:
+        config.pluginmanager.unregister(starter)
+    if not any(case_ref(item) is not None for item in session.items):
+        return
+    config.pluginmanager.register(_ResultCarrier(), "nodeval-results")
+    if starter is not None and not config.option.collectonly:
+        starter.start(session)
 
-        attach(report, item, ref)
-    return report
+
+class _ResultCarrier:
+    """Puts each nodeval test's result on its TestReport (report_payload.py), on the process
+    that runs it: the controller reads it there, with or without xdist."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        ref = case_ref(item)
+        if ref is not None:
+            from .report_payload import attach
+
+            attach(report, item, ref)
+        return report

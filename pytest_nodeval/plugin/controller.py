@@ -61,7 +61,9 @@ class Controller:
         self.shard: dict[str, Any] | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self._check_baseline()
+        from .preflight import check_baseline
+
+        check_baseline(self.settings)
         if self.settings.attempt_mode in ("live", "record") and self.settings.world in (
             "auto",
             "docker",
@@ -86,6 +88,22 @@ class Controller:
             ref = case_ref(item)
             if ref is not None:
                 self.expected[item.nodeid] = (ref.case_id, ref.repeat)
+        if not self.expected and self.shard is None and not self._has_news():
+            self._retire()
+
+    def _has_news(self) -> bool:
+        return bool(self.problem or self.cleaned or self.notes)
+
+    def _retire(self) -> None:
+        """A session without a nodeval test (this process collected them all: no xdist) has
+        no report to write and no progress to show: the plugin steps out of every later hook,
+        so a project's other tests pay nothing for it (issue 33)."""
+        manager = self.config.pluginmanager
+        progress = manager.get_plugin("nodeval-progress")
+        if progress is not None:
+            progress.close()
+            manager.unregister(progress)
+        manager.unregister(self)
 
     @pytest.hookimpl(optionalhook=True)  # only exists when pytest-xdist is active
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -200,22 +218,6 @@ class Controller:
             from ..report.models import EXIT_INFRA_ERROR
 
             session.exitstatus = EXIT_INFRA_ERROR
-
-    def _check_baseline(self) -> None:
-        """A baseline that cannot be read is a usage error now, not after the whole run."""
-        path = self.settings.baseline
-        if path is None or (not path.exists() and not self.settings.baseline_from_cli):
-            return  # nodeval_baseline naming a file not blessed yet: the run says how to make one
-        # Imported only when there is a baseline: report.models loads pydantic, which a run
-        # without one (every run of a project with no nodeval case) should not pay for.
-        from ..errors import NodevalError
-        from ..report.baseline import load
-
-        try:
-            load(path)
-        except NodevalError as exc:
-            source = "--nodeval-baseline" if self.settings.baseline_from_cli else "nodeval_baseline"
-            raise pytest.UsageError(f"{source}: {exc}") from None
 
     def _adaptive(self, report: RunReport) -> RunReport:
         """Each compared case's adaptive repeats: how many it took and why it stopped."""

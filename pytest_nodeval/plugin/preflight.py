@@ -10,6 +10,7 @@ problem is a usage error (exit status 4) naming the option or ini key, and nothi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,3 +142,20 @@ def _case_ids(roots: tuple[Path, ...]) -> set[str]:
         except NodevalError:  # a broken case.yaml is collection's to report, with its line
             ids.add(directory.name)
     return ids
+
+
+def check_baseline(settings: Any) -> None:
+    """A baseline that cannot be read is a usage error at the start, not after the whole run."""
+    path = settings.baseline
+    if path is None or (not path.exists() and not settings.baseline_from_cli):
+        return  # nodeval_baseline naming a file not blessed yet: the run says how to make one
+    # Imported only when there is a baseline: report.models loads pydantic, which a run
+    # without one (every run of a project with no nodeval case) should not pay for.
+    from ..errors import NodevalError
+    from ..report.baseline import load
+
+    try:
+        load(path)
+    except NodevalError as exc:
+        source = "--nodeval-baseline" if settings.baseline_from_cli else "nodeval_baseline"
+        raise pytest.UsageError(f"{source}: {exc}") from None

@@ -120,11 +120,15 @@ class Progress:
         try:
             return (yield)
         finally:
-            if self._ticker is not None:
-                self._ticker.stop()
-            if isinstance(self.out, _LiveLine):
-                self.out.close()
-            self.out = None
+            self.close()
+
+    def close(self) -> None:
+        """Stop the ticker and take the live line away (at the end, or when nothing is shown)."""
+        if self._ticker is not None:
+            self._ticker.stop()
+        if isinstance(self.out, _LiveLine):
+            self.out.close()
+        self.out = None
 
     def _count(self, report: pytest.TestReport, now: float) -> None:
         ahead = getattr(report, "nodeval_ahead", None)  # plugin/ahead.py: a worker's pool

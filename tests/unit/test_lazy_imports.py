@@ -81,13 +81,15 @@ def test_importing_the_entry_module_loads_nothing_heavy(tmp_path: Path) -> None:
     assert _heavy(modules) == [], _ours(modules)
 
 
-def test_a_collect_only_run_without_cases_loads_nothing_heavy(tmp_path: Path) -> None:
+def _plain_project_run(tmp_path: Path, *args: str) -> tuple[str, list[str]]:
+    """pytest run in a project of one plain test and no case: (its output, the modules it
+    had loaded by the end)."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "conftest.py").write_text(RECORDING_CONFTEST)
     (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
     done = subprocess.run(
         # langsmith's own plugin (the frameworks extra) imports httpx2 and pydantic: not ours.
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
         + PYTEST_ADDOPTS.split(),
         cwd=tmp_path,
         env=_env(),
@@ -95,8 +97,26 @@ def test_a_collect_only_run_without_cases_loads_nothing_heavy(tmp_path: Path) ->
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 test collected" in done.stdout
-    modules = json.loads((tmp_path / "modules.json").read_text())
+    return done.stdout, json.loads((tmp_path / "modules.json").read_text())
+
+
+def test_a_collect_only_run_without_cases_loads_nothing_heavy(tmp_path: Path) -> None:
+    out, modules = _plain_project_run(tmp_path, "--collect-only")
+    assert "1 test collected" in out
     # The plugin came in through its pytest11 entry point, with the fixtures it registers.
     assert {"pytest_nodeval.plugin", "pytest_nodeval.plugin.fixtures"} <= set(modules)
     assert _heavy(modules) == [], _ours(modules)
+
+
+def test_a_whole_run_without_cases_starts_no_controller_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Issue 33: the plugin steps aside when collection finds no nodeval test. The controller,
+    the progress line and the report models are never imported, and no report is written."""
+    out, modules = _plain_project_run(tmp_path)
+    assert "1 passed" in out
+    assert _heavy(modules) == [], _ours(modules)
+    started = {"pytest_nodeval.plugin.controller", "pytest_nodeval.plugin.progress"}
+    assert not started & set(modules), _ours(modules)
+    assert not any(name.startswith("pytest_nodeval.report") for name in modules), _ours(modules)
+    assert not (tmp_path / "reports").exists()

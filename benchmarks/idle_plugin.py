@@ -1,0 +1,84 @@
+"""What the installed plugin costs a pytest run that has no nodeval case (issue 33).
+
+    .venv/bin/python benchmarks/idle_plugin.py [--rounds 15]
+
+Two generated projects without a case: 50 files of 20 tests, and one file with 1,000
+parametrized tests. Each is run with `--collect-only` and in full (`-q`), with the plugin and
+with `-p no:nodeval`, the four arms interleaved round by round so both see the same load.
+Prints the median CPU time (user + system, of the pytest process) of each arm and the
+plugin's cost (with - without): CPU time moves less than wall time with the machine's load.
+The other installed plugins load in both arms alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PROJECTS = {
+    "50 files x 20 tests": {
+        f"test_m{i:02d}.py": "".join(f"def test_{j}():\n    pass\n\n" for j in range(20))
+        for i in range(50)
+    },
+    "1,000 parametrized tests": {
+        "test_many.py": (
+            "import pytest\n\n\n@pytest.mark.parametrize('n', range(1000))\n"
+            "def test_n(n):\n    pass\n"
+        )
+    },
+}
+
+
+def run(project: Path, *args: str) -> float:
+    """CPU seconds (user + system) of one pytest process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "NODEVAL_"))}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=project,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    rounds = parser.parse_args().rounds
+    print(f"load average {os.getloadavg()[0]:.1f}; {rounds} rounds; median CPU time")
+    print("| project | run | with the plugin | without | plugin's cost |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="nodeval-idle-") as parent:
+        for name, files in PROJECTS.items():
+            project = Path(parent) / name.replace(" ", "_").replace(",", "")
+            project.mkdir()
+            (project / "pytest.ini").write_text("[pytest]\n")
+            for file, text in files.items():
+                (project / file).write_text(text)
+            for label, args in (("--collect-only", ("--collect-only", "-q")), ("full", ("-q",))):
+                run(project, *args)  # bytecode caches warm
+                timed: dict[bool, list[float]] = {True: [], False: []}
+                for _ in range(rounds):
+                    for plugin in (True, False):
+                        extra = () if plugin else ("-p", "no:nodeval")
+                        timed[plugin].append(run(project, *args, *extra))
+                with_, without = (statistics.median(timed[p]) * 1000 for p in (True, False))
+                print(
+                    f"| {name} | {label} | {with_:.0f} ms | {without:.0f} ms "
+                    f"| {with_ - without:+.0f} ms |",
+                    flush=True,
+                )
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
