@@ -217,8 +217,8 @@ class OutputEquals(_Spec):
 class OutputJsonSchema(_Spec):
     kind: Literal["output_json_schema"]
     json_schema: dict[str, Any] = Field(alias="schema")
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    """Read as `schema:` only, as the shipped JSON Schema has it (the field's own name would
+    shadow BaseModel's)."""
 
 
 class NoErrors(_Spec):

@@ -143,6 +143,10 @@ def test_json_schema_output() -> None:
     bad = {"type": "object", "properties": {"total": {"type": "string"}}}
     result = check({"kind": "output_json_schema", "schema": bad}, events)
     assert result.status == "failed" and "at total: 12 is not of type 'string'" in result.message
+    # The file's key is `schema:`, as its JSON Schema says: the field's Python name is no key.
+    spec = {"kind": "output_json_schema", "json_schema": schema}
+    with pytest.raises(CaseFormatError, match="json_schema"):
+        validate(AssertionsFile, [spec], "assertions.yaml")
 
 
 def test_same_tool_sequence_against_the_golden_journal() -> None:
