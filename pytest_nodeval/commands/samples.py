@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..paths import directory_problem, refuse
+from ..paths import directory_problem, existing_directory_problem, refuse
 
 if TYPE_CHECKING:  # the command table imports this module for --help: keep it light
     from ..sampling.store import StoredSample
@@ -32,8 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from ..sampling.store import DEFAULT_SAMPLES_DIR, list_samples
 
     directory = (args.dir or DEFAULT_SAMPLES_DIR).expanduser()
-    # A missing directory is a sampler that never captured yet: no samples, not a mistake.
-    refuse("--dir", directory_problem(directory))
+    # The default directory missing is a sampler that never captured yet: no samples, not a
+    # mistake. A --dir that does not exist is most likely a typo: say so.
+    check = existing_directory_problem if args.dir is not None else directory_problem
+    refuse("--dir", check(directory))
     samples = [
         s
         for s in reversed(list_samples(directory))

@@ -413,6 +413,11 @@ NODEVAL = [
         "nodeval samples: --dir: afile is a file, not a directory",
     ),
     Wrong(
+        "samples-dir-missing",
+        "nodeval samples --dir nowhere",
+        "nodeval samples: --dir: nowhere: no such directory",
+    ),
+    Wrong(
         "samples-bad-reason",
         "nodeval samples --reason bored",
         "nodeval samples: error: argument --reason: invalid choice: 'bored'*",

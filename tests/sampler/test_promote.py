@@ -273,7 +273,19 @@ def test_nodeval_samples_lists_candidates_newest_first(
 
     assert main(["samples", "--dir", str(out_dir), "--reason", "sampled"]) == 0
     assert "-second" not in capsys.readouterr().out
-    assert main(["samples", "--dir", str(tmp_path / "none")]) == 0
+    (tmp_path / "empty").mkdir()
+    assert main(["samples", "--dir", str(tmp_path / "empty")]) == 0
+    assert capsys.readouterr().out.startswith("no samples in ")
+    # A --dir that does not exist is a typo, not an empty sampler.
+    assert main(["samples", "--dir", str(tmp_path / "none")]) == 4
+    assert "--dir: " in capsys.readouterr().err
+
+
+def test_nodeval_samples_before_the_sampler_ever_captured(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # the default directory, ~/.nodeval/samples
+    assert main(["samples"]) == 0
     assert capsys.readouterr().out.startswith("no samples in ")
 
 
