@@ -546,12 +546,19 @@ def record_agent(
         return run_agent_case(
             agent, case, AttemptSettings(mode="record", install=False), Path(target), inputs
         )
-    import tempfile
+    # Run by hand: recorded beside the case's journal and installed by a rename when the
+    # session ends ok and says something new; nothing is left in the temp directory.
+    from ..journal.sameness import recording_change
+    from ..journal.writer import install_staged, recording_beside
 
-    scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-")) / "journal"
-    return run_agent_case(
-        agent, case, AttemptSettings(mode="record", install=True), scratch, inputs
-    )
+    with recording_beside(case.journal_dir) as staging:
+        settings = AttemptSettings(mode="record", install=False)
+        observed = run_agent_case(agent, case, settings, staging, inputs)
+        if observed.status == "ok":
+            if recording_change(case.journal_dir, staging) is not None:
+                install_staged(staging, case.journal_dir)
+            observed.journal_dir = case.journal_dir
+    return observed
 
 
 def build_tools(

@@ -3,6 +3,7 @@ agent's bound Python test, the reference engine; a whole root at once; the case'
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,38 @@ def test_a_record_script_writes_the_journal_after_its_checks(
     assert "shipped" in (case_dir / "journal" / "events.jsonl").read_text()
     again = _nodeval(nodeval_project.path, "record", "scenarios/orders")
     assert again.returncode == 0 and "(unchanged)" in again.stdout
+
+
+def test_a_record_script_run_by_hand_installs_its_journal_and_leaves_no_scratch(
+    nodeval_project: pytest.Pytester, tmp_path: Path
+) -> None:
+    case_dir = _own_agent_case(nodeval_project.path / "scenarios")
+    (case_dir / "_record").mkdir()
+    (case_dir / "_record" / "record.py").write_text(RECORD_SCRIPT)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    env.pop("NODEVAL_RECORD_JOURNAL", None)
+    journals = []
+    for _ in range(2):  # the second run records the same: the journal is not rewritten
+        done = subprocess.run(
+            [sys.executable, "_record/record.py"],
+            cwd=case_dir,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        journals.append((case_dir / "journal" / "events.jsonl").read_bytes())
+    assert journals[0] == journals[1]
+    assert list(scratch.iterdir()) == []
+    assert sorted(p.name for p in case_dir.iterdir()) == [
+        "_record",
+        "assertions.yaml",
+        "case.yaml",
+        "input",
+        "journal",
+    ]
 
 
 def test_a_record_script_whose_recording_fails_the_checks_leaves_no_journal(
