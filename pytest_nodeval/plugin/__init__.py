@@ -24,6 +24,7 @@ from .keys import (
     RecentCases,
     case_ref,
     cases_key,
+    refuse_selection,
     run_id_key,
     settings_key,
     shard_key,
@@ -458,11 +459,14 @@ def _select_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
             dropped.append(item)
     unbound = sorted(selected_ids - bound_ids)
     if unbound:
-        raise pytest.UsageError(
+        refuse_selection(
+            config,
+            items,
             f"--nodeval-case: no test is bound to case {', '.join(map(repr, unbound))} among "
             "the collected tests (a case directory under nodeval_cases, or a test marked "
-            "@pytest.mark.nodeval_case(ID))"
+            "@pytest.mark.nodeval_case(ID))",
         )
+        return
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..case import CASE_FILE
-from .keys import case_ref, run_id_key, settings_key, shard_key, worker_crashed
+from .keys import (
+    SELECTION_REFUSED,
+    case_ref,
+    run_id_key,
+    settings_key,
+    shard_key,
+    worker_crashed,
+)
 
 if TYPE_CHECKING:  # the models load only once a run has cases (a suite without any never pays)
     from ..report.models import AttemptRecord, CaseMeta, RunReport
@@ -59,6 +66,9 @@ class Controller:
         self.notes: list[str] = []
         self.diff: Diff | None = None
         self.shard: dict[str, Any] | None = None
+        self.refused: str | None = None
+        """A worker refused the command line's selection (keys.refuse_selection): the run
+        ends with it as a usage error."""
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         from .preflight import check_baseline
@@ -118,9 +128,11 @@ class Controller:
         from .shard import WORKER_OUTPUT_KEY
 
         # Every worker computes the same shard plan; any one that finished hands it over.
-        plan = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY)
+        output = getattr(node, "workeroutput", {})
+        plan = output.get(WORKER_OUTPUT_KEY)
         if plan is not None and self.shard is None:
             self.shard = plan
+        self.refused = self.refused or output.get(SELECTION_REFUSED)
 
     # -- what arrives ----------------------------------------------------------------------
 
@@ -173,6 +185,10 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.refused is not None:  # as pytest says a UsageError, and no report
+            sys.stderr.write(f"ERROR: {self.refused}\n")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         nothing = not self.expected and not self.records
         if self.config.option.collectonly or (nothing and self.shard is None):
             return  # nothing ran: no report (and no attempt counted as lost)

@@ -120,3 +120,21 @@ GATE_INI_KEYS = {
     "bootstrap_iterations": "Bootstrap resamples for the latency, token and cost gates.",
     "bootstrap_seed": "Seed of those resamples, so verdicts reproduce.",
 }
+
+
+SELECTION_REFUSED = "nodeval_selection_refused"
+"""workeroutput: why a worker's collection refused the command line (the controller says it)."""
+
+
+def refuse_selection(config: pytest.Config, items: list[pytest.Item], message: str) -> None:
+    """A command line whose selection is wrong (a case no test is bound to): a usage error.
+
+    On an xdist worker a raised UsageError would crash the whole run (INTERNALERROR), so the
+    worker runs nothing and hands the message over; the controller ends the run with it and
+    exit status 4, as without xdist (controller.py)."""
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is None:
+        raise pytest.UsageError(message)
+    workeroutput[SELECTION_REFUSED] = message
+    config.hook.pytest_deselected(items=list(items))
+    items.clear()

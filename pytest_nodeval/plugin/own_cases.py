@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ..case import CASE_FILE, CONFIG_FILE
-from .keys import case_ref, settings_key
+from .keys import case_ref, refuse_selection, settings_key
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,14 @@ def select_bound(config: pytest.Config, items: list[pytest.Item]) -> None:
     missing = [arg for case_id, arg in bound.case_ids.items() if case_id not in found]
     if missing:
         where = ", ".join(_shown(config, p) for p in bound.tree)
-        raise pytest.UsageError(
+        refuse_selection(
+            config,
+            items,
             f"{', '.join(missing)}: your own agent's case, but no test under {where} is bound "
             "to it; bind one with @pytest.mark.nodeval_case("
-            f"{', '.join(repr(c) for c, a in bound.case_ids.items() if a in missing)})"
+            f"{', '.join(repr(c) for c, a in bound.case_ids.items() if a in missing)})",
         )
+        return
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

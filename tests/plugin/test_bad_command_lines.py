@@ -125,6 +125,12 @@ PYTEST = [
         "ERROR: --nodeval-case: no test is bound to case 'other' among the collected tests*",
         setup=_another_case,
     ),
+    Wrong(
+        "case-not-collected-under-xdist",  # a worker cannot raise it: INTERNALERROR before
+        "pytest -n 2 scenarios/hello --nodeval-case=other",
+        "ERROR: --nodeval-case: no test is bound to case 'other' among the collected tests*",
+        setup=_another_case,
+    ),
     # -- --nodeval-from-turn: a turn to go live at, in a live mode, of a case that has it ------
     Wrong(
         "from-turn-zero",
