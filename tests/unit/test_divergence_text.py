@@ -24,8 +24,8 @@ MESSAGE = (
 )
 REASON = (
     "the session ended with status 'divergence': replay of 'greet' diverged from its journal "
-    "(/home/ci/work/project/scenarios/greet/journal/events.jsonl): at seq 7 (llm.request to "
-    "'mock') the request differs from the recording:"
+    "(projects/support-team/agents/refund-desk/scenarios/greet/journal/events.jsonl): "
+    "at seq 7 (llm.request to 'mock') the request differs from the recording:"
 )
 
 
