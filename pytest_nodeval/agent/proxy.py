@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import re
 import selectors
 import socket
 import threading
@@ -48,6 +47,7 @@ from ..journal.transport import KEPT_HEADERS, RecordingTransport, request_payloa
 from ..journal.writer import JournalWriter
 from ..provider_keys import PLACEHOLDER_KEY
 from .intercept import API_NAMES, PROVIDER_HOSTS
+from .upstream import PlainUpstream, read_chunked
 
 UPSTREAMS = {family: f"https://{host}" for host, family in PROVIDER_HOSTS.items()}
 """Where live and record forward each provider's requests unless told otherwise."""
@@ -60,7 +60,6 @@ _NOT_FORWARDED = frozenset(
 _SERVED_METHODS = frozenset({"GET", "POST", "DELETE"})
 _MAX_LINE = 65536  # http.server's limits on a request's line and header count
 _MAX_HEADERS = 100
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")  # not int()'s "-1", "0x10" or "1_0"
 
 
 def program_env(url: str) -> dict[str, str]:
@@ -198,7 +197,6 @@ class RecordingProxy:
     def _new_transport(self, family: str) -> Any:
         from ..journal.transport import ReplayTransport
         from .retries import LimitedTransport, RetryPolicy
-        from .upstream import PlainUpstream
 
         api = API_NAMES[family]
         if self.stash is not None:
@@ -313,28 +311,11 @@ def _read_body(reader: BinaryIO, headers: Mapping[str, str]) -> bytes:
     if coding:
         if coding.rsplit(",", 1)[-1].strip() != "chunked":
             raise _BadRequest(f"cannot read a body sent as {coding!r}")
-        return _read_chunked(reader)
+        return read_chunked(reader, _read_exactly, _BadRequest)
     length = headers.get("content-length", "0")
     if not (length.isascii() and length.isdigit()):
         raise _BadRequest(f"content-length {length!r} is not a length")
     return _read_exactly(reader, int(length))
-
-
-def _read_chunked(reader: BinaryIO) -> bytes:
-    chunks = []
-    while True:
-        size_line = reader.readline(_MAX_LINE + 1).split(b";", 1)[0].strip()
-        if not _CHUNK_SIZE.fullmatch(size_line):
-            raise _BadRequest(f"cannot read the chunk size {size_line[:200]!r}")
-        size = int(size_line, 16)
-        if size == 0:
-            break
-        chunks.append(_read_exactly(reader, size))
-        if reader.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n"):
-            raise _BadRequest("a chunk does not end where its size says")
-    while reader.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
-        pass  # trailer fields: nothing the proxy forwards
-    return b"".join(chunks)
 
 
 def _read_exactly(reader: BinaryIO, size: int) -> bytes:

@@ -19,6 +19,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import BinaryIO
 
 import httpx2
@@ -151,7 +152,7 @@ class _Connection:
         elif (
             fields.get(b"transfer-encoding", b"").lower().rsplit(b",", 1)[-1].strip() == b"chunked"
         ):
-            content = _read_chunked(self.reader)
+            content = read_chunked(self.reader, _read_exactly, _Malformed)
         elif b"content-length" in fields:
             content = _read_exactly(self.reader, _length(fields[b"content-length"]))
         else:  # delimited by the connection's end
@@ -238,19 +239,25 @@ def _length(value: bytes) -> int:
     return int(length)
 
 
-def _read_chunked(reader: BinaryIO) -> bytes:
+def read_chunked(
+    reader: BinaryIO,
+    read_exactly: Callable[[BinaryIO, int], bytes],
+    malformed: Callable[[str], Exception],
+) -> bytes:
+    """A chunked body, whole: a response's here, a program's request in agent/proxy.py, each
+    with its own reader of a known length and its own error for bytes that are no chunk."""
     chunks = []
     while True:
         size_line = reader.readline(_MAX_LINE + 1)
         size_text = size_line.split(b";", 1)[0].strip()
         if not _CHUNK_SIZE.fullmatch(size_text):
-            raise _Malformed(f"cannot read the chunk size {size_line[:200]!r}")
+            raise malformed(f"cannot read the chunk size {size_line[:200]!r}")
         size = int(size_text, 16)
         if size == 0:
             break
-        chunks.append(_read_exactly(reader, size))
+        chunks.append(read_exactly(reader, size))
         if reader.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n"):
-            raise _Malformed("a chunk does not end where its size says")
+            raise malformed("a chunk does not end where its size says")
     while reader.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
         pass  # trailer fields: nothing the proxy forwards
     return b"".join(chunks)

@@ -383,16 +383,10 @@ def _install_if_passed(case: Case, observed: Observed, force: bool, install: Any
             f"{problem} (the existing journal is unchanged)",
             infrastructure=observed.end is not None and observed.end.infra,
         )
-    from ..journal.sameness import header_change_only, recording_change, refresh_header
+    from ..journal.sameness import install_if_changed
 
-    change = recording_change(case.journal_dir, observed.journal_dir)
-    try:
-        if change is None:  # the same recording is not written again: no churn in git
-            pass
-        elif header_change_only(case.journal_dir, observed.journal_dir):
-            refresh_header(case.journal_dir, observed.journal_dir)  # events stay byte-identical
-        else:
-            install(observed.journal_dir, case.journal_dir)
+    try:  # the same recording is not written again: no churn in git
+        change = install_if_changed(case.journal_dir, observed.journal_dir, install)
     except DiskFullError as exc:
         return _no_room(case.directory, exc)
     forced = f"; forced: {problem}" if problem else ""

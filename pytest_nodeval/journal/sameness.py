@@ -12,6 +12,7 @@ to assertions.yaml) rewrites header.json alone (`refresh_header`), keeping event
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,24 @@ def recording_change(journal: Path, recording: Path) -> str | None:
     if old_digests != new_digests:
         return f"changed: header.json {_DIGESTS} ({_files_changed(old_digests, new_digests)})"
     return None
+
+
+def install_if_changed(
+    journal: Path, recording: Path, install: Callable[[Path, Path], None]
+) -> str | None:
+    """Put `recording` in place of the case's `journal` when it says something new, and say
+    how it differs (`recording_change`); None, writing nothing, when it says the same. One
+    that differs in its header alone rewrites header.json alone, so events.jsonl stays
+    byte-identical; otherwise `install(recording, journal)` (install_journal or
+    install_staged) puts the whole of it in place."""
+    change = recording_change(journal, recording)
+    if change is None:
+        return None
+    if header_change_only(journal, recording):
+        refresh_header(journal, recording)
+    else:
+        install(recording, journal)
+    return change
 
 
 def header_change_only(journal: Path, recording: Path) -> bool:

@@ -344,7 +344,7 @@ class Controller:
 
     def _install_recordings(self, report: RunReport) -> None:
         """A recording replaces a case's golden journal only when its attempt passed every check."""
-        from ..journal.sameness import header_change_only, recording_change, refresh_header
+        from ..journal.sameness import install_if_changed
         from ..journal.writer import install_journal
 
         for case in report.cases:
@@ -360,17 +360,12 @@ class Controller:
                     )
                     continue
                 source = self.run_dir / attempt.journal
-                change = recording_change(target, source)
-                if change is None:  # the same recording is not written again: no churn in git
-                    self.notes.append(f"unchanged: {_relative(target)} (recorded the same again)")
-                    continue
                 try:
-                    if header_change_only(target, source):  # its events stay byte-identical
-                        refresh_header(target, source)
-                    else:
-                        install_journal(source, target)
+                    change = install_if_changed(target, source, install_journal)
                     self.notes.append(
-                        f"recorded: {_relative(target)} ({change}; {attempt.outcome}, "
+                        f"unchanged: {_relative(target)} (recorded the same again)"
+                        if change is None  # not written again: no churn in git
+                        else f"recorded: {_relative(target)} ({change}; {attempt.outcome}, "
                         f"from {attempt.journal})"
                     )
                 except OSError as exc:

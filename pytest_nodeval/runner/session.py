@@ -548,15 +548,14 @@ def record_agent(
         )
     # Run by hand: recorded beside the case's journal and installed by a rename when the
     # session ends ok and says something new; nothing is left in the temp directory.
-    from ..journal.sameness import recording_change
+    from ..journal.sameness import install_if_changed
     from ..journal.writer import install_staged, recording_beside
 
     with recording_beside(case.journal_dir) as staging:
         settings = AttemptSettings(mode="record", install=False)
         observed = run_agent_case(agent, case, settings, staging, inputs)
         if observed.status == "ok":
-            if recording_change(case.journal_dir, staging) is not None:
-                install_staged(staging, case.journal_dir)
+            install_if_changed(case.journal_dir, staging, install_staged)
             observed.journal_dir = case.journal_dir
     return observed
 

@@ -109,6 +109,17 @@ def collapse_repeats_needed(level: float) -> int:
     return max(1, math.ceil(math.log(level) / math.log(0.25) - 1e-9))
 
 
+def _check_table(passed_b: int, attempts_b: int, passed_c: int, attempts_c: int) -> None:
+    """A scenario's (passed, attempts) in both runs, as the suite tests take it."""
+    if not (0 <= passed_b <= attempts_b and 0 <= passed_c <= attempts_c):
+        raise ValueError(
+            f"passes must lie in [0, attempts], got {passed_b}/{attempts_b}, "
+            f"{passed_c}/{attempts_c}"
+        )
+    if attempts_b < 1 or attempts_c < 1:
+        raise ValueError("every scenario needs at least one attempt in each run")
+
+
 def weighted_sign_flip_p_value(tables: Sequence[tuple[int, int, int, int]], seed: int = 0) -> float:
     """One-sided p of the studentized (weighted) paired sign-flip test of a suite drop.
 
@@ -129,13 +140,7 @@ def weighted_sign_flip_p_value(tables: Sequence[tuple[int, int, int, int]], seed
     # At R repeats there are at most (R + 1)^2 distinct tables: the exact fractions are
     # computed once per table, not once per scenario (10,000 scenarios, issue 29.6).
     for (passed_b, attempts_b, passed_c, attempts_c), count in Counter(tables).items():
-        if not (0 <= passed_b <= attempts_b and 0 <= passed_c <= attempts_c):
-            raise ValueError(
-                f"passes must lie in [0, attempts], got {passed_b}/{attempts_b}, "
-                f"{passed_c}/{attempts_c}"
-            )
-        if attempts_b < 1 or attempts_c < 1:
-            raise ValueError("every scenario needs at least one attempt in each run")
+        _check_table(passed_b, attempts_b, passed_c, attempts_c)
         difference = Fraction(passed_c, attempts_c) - Fraction(passed_b, attempts_b)
         if difference == 0:
             continue
@@ -227,13 +232,7 @@ def stratified_permutation_p_value(
     groups: Counter[tuple[int, int, int]] = Counter()
     observed = 0.0
     for passed_b, attempts_b, passed_c, attempts_c in tables:
-        if not (0 <= passed_b <= attempts_b and 0 <= passed_c <= attempts_c):
-            raise ValueError(
-                f"passes must lie in [0, attempts], got {passed_b}/{attempts_b}, "
-                f"{passed_c}/{attempts_c}"
-            )
-        if attempts_b < 1 or attempts_c < 1:
-            raise ValueError("every scenario needs at least one attempt in each run")
+        _check_table(passed_b, attempts_b, passed_c, attempts_c)
         passes = passed_b + passed_c
         if 0 < passes < attempts_b + attempts_c:  # else every arrangement is the same
             groups[(attempts_b, attempts_c, passes)] += 1
