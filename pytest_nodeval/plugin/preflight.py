@@ -74,17 +74,16 @@ def _check_outputs(config: pytest.Config, where: str) -> None:
 
 def check_from_turn_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every case selected for a --nodeval-from-turn run can continue live from that turn
-    (runner/session.py `from_turn_problem`); else a usage error naming the first that cannot.
-    A case that does not load is left to its test, which reports the bad file. An xdist
-    worker cannot stop the run with a usage error: there each such case's tests fail with
-    the same line (runner/session.py refuses the attempt)."""
+    (runner/session.py `from_turn_problem`); else a usage error naming the first that cannot,
+    under xdist too (keys.refuse_selection). A case that does not load is left to its test,
+    which reports the bad file."""
     settings = config.stash[settings_key]
-    if settings.from_turn is None or hasattr(config, "workerinput"):
+    if settings.from_turn is None:
         return
     from ..case.directory import load_case
     from ..errors import NodevalError
     from ..runner.session import from_turn_problem
-    from .keys import case_ref
+    from .keys import case_ref, refuse_selection
 
     problems: list[str] = []
     for directory in dict.fromkeys(ref.directory for ref in map(case_ref, items) if ref):
@@ -96,7 +95,7 @@ def check_from_turn_cases(config: pytest.Config, items: list[pytest.Item]) -> No
             problems.append(problem)
     if problems:
         more = f" (and {len(problems) - 1} other case(s))" if len(problems) > 1 else ""
-        _refuse(settings.from_turn_source, problems[0] + more)
+        refuse_selection(config, items, f"{settings.from_turn_source}: {problems[0]}{more}")
 
 
 def limit_journals(config: pytest.Config) -> None:

@@ -76,15 +76,16 @@ def test_record_mode_installs_the_replayed_turns_and_the_live_ones(
     project.runpytest().assert_outcomes(passed=1)  # and the new journal replays
 
 
-def test_under_xdist_a_case_without_the_turn_fails_in_one_line(
+def test_under_xdist_a_case_without_the_turn_is_the_same_usage_error(
     project: pytest.Pytester,
 ) -> None:
     result = project.runpytest(*LIVE, "-n", "2", "--nodeval-from-turn", "4")
-    result.assert_outcomes(failed=1)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "INTERNALERROR" not in result.stdout.str()
-    result.stdout.fnmatch_lines(
-        ["*case 'multi-turn-refund' has 3 user turn(s) *--nodeval-from-turn 4 needs*"]
+    result.stderr.fnmatch_lines(
+        ["ERROR: --nodeval-from-turn: case 'multi-turn-refund' has 3 user turn(s) *needs*"]
     )
+    assert not (project.path / "reports").exists()
 
 
 OWN_AGENT = """
