@@ -47,7 +47,17 @@ def case_digests(directory: Path) -> dict[str, str]:
             if path.is_file() and not IGNORED & set(path.relative_to(directory).parts)
         ]
     found = {path.relative_to(directory).as_posix(): path for path in files if path.is_file()}
-    return {name: file_digest(found[name]) for name in sorted(found)}
+    return {name: _digest_or_why(found[name]) for name in sorted(found)}
+
+
+def _digest_or_why(path: Path) -> str:
+    """A file the case holds but this process cannot read (a world seed file made unreadable
+    on purpose) has no digest: it is named as unreadable, never a traceback, and the case
+    counts as changed for as long as it stays so."""
+    try:
+        return file_digest(path)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or type(exc).__name__}"
 
 
 def journal_staleness(directory: Path) -> str | None:

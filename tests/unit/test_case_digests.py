@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_nodeval.case.digests import case_digests, file_digest, journal_staleness
 from pytest_nodeval.journal.events import EngineInfo, JournalHeader
 from pytest_nodeval.journal.sameness import (
@@ -140,3 +142,22 @@ def test_a_recording_whose_events_differ_is_no_header_change(tmp_path: Path) -> 
     assert recording_change(journal, recording) == "changed: seq 1 io.input at payload.text"
     assert not header_change_only(journal, recording)
     assert not header_change_only(tmp_path / "absent", recording)
+
+
+def test_an_unreadable_seed_file_is_named_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = _case(tmp_path)
+    seed = directory / "input" / "world" / "docs" / "a.txt"
+    read_bytes = Path.read_bytes
+
+    def refused(path: Path) -> bytes:
+        # A mode of 0 stops no root process (CI runs as root): the refusal is simulated.
+        if path == seed:
+            raise PermissionError(13, "Permission denied")
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", refused)
+    digests = case_digests(directory)
+    assert digests["input/world/docs/a.txt"] == "unreadable: Permission denied"
+    assert digests["case.yaml"].startswith("sha256:")
