@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Compare a run with a baseline, or bless a run as the baseline.",
     ),
     "clean": ("pytest_nodeval.commands.clean", "Remove world containers that runs left behind."),
+    "export-otel": (
+        "pytest_nodeval.commands.export_otel",
+        "Write a finished run as OpenTelemetry traces (OTLP JSON lines).",
+    ),
     "history": ("pytest_nodeval.commands.history", "Show a case's results across past runs."),
     "merge": (
         "pytest_nodeval.commands.merge",

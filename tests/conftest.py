@@ -18,6 +18,10 @@ import httpcore2  # noqa: F401
 # numpy refuses a second import in one process, and pytester would drop it between runs.
 import numpy  # noqa: F401
 import pytest
+
+# The OpenTelemetry exporter sends through requests, which it imports at its first export: a
+# second in-process run would find its connection pool in a dropped copy of urllib3.
+import requests.adapters  # noqa: F401
 import scipy.stats  # noqa: F401
 import yaml
 
@@ -27,6 +31,7 @@ import yaml
 import pytest_nodeval.agent.adapter
 import pytest_nodeval.agent.engine
 import pytest_nodeval.plugin.controller
+import pytest_nodeval.plugin.otel_sender
 import pytest_nodeval.plugin.report_payload
 import pytest_nodeval.report.aggregate  # noqa: F401
 

@@ -7,24 +7,41 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import NodevalError
 from ..paths import directory_problem, refuse
 
 if TYPE_CHECKING:  # the command table imports this module for --help: keep it light
-    from ..sampling.promote import Promoted
+    from ..sampling.promote import Promoted, PromoteOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "sample",
         metavar="SAMPLE",
+        nargs="?",
         help="A sample directory, or the id of one in --samples-dir (see `nodeval samples`).",
     )
     parser.add_argument(
         "--id",
+        "--case-id",
         dest="case_id",
         required=True,
         metavar="CASE_ID",
         help="Id of the new case: lower case letters, digits, '.', '_' and '-'.",
+    )
+    parser.add_argument(
+        "--from-otel",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="Promote a traced session instead of a sample: an OTLP JSON lines file "
+        "(a Collector's file exporter, Phoenix, `nodeval export-otel --content`).",
+    )
+    parser.add_argument(
+        "--trace",
+        default=None,
+        metavar="TRACE_ID",
+        help="With --from-otel: the trace (hex id) of the session to promote.",
     )
     parser.add_argument(
         "--cases-dir",
@@ -72,7 +89,6 @@ def run(args: argparse.Namespace) -> int:
     from ..sampling.store import DEFAULT_SAMPLES_DIR
 
     refuse("--cases-dir", directory_problem(args.cases_dir))
-    sample = resolve_sample(args.sample, args.samples_dir or DEFAULT_SAMPLES_DIR)
     options = PromoteOptions(
         case_id=args.case_id,
         cases_dir=args.cases_dir,
@@ -82,8 +98,16 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         verify=args.verify,
     )
-    promoted = promote(sample, options)
-    print(f"promoted {sample} -> {promoted.case_dir}/")
+    if args.from_otel is not None:
+        source, promoted = _from_otel(args, options)
+    else:
+        if args.sample is None or args.trace is not None:
+            raise NodevalError(
+                "name a SAMPLE to promote, or a trace with --from-otel FILE --trace TRACE_ID"
+            )
+        sample = resolve_sample(args.sample, args.samples_dir or DEFAULT_SAMPLES_DIR)
+        source, promoted = str(sample), promote(sample, options)
+    print(f"promoted {source} -> {promoted.case_dir}/")
     print(
         f"  journal/ copied ({promoted.events} events); "
         f"assertions.yaml proposes: {', '.join(promoted.assertions)}"
@@ -92,6 +116,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"  note: {note}")
     _report_replay(promoted, args.case_id)
     return 0
+
+
+def _from_otel(args: argparse.Namespace, options: PromoteOptions) -> tuple[str, Promoted]:
+    from ..sampling.otel_import import promote_trace
+
+    if args.sample is not None or args.trace is None:
+        raise NodevalError(
+            "--from-otel FILE takes --trace TRACE_ID (the session's trace) and no SAMPLE"
+        )
+    promoted = promote_trace(args.from_otel, args.trace, options)
+    return f"trace {args.trace} of {args.from_otel}", promoted
 
 
 def _report_replay(promoted: Promoted, case_id: str) -> None:

@@ -9,6 +9,7 @@ only where this process is not an xdist worker.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from pathlib import Path
@@ -167,6 +168,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "GITHUB_STEP_SUMMARY is set, it is appended to that file too.",
     )
     group.addoption(
+        "--nodeval-otel-endpoint",
+        default=None,
+        metavar="URL",
+        help="Send each attempt as an OpenTelemetry trace to this OTLP/HTTP collector "
+        "(e.g. http://localhost:4318). Default: ini nodeval_otel_endpoint, else "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else none.",
+    )
+    group.addoption(
+        "--nodeval-otel-content",
+        action="store_true",
+        default=False,
+        help="Put message content, tool arguments and results in the exported traces "
+        "(redacted as the journal is). Default: ini nodeval_otel_content, else off.",
+    )
+    group.addoption(
         "--nodeval-concurrency",
         type=int,
         default=None,
@@ -244,6 +260,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
     )
     parser.addini(
+        "nodeval_otel_endpoint",
+        "OTLP/HTTP collector that receives each attempt as a trace (--nodeval-otel-endpoint).",
+        default="",
+    )
+    parser.addini(
+        "nodeval_otel_content",
+        "Put message content in the exported traces (--nodeval-otel-content).",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
         "nodeval_profiles",
         "Settings per marker: lines 'name: mode=live repeat=10 adaptive=on'.",
         type="linelist",
@@ -307,6 +334,26 @@ def pytest_configure(config: pytest.Config) -> None:
         from .adaptive import register
 
         register(config)
+    _export_otel(config)
+
+
+def _export_otel(config: pytest.Config) -> None:
+    """Send attempts as traces when a collector is named (plugin/otel.py); nothing loads else."""
+    named = (
+        config.getoption("nodeval_otel_endpoint")
+        or config.getini("nodeval_otel_endpoint")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+    if not named:
+        return
+    from .otel import endpoint_of
+
+    url = endpoint_of(config)
+    if url is not None:
+        from .otel import register
+
+        register(config, url)
 
 
 def _starts_at_once(config: pytest.Config) -> bool:

@@ -108,6 +108,8 @@ class Attempt:
         `run()` runs, and what lets the attempt start before its test (see plugin/ahead.py)."""
         self.ahead: Future[Observed] | None = None
         """The attempt already started in the pool: `run()` takes its observation."""
+        self.reused = False
+        """Its observation is another test's of the same attempt: that test exports it."""
 
     @property
     def opens_world(self) -> bool:
@@ -172,6 +174,7 @@ class Attempt:
         if self.observed is None and reusable and key in self.shared:
             shared = self.shared[key]
             self.observed, shared.checks_left = shared.observed, shared.checks_left - 1
+            self.reused = True
             if shared.checks_left <= 0:
                 del self.shared[key]
             self.journal_dir = self.observed.journal_dir

@@ -20,8 +20,10 @@ import pytest
 
 from ..case import CASE_FILE
 from .keys import (
+    OTEL_PROBLEM,
     SELECTION_REFUSED,
     case_ref,
+    otel_problem_key,
     run_id_key,
     settings_key,
     shard_key,
@@ -133,6 +135,12 @@ class Controller:
         if plan is not None and self.shard is None:
             self.shard = plan
         self.refused = self.refused or output.get(SELECTION_REFUSED)
+        self._otel_problem(output.get(OTEL_PROBLEM))
+
+    def _otel_problem(self, problem: str | None) -> None:
+        """Say once that the export failed, whichever processes it failed in."""
+        if problem and not any(note.startswith("OpenTelemetry export") for note in self.notes):
+            self.notes.append(problem)
 
     # -- what arrives ----------------------------------------------------------------------
 
@@ -209,6 +217,7 @@ class Controller:
                 f"shard {shard.get('index')}/{shard.get('total')}: no case was assigned "
                 "to this shard; its empty run is written for nodeval merge"
             )
+        self._otel_problem(self.config.stash.get(otel_problem_key, None))
         self._fill_missing()
         report = self._adaptive(self._build(int(session.exitstatus)))
         if self.settings.attempt_mode == "record":

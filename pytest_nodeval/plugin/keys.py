@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..case.directory import Case
     from .attempt import Attempt, SharedObservation
     from .collect import CaseRef
+    from .otel_sender import OtelSender
     from .settings import Settings
 
 settings_key: pytest.StashKey[Settings] = pytest.StashKey()
@@ -49,6 +50,10 @@ fakes_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 """item.stash: the fakes a test's fixtures started, by kind; its attempt uses them."""
 adaptive_off_key: pytest.StashKey[str] = pytest.StashKey()
 """config.stash: why adaptive repeats, though asked for, are not in effect in this run."""
+otel_key: pytest.StashKey[OtelSender] = pytest.StashKey()
+"""config.stash: this process's exporter of attempts (--nodeval-otel-endpoint), when one is set."""
+otel_problem_key: pytest.StashKey[str] = pytest.StashKey()
+"""config.stash: why this process's OpenTelemetry export failed (the controller says it)."""
 
 GATE_INI_ALIASES = {"fail_on_latency_p95_drop": "fail_on_latency_p95_increase"}
 """Other names a gate ini key is known by -> the GatePolicy field it sets."""
@@ -122,6 +127,8 @@ GATE_INI_KEYS = {
 }
 
 
+OTEL_PROBLEM = "nodeval_otel_problem"
+"""workeroutput: why a worker's OpenTelemetry export failed (the controller says it once)."""
 SELECTION_REFUSED = "nodeval_selection_refused"
 """workeroutput: why a worker's collection refused the command line (the controller says it)."""
 

@@ -34,11 +34,22 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
         from .junit import record_properties
 
         record_properties(item, report, record)
+        if attempt is not None and not attempt.reused and report.when != "teardown":
+            _export(item, record, attempt)
     setattr(report, ATTRIBUTE, payload)
     if report.when == "teardown" and attempt is not None:
         # The small record above is all the run needs from here on; the attempt holds the
         # observed events (about 1 MB for a 20-call session), and items live until the end.
         del item.stash[attempt_key]
+
+
+def _export(item: pytest.Item, record: AttemptRecord, attempt: Attempt) -> None:
+    """Hand the attempt to this process's OpenTelemetry exporter, when one runs (plugin/otel.py)."""
+    from .keys import otel_key
+
+    sender = item.config.stash.get(otel_key, None)
+    if sender is not None and attempt.observed is not None:
+        sender.send(record, attempt.meta, attempt.observed.events)
 
 
 def _head(config: pytest.Config, ref: CaseRef) -> Any:

@@ -33,6 +33,9 @@ HEAVY = (
     "docker",
     "testcontainers",
     "yaml",
+    # Only a run that exports (--nodeval-otel-endpoint, nodeval export-otel) loads the SDK.
+    "opentelemetry",
+    "google.protobuf",
 )
 
 # Writes every module loaded by the end of the session (after every other plugin's hook).
