@@ -40,6 +40,9 @@ _APIS = {
 }
 """The journal API of a trace's calls, by gen_ai.provider.name (OpenInference: llm.provider)."""
 _ENGINE_PROVIDER = {"mock": "mock", "anthropic.messages": "anthropic", "openai.chat": "openai"}
+_ENGINE_TOOLS = frozenset(BUILTIN_TOOLS) - {"web"}
+"""Builtin tools a config.yaml may list bare; `web` also needs the hosts it may fetch, which a
+trace does not say."""
 _CONTENT_HINT = (
     "export with --nodeval-otel-content, or have your instrumentation capture message content"
 )
@@ -107,13 +110,21 @@ class Session:
     @classmethod
     def of(cls, spans: list[Span], path: Path) -> Session:
         _refuse_interleaved(spans, path)
-        chats = [s for s in spans if _kind(s) == "chat"]
+        # A call that failed answered nothing the agent saw: the session is the calls that did.
+        chats = [s for s in spans if _kind(s) == "chat" and not s.error]
         if not chats:
             raise NodevalError(
-                f"{path}: trace {spans[0].trace_id} has no chat span (gen_ai.operation.name "
-                "'chat', or openinference.span.kind 'LLM'): no model exchange to replay"
+                f"{path}: trace {spans[0].trace_id} has no chat span that answered "
+                "(gen_ai.operation.name 'chat', or openinference.span.kind 'LLM'): "
+                "no model exchange to replay"
             )
         api = _api_of(chats[0], path)
+        other = next((s for s in chats if _api_of(s, path) != api), None)
+        if other is not None:
+            raise NodevalError(
+                f"{other.where}: span '{other.name}' calls {_api_of(other, path)} where the "
+                f"session's first call used {api}: a trace is promoted when its calls share one API"
+            )
         tools = {
             str(s.attr("gen_ai.tool.call.id", "tool_call.id") or s.span_id): s
             for s in spans
@@ -582,7 +593,7 @@ def engine_config(session: Session) -> dict[str, Any] | None:
     """input/config.yaml for the reference engine, or None when it cannot run this session
     (a tool it does not have): the case is then for your own agent."""
     names = [t["tool"] for t in _registered(session)]
-    if any(name not in BUILTIN_TOOLS for name in names):
+    if any(name not in _ENGINE_TOOLS for name in names):
         return None
     provider: dict[str, Any] = {"name": _ENGINE_PROVIDER[session.api], "model": session.model}
     if session.api == "mock":
