@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Arize Phoenix, the trace receiver of the OpenTelemetry tests, in a virtualenv of its own
+# (its requirements clash with the project's pins; tests/integration/phoenix.py starts it).
+PHOENIX_VENV  := $(VENV)/phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
+PHOENIX_REQS  := tests/integration/phoenix-requirements.txt
 
 .PHONY: eval test lint bench clean
 
@@ -16,12 +21,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,lint,frameworks]'
 	touch $(STAMP)
 
+$(PHOENIX_STAMP): $(PHOENIX_REQS)
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install -q -r $(PHOENIX_REQS)
+	touch $(PHOENIX_STAMP)
+
 # The pull-request job on this repository's own scenarios: no key, no Docker, no network.
 eval: $(STAMP)
 	$(BIN)/pytest -m pr --repeat 1 scenarios
 
 # The plugin's own test suite.
-test: $(STAMP)
+test: $(STAMP) $(PHOENIX_STAMP)
 	$(BIN)/pytest tests -p no:cacheprovider -n 2
 
 # ruff (lint and format) and mypy strict on the package; .ci/run runs it before the tests.

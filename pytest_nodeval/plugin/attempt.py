@@ -342,6 +342,17 @@ class Attempt:
     def divergence(self) -> str | None:
         return self.observed.divergence if self.observed is not None else None
 
+    @property
+    def is_first_run(self) -> bool:
+        """Whether this test ran the attempt's own session, the one its journal holds: not a
+        check that took another test's run, nor one that ran it again beside the first (on
+        another xdist worker, journaled under checks/). One trace per attempt comes from it."""
+        return (
+            self.observed is not None
+            and not self.reused
+            and self.journal_dir == self.dir / "journal"
+        )
+
     def _claim_journal_dir(self) -> Path:
         journal = self.dir / "journal"
         try:

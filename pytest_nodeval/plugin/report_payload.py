@@ -34,7 +34,7 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
         from .junit import record_properties
 
         record_properties(item, report, record)
-        if attempt is not None and not attempt.reused and report.when != "teardown":
+        if attempt is not None and attempt.is_first_run and report.when != "teardown":
             _export(item, record, attempt)
     setattr(report, ATTRIBUTE, payload)
     if report.when == "teardown" and attempt is not None:
