@@ -15,6 +15,9 @@ from typing import Any
 # escaping the web tool, in whichever test a worker ran next).
 import httpcore2  # noqa: F401
 
+# jinja2's exception classes must stay the ones a cached template raises (a dataset's rows).
+import jinja2  # noqa: F401
+
 # numpy refuses a second import in one process, and pytester would drop it between runs.
 import numpy  # noqa: F401
 import pytest

@@ -14,6 +14,7 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,8 +30,9 @@ from ..journal.reader import Journal, read_golden, read_header
 from ..journal.writer import recover_journal
 from ..modes import MAX_REPEAT
 from ..people.inputs import InputsSpec
-from ..yamlfiles import load_model, load_yaml
+from ..yamlfiles import M, load_model, load_yaml
 from . import ASSERTIONS_FILE, CASE_FILE, CONFIG_FILE, INPUTS_FILE, JOURNAL_DIR
+from .dataset import ROW_SEPARATOR, Row, dataset_path, find_row, read_rows, render
 
 # Matched whole (fullmatch) and written in the syntax Python and ECMA-262 share: the JSON
 # Schemas carry these same patterns, so an editor refuses exactly what the loader refuses.
@@ -82,6 +84,9 @@ class CaseSpec(BaseModel):
     match_ignore: list[str] = Field(default_factory=list)
     """Regular expressions: text in a model request that replay does not compare (a timestamp
     a tool result carries), in the recording and the replay alike."""
+    dataset: str | None = Field(default=None, json_schema_extra={"pattern": r"\.(jsonl|csv)$"})
+    """A JSON lines or CSV file inside the case: one test per row, each row a scenario of its
+    own (`<id>/<row id>`), filling `{{ row.<field> }}` in the case's files (case/dataset.py)."""
     needs_model: bool = True
     """An own agent's recording with no model call in it fails (and is not installed) unless
     this is false."""
@@ -136,15 +141,25 @@ class CaseSpec(BaseModel):
 @dataclass(frozen=True)
 class Case:
     id: str
+    """The scenario's id: case.yaml's, or `<case>/<row id>` for a dataset's row."""
     directory: Path
     spec: CaseSpec
     config: EngineConfig | None
     inputs: InputsSpec | None
     assertions: tuple[Any, ...]
+    row: Row | None = None
+    """The dataset row this scenario is (None for a plain case)."""
 
     @property
     def journal_dir(self) -> Path:
-        return self.directory / JOURNAL_DIR
+        journals = self.directory / JOURNAL_DIR
+        return journals / self.row.id if self.row is not None else journals
+
+    @property
+    def dataset(self) -> Path | None:
+        """The dataset file of a dataset case."""
+        name = self.spec.dataset
+        return dataset_path(self.directory, name) if name is not None else None
 
     @property
     def config_path(self) -> Path:
@@ -180,23 +195,52 @@ class CaseHead:
     directory: Path
     spec: CaseSpec
 
-    def load(self) -> Case:
+    def load(self, row_id: str | None = None) -> Case:
         """The whole case: input/config.yaml, input/inputs.yaml and assertions.yaml, read and
-        validated."""
+        validated; for a dataset case, as row `row_id` fills them in."""
         directory = self.directory
         config_path = directory / CONFIG_FILE
         inputs_path = directory / INPUTS_FILE
         assertions_path = directory / ASSERTIONS_FILE
-        config = load_model(EngineConfig, config_path) if config_path.is_file() else None
-        inputs = load_model(InputsSpec, inputs_path) if inputs_path.is_file() else None
-        assertions = _assertions(assertions_path)
+        row = self._row(row_id)
+        fill = _filler(row, self.dataset) if row is not None else None
+        config = _load(EngineConfig, config_path, fill) if config_path.is_file() else None
+        inputs = _load(InputsSpec, inputs_path, fill) if inputs_path.is_file() else None
+        assertions = _assertions(assertions_path, fill)
         if config is not None and inputs is None:
             raise CaseFormatError(
                 f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)"
             )
         if config is not None:
             _check_assertion_tools(assertions_path, assertions, config.offered_tools())
-        return Case(self.id, directory, self.spec, config, inputs, tuple(assertions))
+        scenario = f"{self.id}{ROW_SEPARATOR}{row.id}" if row is not None else self.id
+        return Case(scenario, directory, self.spec, config, inputs, tuple(assertions), row)
+
+    @property
+    def dataset(self) -> Path | None:
+        """The dataset file, for a dataset case."""
+        name = self.spec.dataset
+        return dataset_path(self.directory, name) if name is not None else None
+
+    def rows(self) -> tuple[Row, ...]:
+        """A dataset case's rows (none for a plain case)."""
+        dataset = self.dataset
+        return read_rows(dataset) if dataset is not None else ()
+
+    def _row(self, row_id: str | None) -> Row | None:
+        dataset = self.dataset
+        if dataset is None:
+            if row_id is not None:
+                raise CaseFormatError(
+                    f"{self.directory / CASE_FILE}: no dataset: row {row_id!r} does not exist"
+                )
+            return None
+        if row_id is None:
+            raise CaseFormatError(
+                f"{self.directory / CASE_FILE}: a dataset case runs one row at a time; "
+                f"name a row of {dataset.name} (case id '{self.id}/<row id>')"
+            )
+        return find_row(dataset, row_id)
 
     def stale_by(self, now: datetime | None = None) -> timedelta | None:
         """How far past its freshness window the journal is, if it is (reads the journal's
@@ -233,7 +277,21 @@ def _check_journal_tools(journal: Journal, config: EngineConfig | None) -> None:
             )
 
 
-def _assertions(path: Path) -> list[Any]:
+Fill = Callable[[Any, Path], Any]
+"""Fills a row's fields into data read from a file (case/dataset.py)."""
+
+
+def _filler(row: Row, dataset: Path | None) -> Fill:
+    assert dataset is not None  # a row comes from a dataset
+    return lambda data, path: render(data, row, path, dataset)
+
+
+def _load(model: type[M], path: Path, fill: Fill | None) -> M:
+    data = load_yaml(path)
+    return load_model(model, path, fill(data, path) if fill is not None else data)
+
+
+def _assertions(path: Path, fill: Fill | None = None) -> list[Any]:
     """assertions.yaml's assertions; a case must have one, or say `[]` on purpose."""
     if not path.is_file():
         raise CaseFormatError(
@@ -246,7 +304,7 @@ def _assertions(path: Path) -> list[Any]:
             f"{path}: empty; list the case's assertions, or write `[]` to say on purpose "
             "that it has none"
         )
-    return load_model(AssertionsFile, path, data).assertions
+    return load_model(AssertionsFile, path, fill(data, path) if fill else data).assertions
 
 
 def _stale_by(spec: CaseSpec, journal_dir: Path, now: datetime | None) -> timedelta | None:
@@ -363,9 +421,10 @@ def read_case_head(directory: Path) -> CaseHead:
     return CaseHead(spec.id, directory, spec)
 
 
-def load_case(directory: Path) -> Case:
-    """The whole case directory, read and validated now (for commands and tools outside pytest)."""
-    return read_case_head(directory).load()
+def load_case(directory: Path, row_id: str | None = None) -> Case:
+    """The whole case directory, read and validated now (for commands and tools outside pytest);
+    a dataset case as one of its rows fills it in."""
+    return read_case_head(directory).load(row_id)
 
 
 def read_case_id(directory: Path) -> str:

@@ -101,10 +101,10 @@ class Stopped(KeyboardInterrupt):
 
 
 def run(args: argparse.Namespace) -> int:
-    directories = _case_dirs(args.paths)
+    targets = _targets(_case_dirs(args.paths))
     try:
         with _sigterm_raises():
-            outcomes = [_record_and_say(directory, args) for directory in directories]
+            outcomes = [_record_and_say(directory, row, args) for directory, row in targets]
     except KeyboardInterrupt as stop:
         signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
         print(
@@ -125,37 +125,78 @@ def _die_by(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-def _record_and_say(directory: Path, args: argparse.Namespace) -> Outcome:
-    kept = _kept_by_record_mode(directory, args.record_mode)
+def _targets(directories: list[Path]) -> list[tuple[Path, str | None]]:
+    """What records, in order: each case directory, a dataset case once per row."""
+    from ..case.dataset import read_rows
+    from ..case.directory import read_case_head
+
+    targets: list[tuple[Path, str | None]] = []
+    for directory in directories:
+        head = read_case_head(directory)
+        dataset = head.dataset
+        if dataset is None:
+            targets.append((directory, None))
+        else:
+            targets += [(directory, row.id) for row in read_rows(dataset)]
+            _say_orphans(directory, {row.id for row in read_rows(dataset)})
+    return targets
+
+
+def _say_orphans(directory: Path, rows: set[str]) -> None:
+    """Journals of rows the dataset no longer has: said, not removed (`nodeval clean` does)."""
+    journals = directory / "journal"
+    orphans = (
+        sorted(p.name for p in journals.iterdir() if p.is_dir() and p.name not in rows)
+        if journals.is_dir()
+        else []
+    )
+    for name in orphans:
+        print(
+            printable(
+                f"orphan journal {journals / name}: its row is no longer in the dataset "
+                f"(`nodeval clean --orphan-journals {directory}` removes it)"
+            ),
+            file=sys.stderr,
+        )
+
+
+def _journal_of(directory: Path, row: str | None) -> Path:
+    return directory / "journal" / row if row is not None else directory / "journal"
+
+
+def _record_and_say(directory: Path, row: str | None, args: argparse.Namespace) -> Outcome:
+    journal = _journal_of(directory, row)
+    name = f"{directory} (row {row})" if row is not None else str(directory)
+    kept = _kept_by_record_mode(directory, row, args.record_mode)
     if kept is not None:
         if kept.current:
-            print(printable(f"skipped {directory / 'journal'}: {kept.detail}"))
+            print(printable(f"skipped {journal}: {kept.detail}"))
         else:
-            print(printable(f"not recorded {directory}: {kept.detail}"), file=sys.stderr)
+            print(printable(f"not recorded {name}: {kept.detail}"), file=sys.stderr)
         return kept
-    before = _shape(directory / "journal")
-    outcome = _record(directory, args)
+    before = _shape(journal)
+    outcome = _record(directory, row, args)
     if outcome.recorded:
-        change = outcome.change or _change(before, _shape(directory / "journal"))
+        change = outcome.change or _change(before, _shape(journal))
         outcome = Outcome(directory, True, outcome.detail, change)
-        print(printable(f"recorded {directory / 'journal'}: {outcome.detail} ({outcome.change})"))
+        print(printable(f"recorded {journal}: {outcome.detail} ({outcome.change})"))
     else:
-        print(printable(f"not recorded {directory}: {outcome.detail}"), file=sys.stderr)
+        print(printable(f"not recorded {name}: {outcome.detail}"), file=sys.stderr)
     return outcome
 
 
-def _kept_by_record_mode(directory: Path, record_mode: str) -> Outcome | None:
+def _kept_by_record_mode(directory: Path, row: str | None, record_mode: str) -> Outcome | None:
     """The outcome of a case its record mode does not record: under `missing`, one whose
     journal is current; under `none`, every one (a case without a journal fails). None: record."""
-    from ..case.digests import journal_staleness
 
     if record_mode == "all":
         return None
+    staleness = _staleness(directory, row)
     if record_mode == "missing":
-        if journal_staleness(directory) is not None:
+        if staleness is not None:
             return None
         return Outcome(directory, False, "unchanged (journal current)", current=True)
-    if journal_staleness(directory) != "no journal":
+    if staleness != "no journal":
         return Outcome(directory, False, "has a journal (--record-mode none)", current=True)
     return Outcome(
         directory,
@@ -219,25 +260,42 @@ def _case_dirs(paths: list[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def _record(directory: Path, args: argparse.Namespace) -> Outcome:
+def _staleness(directory: Path, row: str | None) -> str | None:
+    from ..case.digests import journal_staleness
+    from ..case.directory import load_case
+
+    if row is None:
+        return journal_staleness(directory)
+    case = load_case(directory, row)
+    return journal_staleness(directory, case.row, case.dataset)
+
+
+def _record(directory: Path, row: str | None, args: argparse.Namespace) -> Outcome:
     from ..case import CONFIG_FILE
 
-    if (directory / SCRIPT).is_file():
+    if row is not None and not (directory / CONFIG_FILE).is_file():
+        return Outcome(
+            directory,
+            False,
+            "a dataset case records with the reference engine (input/config.yaml); your own "
+            "agent's rows record with `pytest --nodeval-mode=record`",
+        )
+    if (directory / SCRIPT).is_file() and row is None:
         return _record_with_script(directory, args)
     if not (directory / CONFIG_FILE).is_file():
         return _record_bound_tests(directory, args)
-    return _record_with_engine(directory, args)
+    return _record_with_engine(directory, row, args)
 
 
 # -- the three ways --------------------------------------------------------------------------
 
 
-def _record_with_engine(directory: Path, args: argparse.Namespace) -> Outcome:
+def _record_with_engine(directory: Path, row: str | None, args: argparse.Namespace) -> Outcome:
     from ..case.directory import load_case
     from ..journal.writer import install_staged, recording_beside
     from ..runner.session import AttemptSettings, run_case
 
-    case = load_case(directory)
+    case = load_case(directory, row)
     backend = _world_backend(case, args.world)
     settings = AttemptSettings(mode="record", world_backend=backend, install=False)
     with recording_beside(case.journal_dir) as staging:

@@ -170,9 +170,9 @@ def _payload_span(line: bytes) -> tuple[int, int] | None:
 
 def read_header(directory: Path) -> JournalHeader:
     if not directory.is_dir():
-        raise JournalError(
-            f"{directory}: no journal here; record one with `nodeval record {directory.parent}`"
-        )
+        # A dataset row's journal is journal/<row>: its case directory is one level further up.
+        case = directory.parent.parent if directory.parent.name == "journal" else directory.parent
+        raise JournalError(f"{directory}: no journal here; record one with `nodeval record {case}`")
     path = directory / HEADER_FILE
     try:
         return JournalHeader.model_validate_json(path.read_bytes())

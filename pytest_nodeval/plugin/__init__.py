@@ -499,9 +499,11 @@ def _select_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
     bound_ids: set[str] = set()
     for item in items:
         ref = case_ref(item)
-        if ref is not None and ref.case_id in selected_ids:
+        # A dataset case's id selects all its rows; `<case>/<row>` one of them.
+        named = {ref.case_id, ref.case_id.partition("/")[0]} & selected_ids if ref else set()
+        if named:
             kept.append(item)
-            bound_ids.add(ref.case_id)
+            bound_ids |= named
         else:
             dropped.append(item)
     unbound = sorted(selected_ids - bound_ids)

@@ -133,7 +133,7 @@ class RunAhead:
         if ref is None:
             return  # not a case's test: nothing to start
         try:
-            case = load_case_cached(item.config, Path(ref.directory))
+            case = load_case_cached(item.config, Path(ref.directory), ref.row)
         except (Exception, pytest.fail.Exception):
             return  # a broken case fails in its test, with the same message
         run_dir = self.settings.report_dir / item.config.stash[run_id_key]
@@ -181,7 +181,7 @@ def can_start_ahead(item: pytest.Item) -> bool:
         return False
     if any(item.get_closest_marker(name) for name in ("skip", "skipif")):
         return False
-    if checks_here(item.session).get((ref.directory, ref.repeat), 1) > 1:
+    if checks_here(item.session).get(ref.attempt, 1) > 1:
         return False  # its tests share one run of the engine (Attempt.shared), inline
     if set(getattr(item, "fixturenames", ())) & TEST_FED:
         return False  # e.g. an own agent's clients go to the test's nodeval_llm_server

@@ -112,6 +112,11 @@ class Attempt:
         """Its observation is another test's of the same attempt: that test exports it."""
 
     @property
+    def row(self) -> dict[str, Any] | None:
+        """The dataset row this attempt runs (its fields, `id` included); None for a plain case."""
+        return dict(self.case.row.fields) if self.case.row is not None else None
+
+    @property
     def opens_world(self) -> bool:
         """Whether running this attempt opens a world of its own."""
         return (
@@ -169,7 +174,7 @@ class Attempt:
         failed even if the test swallows that failure: see `report_payload.attach`).
         """
         agent, inputs = self._agent(agent, inputs)
-        key = (self.ref.directory, self.ref.repeat)
+        key = self.ref.attempt
         reusable = agent is None and self.world is None  # a test's own world must see its own run
         if self.observed is None and reusable and key in self.shared:
             shared = self.shared[key]
@@ -226,7 +231,7 @@ class Attempt:
         if settings.record_mode == "missing":
             from ..case.digests import journal_staleness
 
-            if journal_staleness(self.case.directory) is None:
+            if journal_staleness(self.case.directory, self.case.row, self.case.dataset) is None:
                 return "skip", "journal is current (--nodeval-record-mode=missing)"
             return None
         if (self.case.journal_dir / "events.jsonl").is_file():
@@ -489,8 +494,8 @@ def new_attempt(item: pytest.Item, case: Case, settings: Settings, run_dir: Path
     attempt = Attempt(case, ref, settings, run_dir, item.config.rootpath)
     attempt.shared = item.config.stash.setdefault(observed_key, {})
     if getattr(item, "execution_count", 1) > 1:  # a rerun (pytest-rerunfailures) is a new try
-        attempt.shared.pop((ref.directory, ref.repeat), None)
-    attempt.checks_here = checks_here(item.session).get((ref.directory, ref.repeat), 1)
+        attempt.shared.pop(ref.attempt, None)
+    attempt.checks_here = checks_here(item.session).get(ref.attempt, 1)
     attempt.check_name = item.name
     marker = item.get_closest_marker("nodeval_case")
     if marker is not None and marker.kwargs.get("agent") is not None:
@@ -499,14 +504,14 @@ def new_attempt(item: pytest.Item, case: Case, settings: Settings, run_dir: Path
 
 
 def checks_here(session: pytest.Session) -> dict[tuple[str, int], int]:
-    """Tests per (case directory, repeat) among the items this process collected."""
+    """Tests per attempt (`CaseRef.attempt`: case directory or row, repeat) collected here."""
     counts = session.config.stash.get(checks_key, None)
     if counts is None:
         counts = {}
         for item in session.items:
             ref = case_ref(item)
             if ref is not None:
-                key = (ref.directory, ref.repeat)
+                key = ref.attempt
                 counts[key] = counts.get(key, 0) + 1
         session.config.stash[checks_key] = counts
     return counts

@@ -29,11 +29,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class CaseRef:
-    """The parameter of a scenario test: which case, which repeat."""
+    """The parameter of a scenario test: which case (and row of its dataset), which repeat."""
 
     case_id: str
+    """The scenario's id: the case's, or `<case>/<row id>` for a row of a dataset case."""
     directory: str
     repeat: int
+    row: str | None = None
+
+    @property
+    def attempt(self) -> tuple[str, int]:
+        """Which attempt the test checks: every test bound to one case (or row) and repeat."""
+        return case_key(self.directory, self.row), self.repeat
 
     @property
     def test_id(self) -> str:
@@ -149,14 +156,20 @@ def case_head(config: pytest.Config, directory: Path) -> CaseHead:
     return head
 
 
-def load_case_cached(config: pytest.Config, directory: Path) -> Case:
-    """The whole case, read once per process when its first test needs it.
+def case_key(directory: str | Path, row: str | None) -> str:
+    """A case's (or a dataset row's) key among the cases this process loaded."""
+    return str(directory) if row is None else f"{directory}#{row}"
+
+
+def load_case_cached(config: pytest.Config, directory: Path, row: str | None = None) -> Case:
+    """The whole case (a dataset case: as `row` fills it in), read once per process when its
+    first test needs it.
 
     A file that cannot be read or validated fails the test (each of the case's tests)
     with the error naming the file, and no traceback.
     """
     cases = config.stash[cases_key]
-    key = str(directory)
+    key = case_key(directory, row)
     case = cases.get(key)
     if case is not None:
         return case
@@ -165,7 +178,7 @@ def load_case_cached(config: pytest.Config, directory: Path) -> Case:
     state = _collected(config)
     if key not in state.broken:
         try:
-            case = cases[key] = case_head(config, directory).load()
+            case = cases[key] = case_head(config, directory).load(row)
             return case
         except NodevalError as exc:
             state.broken[key] = str(exc)
@@ -214,12 +227,25 @@ def _case_index(config: pytest.Config) -> dict[str, Path]:
 
 
 def parametrize_case(metafunc: pytest.Metafunc) -> None:
-    """One test per repeat of the case this test function belongs to."""
+    """One test per repeat of the case this test function belongs to (a dataset case: per row
+    and repeat)."""
+    from ..case.dataset import ROW_SEPARATOR
+    from ..errors import NodevalError
+
     head = case_for(metafunc)
     settings = metafunc.config.stash[settings_key]
     marks = [getattr(pytest.mark, tag) for tag in head.spec.tags]
+    try:
+        rows = [row.id for row in head.rows()]
+    except NodevalError as exc:
+        raise pytest.Collector.CollectError(str(exc)) from None
+    scenarios: list[tuple[str, str | None]] = [
+        (f"{head.id}{ROW_SEPARATOR}{row}", row) for row in rows
+    ] or [(head.id, None)]
+    directory = str(head.directory)
     refs = [
-        CaseRef(head.id, str(head.directory), r)
+        CaseRef(scenario, directory, r, row)
+        for scenario, row in scenarios
         for r in range(1, settings.repeats_for(head.spec.repeat) + 1)
     ]
     metafunc.parametrize(

@@ -353,6 +353,7 @@ class Controller:
 
     def _install_recordings(self, report: RunReport) -> None:
         """A recording replaces a case's golden journal only when its attempt passed every check."""
+        from ..case.dataset import row_of
         from ..journal.sameness import install_if_changed
         from ..journal.writer import install_journal
 
@@ -361,6 +362,9 @@ class Controller:
                 if attempt.journal is None or not case.directory:
                     continue
                 target = self.config.rootpath / case.directory / "journal"
+                row = row_of(case.id)
+                if row is not None:  # a dataset's row keeps its journal under journal/<row>
+                    target /= row
                 if attempt.outcome != "passed" and not self.settings.record_force:
                     kept = "kept" if target.exists() else "not written"
                     self.notes.append(
@@ -370,6 +374,7 @@ class Controller:
                     continue
                 source = self.run_dir / attempt.journal
                 try:
+                    target.parent.mkdir(exist_ok=True)  # journal/ of a dataset's first row
                     change = install_if_changed(target, source, install_journal)
                     self.notes.append(
                         f"unchanged: {_relative(target)} (recorded the same again)"

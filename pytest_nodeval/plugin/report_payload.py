@@ -25,8 +25,15 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
         _keep_divergence_failed(report, attempt)
         meta = attempt.meta
     else:
-        case = item.config.stash[cases_key].get(ref.directory) or _head(item.config, ref)
-        meta = case_meta(case, item.config.rootpath) if case else CaseMeta(id=ref.case_id)
+        from .collect import case_key
+
+        known = item.config.stash[cases_key].get(case_key(ref.directory, ref.row))
+        case = known or _head(item.config, ref)
+        meta = (
+            case_meta(case, item.config.rootpath).model_copy(update={"id": ref.case_id})
+            if case
+            else CaseMeta(id=ref.case_id)
+        )
     payload: dict[str, Any] = {"meta": meta.model_dump(mode="json"), "repeat": ref.repeat}
     record = _record(report, item, attempt, ref)
     if record is not None:

@@ -202,9 +202,10 @@ def _side_spend(report: RunReport) -> bool:
 def case_lines(
     report: RunReport, limit: int | None = None, *, divergences: bool = False
 ) -> list[str]:
-    """A row per case, problems first; with `divergences`, each case's divergence messages
-    whole under its row (summary.txt: the terminal has them in the test's failure)."""
-    width = max([len(c.id) for c in report.cases] + [4])
+    """A row per case, problems first; a dataset case's rows grouped under it, worst first; with
+    `divergences`, each case's divergence messages whole under its row (summary.txt: the
+    terminal has them in the test's failure)."""
+    width = max([len(_label(c.id)) for c in report.cases] + [4])
     cost = _shows_cost(report)
     # passed/judged: infrastructure errors are not the agent's, so they stay out of the rate.
     head = f"{'case':<{width}}  {'passed':>9}  {'rate':>5}  {'95% CI':<14}  "
@@ -212,18 +213,50 @@ def case_lines(
     # Problems first, so a long run shows what needs attention without scrolling.
     order = {"error": 0, "failed": 1, "tolerated": 2, "passed": 3, "not_run": 4, "skipped": 5}
     cases = sorted(report.cases, key=lambda c: (order[c.verdict], c.id))
-    for case in cases[:limit]:
-        passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}"
-        money = f"{_case_cost(case):>9}  " if cost else ""
-        lines.append(
-            f"{case.id:<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
-            f"{_interval(case):<14}  {money}{_verdict(case)}"
-        )
-        if divergences:
-            lines += divergence_lines(case)
+    shown = 0
+    for group, members in _grouped(cases):
+        if limit is not None and shown >= limit:
+            break
+        if group is not None:
+            lines.append(_group_line(group, members))
+        for case in members[: None if limit is None else limit - shown]:
+            passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}"
+            money = f"{_case_cost(case):>9}  " if cost else ""
+            lines.append(
+                f"{_label(case.id):<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
+                f"{_interval(case):<14}  {money}{_verdict(case)}"
+            )
+            shown += 1
+            if divergences:
+                lines += divergence_lines(case)
     if limit is not None and len(cases) > limit:
         lines.append(f"... and {len(cases) - limit} more (use -v to list every case)")
     return lines
+
+
+def _grouped(cases: list[CaseReport]) -> list[tuple[str | None, list[CaseReport]]]:
+    """Cases in order, a dataset case's rows (`<case>/<row>`) together where its worst row is;
+    a plain case alone with no group name, in its own place."""
+    groups: dict[str | int, tuple[str | None, list[CaseReport]]] = {}
+    for index, case in enumerate(cases):
+        base, separator, _ = case.id.partition("/")
+        key: str | int = base if separator else index
+        groups.setdefault(key, (base if separator else None, []))[1].append(case)
+    return list(groups.values())
+
+
+def _label(case_id: str) -> str:
+    """A dataset row under its case's line: indented, its row id alone."""
+    base, separator, row = case_id.partition("/")
+    return f"  /{row}" if separator else base
+
+
+def _group_line(case_id: str, rows: list[CaseReport]) -> str:
+    verdicts: dict[str, int] = {}
+    for row in rows:
+        verdicts[row.verdict] = verdicts.get(row.verdict, 0) + 1
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in verdicts.items())
+    return f"{case_id} (dataset, {len(rows)} rows: {counts})"
 
 
 DIVERGENCES_SHOWN = 3

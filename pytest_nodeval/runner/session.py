@@ -183,7 +183,7 @@ def _digests(case: Case, settings: AttemptSettings) -> dict[str, str] | None:
         return None
     from ..case.digests import case_digests
 
-    return case_digests(case.directory)
+    return case_digests(case.directory, case.row, case.dataset)
 
 
 def case_label(case: Case) -> str:

@@ -110,7 +110,7 @@
     tokens: function (r) { return r.tokens; },
     delta: function (r) { return r.change ? r.change.delta : null; }
   };
-  var state = { sort: null, dir: 1, open: {} };
+  var state = { sort: null, dir: 1, open: {}, groups: {} };
   var rowCache = {};
   var tbody = document.getElementById("scenario-rows");
 
@@ -249,13 +249,49 @@
 
   // Rows are put on the page a batch at a time (more as the table scrolls), so a suite of
   // thousands of scenarios opens as fast as one of a few hundred.
-  var visible = [], shown = 0;
+  // A dataset case's rows (ids "<case>/<row>") sit under one line of their case, where its
+  // worst row would be, and unfold from it (collapsed at first); `visible` stays the flat rows.
+  var visible = [], items = [], shown = 0;
+
+  function grouped(rows) {
+    var out = [], groups = {};
+    rows.forEach(function (r) {
+      var cut = r.id.indexOf("/");
+      if (cut < 0) { out.push({ row: r }); return; }
+      var base = r.id.slice(0, cut);
+      if (!groups[base]) { groups[base] = { group: base, rows: [] }; out.push(groups[base]); }
+      groups[base].rows.push(r);
+    });
+    return out;
+  }
+
+  function groupRow(g) {
+    var counts = {};
+    g.rows.forEach(function (r) { counts[r.verdict] = (counts[r.verdict] || 0) + 1; });
+    var open = !!state.groups[g.group];
+    var words = Object.keys(counts).map(function (v) { return counts[v] + " " + v; }).join(", ");
+    var tr = el("tr", { "class": "dataset-row", "data-dataset": g.group, tabindex: 0, "aria-expanded": String(open) },
+      el("td", { colspan: 9 }, el("span", { "class": "case-id", text: g.group }),
+        el("span", { "class": "muted", text: " dataset, " + g.rows.length + " row(s): " + words })));
+    var toggle = function () { state.groups[g.group] = !open; update(); };
+    tr.addEventListener("click", toggle);
+    tr.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); toggle(); } });
+    return tr;
+  }
+
+  function itemOf(r) {
+    for (var i = 0; i < items.length; i++) {
+      if (items[i].row === r || (items[i].rows && items[i].rows.indexOf(r) >= 0)) return i;
+    }
+    return -1;
+  }
   var moreButton = el("button", { type: "button", "class": "linkish" });
   var moreRow = el("tr", { id: "more-rows" }, el("td", { colspan: 9 }, moreButton));
   moreButton.addEventListener("click", function () { showMore(); });
 
   function update() {
     visible = sorted(CASES.filter(matches));
+    items = grouped(visible);
     shown = 0;
     tbody.replaceChildren();
     showMore();
@@ -265,16 +301,21 @@
 
   function showMore() {
     var nodes = [];
-    visible.slice(shown, shown + BATCH_ROWS).forEach(function (r) {
+    function add(r) {
       var cached = rowOf(r);
       nodes.push(cached.row);
       if (state.open[r.i] && cached.detail) nodes.push(cached.detail);
+    }
+    items.slice(shown, shown + BATCH_ROWS).forEach(function (item) {
+      if (!item.group) return add(item.row);
+      nodes.push(groupRow(item));
+      if (state.groups[item.group]) item.rows.forEach(add);
     });
-    shown = Math.min(visible.length, shown + BATCH_ROWS);
+    shown = Math.min(items.length, shown + BATCH_ROWS);
     moreRow.remove();
     tbody.append.apply(tbody, nodes);
-    if (shown < visible.length) {
-      moreButton.textContent = "show " + Math.min(BATCH_ROWS, visible.length - shown) + " more (" + (visible.length - shown) + " not shown yet)";
+    if (shown < items.length) {
+      moreButton.textContent = "show " + Math.min(BATCH_ROWS, items.length - shown) + " more (" + (items.length - shown) + " not shown yet)";
       tbody.appendChild(moreRow);
     }
   }
@@ -300,7 +341,9 @@
     var r = CASES.filter(function (c) { return c.id === caseId; })[0];
     if (!r) return;
     if (!matches(r)) { filters.text.value = ""; filters.tag.value = ""; filters.status.value = ""; filters.change.value = ""; update(); }
-    while (shown <= visible.indexOf(r)) showMore();
+    var cut = r.id.indexOf("/");
+    if (cut >= 0 && !state.groups[r.id.slice(0, cut)]) { state.groups[r.id.slice(0, cut)] = true; update(); }
+    while (shown <= itemOf(r)) showMore();
     if (!state.open[r.i]) toggleDetail(r);
     rowOf(r).row.scrollIntoView({ block: "center" });
     rowOf(r).row.focus();
