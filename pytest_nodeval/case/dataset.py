@@ -35,12 +35,6 @@ class Row:
     """Every field of the row, `id` included."""
 
 
-def row_of(scenario_id: str) -> str | None:
-    """The row id of a dataset row's scenario id (`<case>/<row>`), None for a plain case."""
-    _, separator, row = scenario_id.partition(ROW_SEPARATOR)
-    return row if separator else None
-
-
 def dataset_path(directory: Path, name: str) -> Path:
     """The dataset file a case.yaml names, which must be inside the case directory."""
     path = (directory / name).resolve()

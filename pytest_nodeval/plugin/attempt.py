@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from ..case.directory import Case
+from ..case.directory import Case, CaseHead
 from ..checks.assertions import AssertionResult, Evidence, evaluate_all
 from ..checks.expect import collect_results, stop_collecting
 from ..errors import NodevalError, disk_full, no_room
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..world import World
 
 
-def case_meta(case: Case, rootpath: Path) -> CaseMeta:
+def case_meta(case: Case | CaseHead, rootpath: Path) -> CaseMeta:
     try:
         directory = str(case.directory.relative_to(rootpath))
     except ValueError:
@@ -48,6 +48,8 @@ def case_meta(case: Case, rootpath: Path) -> CaseMeta:
         tags=list(case.spec.tags),
         min_pass_rate=case.spec.min_pass_rate,
         directory=directory,
+        # A CaseHead (a case whose files never loaded) has no row: the caller sets it.
+        dataset=case.spec.id if getattr(case, "row", None) is not None else None,
     )
 
 

@@ -353,7 +353,6 @@ class Controller:
 
     def _install_recordings(self, report: RunReport) -> None:
         """A recording replaces a case's golden journal only when its attempt passed every check."""
-        from ..case.dataset import row_of
         from ..journal.sameness import install_if_changed
         from ..journal.writer import install_journal
 
@@ -362,9 +361,8 @@ class Controller:
                 if attempt.journal is None or not case.directory:
                     continue
                 target = self.config.rootpath / case.directory / "journal"
-                row = row_of(case.id)
-                if row is not None:  # a dataset's row keeps its journal under journal/<row>
-                    target /= row
+                if case.dataset is not None:  # a row keeps its journal under journal/<row>
+                    target /= case.id.removeprefix(case.dataset + "/")
                 if attempt.outcome != "passed" and not self.settings.record_force:
                     kept = "kept" if target.exists() else "not written"
                     self.notes.append(

@@ -30,7 +30,9 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
         known = item.config.stash[cases_key].get(case_key(ref.directory, ref.row))
         case = known or _head(item.config, ref)
         meta = (
-            case_meta(case, item.config.rootpath).model_copy(update={"id": ref.case_id})
+            case_meta(case, item.config.rootpath).model_copy(
+                update={"id": ref.case_id, "dataset": case.spec.id if ref.row else None}
+            )
             if case
             else CaseMeta(id=ref.case_id)
         )

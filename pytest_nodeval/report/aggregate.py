@@ -81,6 +81,7 @@ def build_case(meta: CaseMeta, attempts: list[AttemptRecord]) -> CaseReport:
         name=meta.name,
         tags=meta.tags,
         directory=meta.directory,
+        dataset=meta.dataset,
         min_pass_rate=meta.min_pass_rate,
         verdict=case_verdict(attempts, meta.min_pass_rate),  # type: ignore[arg-type]
         stats=stats,

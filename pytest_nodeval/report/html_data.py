@@ -327,6 +327,7 @@ def case_row(
         "i": index,
         "id": text(case.id, 500),
         "name": text(case.name, 500),
+        "dataset": text(case.dataset, 500) if case.dataset is not None else None,
         "tags": [text(t, 200) for t in case.tags],
         "verdict": case.verdict,
         "dir": text(case.directory, 1000),

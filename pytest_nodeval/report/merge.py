@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import NodevalError
-from .models import AttemptRecord, CaseMeta, RunReport, load_report
+from .models import AttemptRecord, RunReport, load_report
 
 # Settings every shard must share: the merged report states one value of each.
 _SAME = ("mode", "repeat", "match", "gate_policy")
@@ -133,17 +133,7 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
     from .models import summary_of
 
     records = [a for run in runs for case in run.report.cases for a in case.attempts]
-    metas = {
-        case.id: CaseMeta(
-            id=case.id,
-            name=case.name,
-            tags=case.tags,
-            min_pass_rate=case.min_pass_rate,
-            directory=case.directory,
-        )
-        for run in runs
-        for case in run.report.cases
-    }
+    metas = {case.id: case.meta() for run in runs for case in run.report.cases}
     first = runs[0].report
     plan = first.shard.cases if first.shard else {}
     total = first.shard.total if first.shard else 0

@@ -47,6 +47,8 @@ class CaseMeta(_Model):
     min_pass_rate: float | None = None
     directory: str = ""
     """Relative to the rootdir."""
+    dataset: str | None = None
+    """For a row of a dataset case (id `<case>/<row>`): the dataset case's own id."""
 
 
 class AttemptRecord(_Model):
@@ -171,6 +173,9 @@ class CaseReport(_Model):
     name: str = ""
     tags: list[str] = Field(default_factory=list)
     directory: str = ""
+    dataset: str | None = None
+    """For a row of a dataset case (id `<case>/<row>`): the dataset case's own id, which
+    groups its rows in the reports; None for any other case."""
     min_pass_rate: float | None = None
     verdict: Literal["passed", "failed", "tolerated", "error", "skipped", "not_run"]
     """passed: every attempt passed; tolerated: some failed, within min_pass_rate; error: an
@@ -194,6 +199,17 @@ class CaseReport(_Model):
     adaptive: CaseAdaptive | None = None
     """How many repeats adaptive repeats gave the case and why it stopped; None when the
     case ran every collected repeat (adaptive off, no baseline, or not in the baseline)."""
+
+    def meta(self) -> CaseMeta:
+        """What its attempts' reports said of the case (to aggregate or export them again)."""
+        return CaseMeta(
+            id=self.id,
+            name=self.name,
+            tags=self.tags,
+            min_pass_rate=self.min_pass_rate,
+            directory=self.directory,
+            dataset=self.dataset,
+        )
 
     @property
     def judge_skipped(self) -> bool:

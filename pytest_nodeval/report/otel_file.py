@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from .. import __version__
 from ..errors import NodevalError
 from ..journal.reader import read_journal
-from .models import CaseMeta, RunReport, load_report
+from .models import RunReport, load_report
 from .otel import SCOPE, SEMCONV_VERSION, AttemptIds, AttemptTrace, emit
 
 
@@ -58,13 +58,7 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 def attempts_of_run(report: RunReport, run_dir: Path, content: bool) -> Iterator[AttemptTrace]:
     """Each attempt of the run that has an observed journal, with its events."""
     for case in report.cases:
-        meta = CaseMeta(
-            id=case.id,
-            name=case.name,
-            tags=case.tags,
-            min_pass_rate=case.min_pass_rate,
-            directory=case.directory,
-        )
+        meta = case.meta()
         for record in case.attempts:
             if record.journal:
                 journal = read_journal(run_dir / record.journal, warn=lambda message: None)

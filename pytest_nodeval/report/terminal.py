@@ -205,7 +205,7 @@ def case_lines(
     """A row per case, problems first; a dataset case's rows grouped under it, worst first; with
     `divergences`, each case's divergence messages whole under its row (summary.txt: the
     terminal has them in the test's failure)."""
-    width = max([len(_label(c.id)) for c in report.cases] + [4])
+    width = max([len(_label(c)) for c in report.cases] + [4])
     cost = _shows_cost(report)
     # passed/judged: infrastructure errors are not the agent's, so they stay out of the rate.
     head = f"{'case':<{width}}  {'passed':>9}  {'rate':>5}  {'95% CI':<14}  "
@@ -223,7 +223,7 @@ def case_lines(
             passed = f"{case.stats.passed}/{case.stats.passed + case.stats.failed}"
             money = f"{_case_cost(case):>9}  " if cost else ""
             lines.append(
-                f"{_label(case.id):<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
+                f"{_label(case):<{width}}  {passed:>9}  {_rate(case.stats.pass_rate):>5}  "
                 f"{_interval(case):<14}  {money}{_verdict(case)}"
             )
             shown += 1
@@ -235,20 +235,20 @@ def case_lines(
 
 
 def _grouped(cases: list[CaseReport]) -> list[tuple[str | None, list[CaseReport]]]:
-    """Cases in order, a dataset case's rows (`<case>/<row>`) together where its worst row is;
-    a plain case alone with no group name, in its own place."""
+    """Cases in order, a dataset case's rows together where its worst row is; a plain case
+    alone with no group name, in its own place."""
     groups: dict[str | int, tuple[str | None, list[CaseReport]]] = {}
     for index, case in enumerate(cases):
-        base, separator, _ = case.id.partition("/")
-        key: str | int = base if separator else index
-        groups.setdefault(key, (base if separator else None, []))[1].append(case)
+        key: str | int = case.dataset if case.dataset is not None else index
+        groups.setdefault(key, (case.dataset, []))[1].append(case)
     return list(groups.values())
 
 
-def _label(case_id: str) -> str:
+def _label(case: CaseReport) -> str:
     """A dataset row under its case's line: indented, its row id alone."""
-    base, separator, row = case_id.partition("/")
-    return f"  /{row}" if separator else base
+    if case.dataset is not None:
+        return "  /" + case.id.removeprefix(case.dataset + "/")
+    return case.id
 
 
 def _group_line(case_id: str, rows: list[CaseReport]) -> str:

@@ -249,16 +249,15 @@
 
   // Rows are put on the page a batch at a time (more as the table scrolls), so a suite of
   // thousands of scenarios opens as fast as one of a few hundred.
-  // A dataset case's rows (ids "<case>/<row>") sit under one line of their case, where its
-  // worst row would be, and unfold from it (collapsed at first); `visible` stays the flat rows.
+  // A dataset case's rows (report.json's `dataset`) sit under one line of their case, where
+  // its worst row would be, and unfold from it (folded at first); `visible` stays the flat rows.
   var visible = [], items = [], shown = 0;
 
   function grouped(rows) {
     var out = [], groups = {};
     rows.forEach(function (r) {
-      var cut = r.id.indexOf("/");
-      if (cut < 0) { out.push({ row: r }); return; }
-      var base = r.id.slice(0, cut);
+      var base = r.dataset;
+      if (base === null || base === undefined) { out.push({ row: r }); return; }
       if (!groups[base]) { groups[base] = { group: base, rows: [] }; out.push(groups[base]); }
       groups[base].rows.push(r);
     });
@@ -341,8 +340,7 @@
     var r = CASES.filter(function (c) { return c.id === caseId; })[0];
     if (!r) return;
     if (!matches(r)) { filters.text.value = ""; filters.tag.value = ""; filters.status.value = ""; filters.change.value = ""; update(); }
-    var cut = r.id.indexOf("/");
-    if (cut >= 0 && !state.groups[r.id.slice(0, cut)]) { state.groups[r.id.slice(0, cut)] = true; update(); }
+    if (r.dataset !== null && r.dataset !== undefined && !state.groups[r.dataset]) { state.groups[r.dataset] = true; update(); }
     while (shown <= itemOf(r)) showMore();
     if (!state.open[r.i]) toggleDetail(r);
     rowOf(r).row.scrollIntoView({ block: "center" });
