@@ -37,6 +37,7 @@ from .gate_models import (
     Movement,
     Number,
     PassRateChange,
+    PendingGate,
     Plan,
     SuiteComparison,
     TokenChange,
@@ -44,11 +45,12 @@ from .gate_models import (
 )
 from .latency_gate import latency_change, latency_gate, slowdown_tests
 from .significance import (
+    RatioBound,
     boschloo_regression_p,
     collapse_repeats_needed,
     holm,
-    mean_ratio_lower_bound,
     newcombe_interval,
+    ratio_lower_bounds,
     stratified_permutation_p_value,
 )
 from .special import t_ppf
@@ -101,12 +103,15 @@ def compare(
         for b, c in pairs
     ]
     suite = _suite_comparison(pairs, policy)
-    gates = [
-        _suite_gate(suite, cases, policy, replay, empty_run=not cur),
-        _scenario_gate(cases, pairs, policy, replay),
+    pending = [
         latency_gate(cases, pairs, policy, replay),
         _tokens_gate(pairs, policy, replay),
         _cost_gate(pairs, policy, replay),
+    ]
+    gates = [
+        _suite_gate(suite, cases, policy, replay, empty_run=not cur),
+        _scenario_gate(cases, pairs, policy, replay),
+        *_with_bounds(pending, policy),
     ]
     return Diff(
         policy=asdict(policy),
@@ -120,6 +125,19 @@ def compare(
         suite=suite,
         gates=[gate for gate in gates if gate is not None],
     )
+
+
+def _with_bounds(
+    pending: Sequence[PendingGate | None], policy: GatePolicy
+) -> list[GateResult | None]:
+    """The gates' results, their bootstrap bounds computed together: gates that resample the
+    same cases and attempts share one draw of the resamples (docs/statistics.md §3.4)."""
+    asked = [gate.bound for gate in pending if gate is not None and gate.bound is not None]
+    bounds = iter(ratio_lower_bounds(asked, policy.bootstrap_iterations, policy.bootstrap_seed))
+    return [
+        gate.result(None if gate.bound is None else next(bounds)) if gate is not None else None
+        for gate in pending
+    ]
 
 
 def _replay_rules(baseline_mode: str, current_mode: str) -> bool:
@@ -524,19 +542,19 @@ def _mean_change(b: Sequence[float], c: Sequence[float]) -> TokenChange | None:
     )
 
 
-def _tokens_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> GateResult | None:
+def _tokens_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> PendingGate | None:
     """G4, tokens per attempt over the suite (docs/statistics.md §3.5)."""
     return _spend_gate(_TOKENS, pairs, policy, replay)
 
 
-def _cost_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> GateResult | None:
+def _cost_gate(pairs: Sequence[Pair], policy: GatePolicy, replay: bool) -> PendingGate | None:
     """The cost gate: the token gate's rule on USD per attempt (docs/statistics.md §3.6)."""
     return _spend_gate(_COST, pairs, policy, replay)
 
 
 def _spend_gate(
     spend: _Spend, pairs: Sequence[Pair], policy: GatePolicy, replay: bool
-) -> GateResult | None:
+) -> PendingGate | None:
     """Ratio of summed per-case means with a paired two-stage bootstrap lower bound
     (docs/statistics.md §3.5); a plain threshold between deterministic replays (§5)."""
     threshold = spend.threshold(policy)
@@ -556,34 +574,34 @@ def _spend_gate(
             if total_c > 0
             else f"no {spend.noun} figures in both runs"
         )
-        return GateResult(name=spend.gate, verdict=verdict, reason=reason, numbers={}, case_ids=[])
+        empty = GateResult(name=spend.gate, verdict=verdict, reason=reason, numbers={}, case_ids=[])
+        return PendingGate(None, lambda _: empty)
     # Money is linear in the mean, so the estimand is the ratio of summed per-case means.
     ratio = total_c / total_b
     level = policy.level(spend.gate)
-    lower = None
+    bound = None
     if not replay and ratio >= 1.0 + threshold - _EPS:  # the bound only matters for a FAIL
-        lower = mean_ratio_lower_bound(
-            [b for b, _, _ in counted],
-            [c for _, c, _ in counted],
-            level,
-            policy.bootstrap_iterations,
-            policy.bootstrap_seed,
-        )
-    verdict, reason = _spend_verdict(spend.noun, ratio, lower, threshold, replay)
-    numbers: dict[str, Number] = {
-        "threshold": threshold,
-        "level": None if replay else level,
-        "cases_compared": len(counted),
-        "ratio": ratio,
-        "lower_bound": lower,
-        "geometric_mean_ratio": _geometric_mean_ratio(counted),
-        f"baseline_{spend.per_attempt}": total_b / len(counted),
-        f"current_{spend.per_attempt}": total_c / len(counted),
-    }
+        bound = RatioBound([b for b, _, _ in counted], [c for _, c, _ in counted], level)
+    geometric = _geometric_mean_ratio(counted)
     grown = _cases_by_growth(counted, threshold)
-    return GateResult(
-        name=spend.gate, verdict=verdict, reason=reason, numbers=numbers, case_ids=grown
-    )
+
+    def result(lower: float | None) -> GateResult:
+        verdict, reason = _spend_verdict(spend.noun, ratio, lower, threshold, replay)
+        numbers: dict[str, Number] = {
+            "threshold": threshold,
+            "level": None if replay else level,
+            "cases_compared": len(counted),
+            "ratio": ratio,
+            "lower_bound": lower,
+            "geometric_mean_ratio": geometric,
+            f"baseline_{spend.per_attempt}": total_b / len(counted),
+            f"current_{spend.per_attempt}": total_c / len(counted),
+        }
+        return GateResult(
+            name=spend.gate, verdict=verdict, reason=reason, numbers=numbers, case_ids=grown
+        )
+
+    return PendingGate(bound, result)
 
 
 def _spend_verdict(

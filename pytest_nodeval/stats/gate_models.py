@@ -11,9 +11,12 @@ import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
+
+if TYPE_CHECKING:  # annotations only
+    from .significance import RatioBound
 
 __all__ = [
     "ALPHA_SHARES",
@@ -355,6 +358,17 @@ class GateResult(_ReportModel):
     """The numbers behind the verdict."""
     case_ids: list[str]
     """Cases involved, most severe first."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingGate:
+    """A gate's result once the bootstrap bound it asks for is known (``bound`` None: it asks
+    for none). compare() computes the bounds of all its gates together, so that those that
+    resample the same cases and attempts share one draw (``significance.ratio_lower_bounds``).
+    """
+
+    bound: RatioBound | None
+    result: Callable[[float | None], GateResult]
 
 
 class Diff(BaseModel):

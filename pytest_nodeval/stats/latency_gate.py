@@ -22,13 +22,10 @@ from .gate_models import (
     GateResult,
     LatencyChange,
     Number,
+    PendingGate,
     Verdict,
 )
-from .significance import (
-    benjamini_hochberg,
-    mann_whitney_slower_p_values,
-    pooled_quantile_ratio_lower_bound,
-)
+from .significance import RatioBound, benjamini_hochberg, mann_whitney_slower_p_values
 from .special import harrell_davis_quantile
 from .wording import id_list
 
@@ -111,16 +108,21 @@ def _material(ratio: float | None, increase_ms: float, policy: GatePolicy) -> bo
 
 def latency_gate(
     cases: Sequence[CaseDiff], pairs: Sequence[Pair], policy: GatePolicy, deterministic: bool
-) -> GateResult | None:
+) -> PendingGate | None:
     """G3: the pooled p95 between live runs (docs/statistics.md §3.4), each case's p95 against
     the plain threshold between deterministic replays (§5); None while the gate is off."""
     if not policy.fail_on_latency_p95_increase:
         return None
     flagged = _flagged_cases(cases)
     if deterministic:
-        verdict, reason, numbers = _replay_gate(cases, flagged, policy)
-    else:
-        verdict, reason, numbers = _pooled_gate(pairs, flagged, policy)
+        replayed = _replay_gate(cases, flagged, policy)
+        return PendingGate(None, lambda _: _gate_result(*replayed, flagged))
+    return _pooled_gate(pairs, flagged, policy)
+
+
+def _gate_result(
+    verdict: Verdict, reason: str, numbers: dict[str, Number], flagged: list[str]
+) -> GateResult:
     return GateResult(
         name=GateName.LATENCY_P95,
         verdict=verdict,
@@ -157,9 +159,7 @@ def _replay_gate(
     return Verdict.FAIL, f"replay: {len(flagged)} case(s) with {size}: {id_list(flagged)}", numbers
 
 
-def _pooled_gate(
-    pairs: Sequence[Pair], flagged: Sequence[str], policy: GatePolicy
-) -> tuple[Verdict, str, dict[str, Number]]:
+def _pooled_gate(pairs: Sequence[Pair], flagged: list[str], policy: GatePolicy) -> PendingGate:
     """Live: pooled Harrell-Davis p95 ratio and its bootstrap bound (docs/statistics.md §3.4)."""
     timed = [(b, c) for b, c in pairs if b.latencies_ms and c.latencies_ms]
     level = policy.level(GateName.LATENCY_P95)
@@ -172,34 +172,33 @@ def _pooled_gate(
         "cases_flagged": len(flagged),
     }
     if not timed:
-        return Verdict.OK, "no case has latencies in both runs", numbers
+        none = Verdict.OK, "no case has latencies in both runs", numbers
+        return PendingGate(None, lambda _: _gate_result(*none, flagged))
     pooled_b = [ms for b, _ in timed for ms in b.latencies_ms]
     pooled_c = [ms for _, c in timed for ms in c.latencies_ms]
     p95_b, p95_c = harrell_davis_quantile(pooled_b, _P95), harrell_davis_quantile(pooled_c, _P95)
     ratio = p95_c / p95_b if p95_b > 0 else None
-    lower = None
+    bound = None
     if _material(ratio, p95_c - p95_b, policy):  # the bootstrap only matters for a FAIL
-        lower = pooled_quantile_ratio_lower_bound(
-            [b.latencies_ms for b, _ in timed],
-            [c.latencies_ms for _, c in timed],
-            _P95,
-            level,
-            policy.bootstrap_iterations,
-            policy.bootstrap_seed,
+        bound = RatioBound(
+            [b.latencies_ms for b, _ in timed], [c.latencies_ms for _, c in timed], level, _P95
         )
     attempts = min(len(pooled_b), len(pooled_c))
     numbers |= {
         "pooled_baseline_p95_ms": p95_b,
         "pooled_current_p95_ms": p95_c,
         "ratio": ratio,
-        "lower_bound": lower,
-        "latencies_per_run": attempts,
     }
-    verdict, reason = _pooled_verdict(ratio, lower, attempts, p95_b, p95_c, policy)
-    if verdict is Verdict.OK and flagged:
-        verdict = Verdict.WARN
-        reason += f"; {len(flagged)} case(s) significantly slower alone: {id_list(flagged)}"
-    return verdict, reason, numbers
+
+    def result(lower: float | None) -> GateResult:
+        verdict, reason = _pooled_verdict(ratio, lower, attempts, p95_b, p95_c, policy)
+        if verdict is Verdict.OK and flagged:
+            verdict = Verdict.WARN
+            reason += f"; {len(flagged)} case(s) significantly slower alone: {id_list(flagged)}"
+        bounded = numbers | {"lower_bound": lower, "latencies_per_run": attempts}
+        return _gate_result(verdict, reason, bounded, flagged)
+
+    return PendingGate(bound, result)
 
 
 def _pooled_verdict(

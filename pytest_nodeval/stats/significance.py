@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .run_stats import wilson_interval
 
@@ -336,6 +337,44 @@ def _mann_whitney_method(baseline: Sequence[float], current: Sequence[float]) ->
     return "exact" if min(len(baseline), len(current)) <= 8 and not tied else "asymptotic"
 
 
+@dataclass(frozen=True)
+class RatioBound:
+    """A one-sided (1 - alpha) bootstrap lower bound a gate asks for (docs/statistics.md §3.4):
+    of sum_j mean(current_j) / sum_j mean(baseline_j) when ``quantile`` is None, else of
+    HD_quantile(pooled current) / HD_quantile(pooled baseline)."""
+
+    baseline: Sequence[Sequence[float]]
+    current: Sequence[Sequence[float]]
+    alpha: float
+    quantile: float | None = None
+
+
+def ratio_lower_bounds(requests: Sequence[RatioBound], iterations: int, seed: int) -> list[float]:
+    """Each request's bound, the same to the last bit as when it is computed alone.
+
+    Paired two-stage cluster bootstrap: draw scenarios with replacement (the same draw for
+    both runs), then resample each drawn scenario's attempts within each run. Seeded, so
+    the same data always gives the same verdict; each bound stops after a pilot when its
+    decision is already clear (``_SequentialBound``). The random draws depend only on the
+    seed and on how many attempts each scenario has in each run, so the requests whose runs
+    have the same attempts per scenario (at 10,000 scenarios x 10: the latency, token and
+    cost gates') share one draw of every resample instead of drawing it each.
+    """
+    runs = [(_FlatRun(request.baseline), _FlatRun(request.current)) for request in requests]
+    shapes: defaultdict[tuple[bytes, bytes], list[int]] = defaultdict(list)
+    for index, (baseline, current) in enumerate(runs):
+        shapes[(baseline.sizes.tobytes(), current.sizes.tobytes())].append(index)
+    bounds = [math.nan] * len(requests)
+    for members in shapes.values():
+        paired = [_PairedStatistic(requests[i], *runs[i]) for i in members]
+        shared = _shared_lower_bounds(
+            paired, [requests[i].alpha for i in members], iterations, seed
+        )
+        for index, bound in zip(members, shared, strict=True):
+            bounds[index] = bound
+    return bounds
+
+
 def mean_ratio_lower_bound(
     baseline: Sequence[Sequence[float]],
     current: Sequence[Sequence[float]],
@@ -343,19 +382,9 @@ def mean_ratio_lower_bound(
     iterations: int,
     seed: int,
 ) -> float:
-    """One-sided (1 - alpha) lower bound of sum_j mean(current_j) / sum_j mean(baseline_j).
-
-    Paired two-stage cluster bootstrap: draw scenarios with replacement (the same draw for
-    both runs), then resample each drawn scenario's attempts within each run. Seeded, so
-    the same data always gives the same verdict; stops after a pilot when the decision is
-    already clear (``_sequential_lower_bound``).
-    """
-    runs = _FlatRun(baseline), _FlatRun(current)
-
-    def totals(rng: np.random.Generator, draws: NDArray[np.intp]) -> NDArray[np.float64]:
-        return _ratio(*(run.resampled_mean_totals(rng, draws) for run in runs))
-
-    return _sequential_lower_bound(totals, len(baseline), runs, alpha, iterations, seed)
+    """One-sided (1 - alpha) lower bound of sum_j mean(current_j) / sum_j mean(baseline_j)
+    (``ratio_lower_bounds`` of one request)."""
+    return ratio_lower_bounds([RatioBound(baseline, current, alpha)], iterations, seed)[0]
 
 
 def pooled_quantile_ratio_lower_bound(
@@ -366,19 +395,11 @@ def pooled_quantile_ratio_lower_bound(
     iterations: int,
     seed: int,
 ) -> float:
-    """One-sided (1 - alpha) lower bound of HD_q(pooled current) / HD_q(pooled baseline).
-
-    Paired two-stage cluster bootstrap (docs/statistics.md §3.4). Each iteration draws
-    scenarios with replacement (the same draw for both runs), resamples each drawn scenario's
-    attempts within each run, pools them and takes the Harrell-Davis quantile. Seeded; stops
-    after a pilot when the decision is already clear (``_sequential_lower_bound``).
-    """
-    runs = _FlatRun(baseline), _FlatRun(current)
-
-    def quantiles(rng: np.random.Generator, draws: NDArray[np.intp]) -> NDArray[np.float64]:
-        return _ratio(*(run.resampled_pooled_quantiles(rng, draws, q) for run in runs))
-
-    return _sequential_lower_bound(quantiles, len(baseline), runs, alpha, iterations, seed)
+    """One-sided (1 - alpha) lower bound of HD_q(pooled current) / HD_q(pooled baseline)
+    (docs/statistics.md §3.4; ``ratio_lower_bounds`` of one request): each iteration pools the
+    resampled attempts of each run and takes their Harrell-Davis quantile."""
+    request = RatioBound(baseline, current, alpha, q)
+    return ratio_lower_bounds([request], iterations, seed)[0]
 
 
 # Resamples drawn before the bound is checked for a clear decision (docs/statistics.md §3.5):
@@ -397,45 +418,84 @@ _BATCH_VALUES = 1 << 20
 _CHUNK_VALUES = 1 << 17
 
 
-def _sequential_lower_bound(
-    statistic: Callable[[np.random.Generator, NDArray[np.intp]], NDArray[np.float64]],
-    scenarios: int,
-    runs: Sequence[_FlatRun],
-    alpha: float,
-    iterations: int,
-    seed: int,
-) -> float:
-    """The alpha-quantile of ``statistic`` over ``iterations`` paired scenario draws, or over a
-    pilot of ``_PILOT_RESAMPLES`` draws when the rest could not move it across 1 (``_decided``),
-    or over fewer when enough ratios are already at or below 1 (``_below_for_sure``).
+def _shared_lower_bounds(
+    statistics: Sequence[_PairedStatistic], alphas: Sequence[float], iterations: int, seed: int
+) -> list[float]:
+    """The alpha-quantile of each statistic over ``iterations`` paired scenario draws, or over
+    fewer where its ``_SequentialBound`` stops; every statistic sees the same draws, those it
+    would draw alone (their runs have the same attempts per scenario: ``ratio_lower_bounds``).
     """
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    width = max(run.width for run in runs)
+    first = statistics[0]
+    scenarios, width = len(first.baseline.sizes), max(first.baseline.width, first.current.width)
     # Batches that divide the pilot: a bound the pilot leaves open continues the same random
     # stream, so it equals the bound of all resamples drawn in one go, for the same seed.
     fits = max(1, _BATCH_VALUES // (scenarios * width))
     batch = max(d for d in range(1, _PILOT_CHUNK + 1) if _PILOT_CHUNK % d == 0 and d <= fits)
-    done: list[NDArray[np.float64]] = []
-    target = min(iterations, _PILOT_RESAMPLES)
-    looks = target < iterations  # without a pilot (as the calibration's check), all iterations
-    below = 0  # ratios at or below 1 so far
-    while True:
-        drawn = sum(len(part) for part in done)
-        for start in range(drawn, target, batch):
-            draws = rng.integers(0, scenarios, size=(min(batch, target - start), scenarios))
-            done.append(statistic(rng, draws))
-            below += int(np.count_nonzero(done[-1] <= 1.0))
-            if looks and drawn > 0 and _below_for_sure(below, alpha, iterations):
-                break  # after the pilot: the rest cannot lift the bound above 1
-        ratios = np.concatenate(done)
-        bound = float(np.quantile(ratios, alpha))
-        if target == iterations or not looks:
-            return bound
-        if _decided(ratios, bound, alpha) or _below_for_sure(below, alpha, iterations):
-            return bound
-        target = iterations
+    bounds = [_SequentialBound(alpha, iterations) for alpha in alphas]
+    buffer = np.empty(batch * scenarios * width, dtype=np.intp)  # the flat indices, reused
+    for start in range(0, iterations, batch):
+        active = [i for i, bound in enumerate(bounds) if bound.value is None]
+        if not active:
+            break
+        draws = rng.integers(0, scenarios, size=(min(batch, iterations - start), scenarios))
+        runs = [[statistics[i].baseline_values for i in active]]
+        runs.append([statistics[i].current_values for i in active])
+        baseline, current = (_resample_run(rng, draws, values, buffer) for values in runs)
+        for i, base, cur in zip(active, baseline, current, strict=True):
+            bounds[i].add(_ratio(base, cur))
+    return [bound.result() for bound in bounds]
+
+
+class _SequentialBound:
+    """One bootstrap's stopping rule over its batches of ratios: a pilot of
+    ``_PILOT_RESAMPLES``, all ``iterations`` when the pilot leaves the decision open
+    (``_decided``), fewer when enough ratios are already at or below 1 (``_below_for_sure``).
+    ``value`` is the bound once it stops."""
+
+    def __init__(self, alpha: float, iterations: int) -> None:
+        self.alpha, self.iterations = alpha, iterations
+        self.target = min(iterations, _PILOT_RESAMPLES)
+        self.looks = self.target < iterations  # without a pilot (the calibration's check): all
+        self.done: list[NDArray[np.float64]] = []
+        self.drawn = self.below = 0  # ratios so far, and those at or below 1
+        self.value: float | None = None
+
+    def add(self, ratios: NDArray[np.float64]) -> None:
+        import numpy as np
+
+        self.done.append(ratios)
+        self.drawn += len(ratios)
+        self.below += int(np.count_nonzero(ratios <= 1.0))
+        after_pilot = self.looks and self.target == self.iterations
+        if after_pilot and _below_for_sure(self.below, self.alpha, self.iterations):
+            self.value = self._quantile()  # the rest cannot lift the bound above 1
+        elif self.drawn >= self.target:
+            self._look()
+
+    def _look(self) -> None:
+        """At the pilot's end, or at the last resample: stop, or go on to all iterations."""
+        import numpy as np
+
+        ratios = np.concatenate(self.done)
+        bound = float(np.quantile(ratios, self.alpha))
+        final = self.target == self.iterations or not self.looks
+        below = _below_for_sure(self.below, self.alpha, self.iterations)
+        if final or below or _decided(ratios, bound, self.alpha):
+            self.value = bound
+        else:
+            self.target = self.iterations
+
+    def _quantile(self) -> float:
+        import numpy as np
+
+        return float(np.quantile(np.concatenate(self.done), self.alpha))
+
+    def result(self) -> float:
+        assert self.value is not None, "every bound stops by its last resample"
+        return self.value
 
 
 def _below_for_sure(below: int, alpha: float, iterations: int) -> bool:
@@ -506,6 +566,7 @@ class _FlatRun:
         self.rank: NDArray[Any] = np.empty(self.sentinel + 1, dtype=index)
         self.rank[self.order], self.rank[self.sentinel] = np.arange(self.sentinel), self.sentinel
         self.tail_starts: dict[float, int] = {}
+        self.bins_from: dict[int, NDArray[np.intp]] = {}
         self.below_only: dict[int, NDArray[np.bool_]] = {}
 
     def picks(self, rng: np.random.Generator, draws: NDArray[np.intp]) -> NDArray[Any]:
@@ -527,10 +588,14 @@ class _FlatRun:
         padded[np.arange(self.width)[None, None, :] >= drawn_sizes] = -1
         return padded
 
-    def flat(self, draws: NDArray[np.intp], slots: NDArray[Any]) -> NDArray[np.intp]:
-        """Flat indices of the drawn scenarios' slots; ``sentinel`` in the slots past a
-        scenario's attempts."""
-        flat: NDArray[np.intp] = self.offsets[draws][..., None] + slots
+    def flat(
+        self, draws: NDArray[np.intp], slots: NDArray[Any], out: NDArray[np.intp] | None = None
+    ) -> NDArray[np.intp]:
+        """Flat indices of the drawn scenarios' slots (into ``out``, shaped as ``slots``, when
+        given); ``sentinel`` in the slots past a scenario's attempts."""
+        import numpy as np
+
+        flat: NDArray[np.intp] = np.add(self.offsets[draws][..., None], slots, out=out)
         if not self.equal_sizes:
             flat[slots < 0] = self.sentinel
         return flat
@@ -539,12 +604,7 @@ class _FlatRun:
         self, rng: np.random.Generator, draws: NDArray[np.intp]
     ) -> NDArray[np.float64]:
         """Per row, the sum over the drawn scenarios of their resampled means."""
-        import numpy as np
-
-        totals = np.empty(len(draws))
-        for rows in self.chunks(draws):
-            totals[rows] = self.per_pick[self.picks(rng, draws[rows])].sum(axis=1)
-        return totals
+        return _resample_run(rng, draws, [_MeanTotals(self)])[0]
 
     def chunks(self, draws: NDArray[np.intp]) -> list[slice]:
         """Row slices of ``draws`` of about ``_CHUNK_VALUES`` picks: drawn one after the other,
@@ -555,34 +615,9 @@ class _FlatRun:
     def resampled_pooled_quantiles(
         self, rng: np.random.Generator, draws: NDArray[np.intp], q: float
     ) -> NDArray[np.float64]:
-        """Per row, the HD q-quantile of the drawn scenarios' resampled attempts, pooled.
-
-        Counts instead of a sort: each of the run's values, in sorted order, appears c_v times
-        in a resample of n values and so fills ranks C_{v-1}+1..C_v (C the running count); HD
-        gives it the weight I(C_v / n) - I(C_{v-1} / n), I the Beta(q(n+1), (1-q)(n+1)) CDF.
-        The same estimate as sorting the resample, in linear time. The picks below
-        ``tail_start`` are only counted; the counting goes by chunks of rows that stay in cache,
-        the weighting by the whole batch (whose band of values, and so rounding, it shares).
-        """
-        import numpy as np
-
-        cdf, start = _BetaCdfTable(q), self.tail_start(q)
-        slots, filled = [], []
-        for rows in self.chunks(draws):
-            slots.append(self.slots(rng, draws[rows]))
-            filled.append(self.tail_counts(slots[-1], draws[rows], start))
-        counts = np.concatenate(filled)
-        sizes = counts[:, -1]  # one n for all rows when every scenario has n attempts
-        groups = [(int(n), sizes == n) for n in np.unique(sizes)]
-        if start and not all(cdf.counted_below(counts[same, 0], n) for n, same in groups):
-            # A resample with so many picks below the tail that they reach the Beta's window
-            # (far beyond 40 of its standard deviations): count every value of the batch.
-            picks = self.flat(draws, np.concatenate(slots)).reshape(len(draws), -1)
-            counts, start = self.running_counts(self.rank[picks], 0), 0
-        out = np.empty(len(draws))
-        for n, same in groups:
-            out[same] = cdf.weighted_sum(counts[same], n, self.ordered, start - 1)
-        return out
+        """Per row, the HD q-quantile of the drawn scenarios' resampled attempts, pooled
+        (``_PooledQuantiles``)."""
+        return _resample_run(rng, draws, [_PooledQuantiles(self, q)])[0]
 
     def tail_start(self, q: float) -> int:
         """The sorted position from which values are counted one by one; the picks below it are
@@ -594,11 +629,11 @@ class _FlatRun:
             self.tail_starts[q] = max(0, 2 * low - high)
         return self.tail_starts[q]
 
-    def tail_counts(self, slots: NDArray[Any], draws: NDArray[np.intp], start: int) -> NDArray[Any]:
-        """``running_counts`` of the picks (``slots`` of ``draws``) from ``start`` on, without
-        looking up the picks of the drawn scenarios whose every attempt sorts below ``start``
-        (at 10,000 x 10 about two thirds): all their attempts are counted below it (the same
-        counts, so the same bound)."""
+    def tail_counts(self, flat: NDArray[Any], draws: NDArray[np.intp], start: int) -> NDArray[Any]:
+        """``running_counts`` of the picks (``flat``, one row per row of ``draws``) from
+        ``start`` on, without looking up the picks of the drawn scenarios whose every attempt
+        sorts below ``start`` (at 10,000 x 10 about two thirds): all their attempts are counted
+        below it (the same counts, so the same bound)."""
         import numpy as np
 
         if start not in self.below_only:
@@ -606,19 +641,27 @@ class _FlatRun:
             self.below_only[start] = top < start
         skipped = self.below_only[start][draws]  # (rows, scenarios)
         if not skipped.any():
-            return self.running_counts(
-                self.rank[self.flat(draws, slots)].reshape(len(draws), -1), start
-            )
+            return self.running_counts(self.bin_of(start)[flat], start)
         kept = ~skipped
         row_of = np.repeat(np.arange(len(draws)), kept.sum(axis=1))  # of each kept draw
-        picks = self.flat(draws[kept], slots[kept])  # (kept draws, width)
-        filled = self.running_counts(self.rank[picks], start, row_of, len(draws))
+        picks = flat.reshape(*draws.shape, self.width)[kept]  # (kept draws, width)
+        filled = self.running_counts(self.bin_of(start)[picks], start, row_of, len(draws))
         filled += np.where(skipped, self.sizes[draws], 0).sum(axis=1)[:, None]
         return filled
 
+    def bin_of(self, start: int) -> NDArray[np.intp]:
+        """Per flat index, its bin in ``running_counts`` from ``start``: 0 for every value that
+        sorts below ``start``, then one bin per value in sorted order, the sentinel's last.
+        One lookup per pick instead of a rank, a shift and a clip."""
+        import numpy as np
+
+        if start not in self.bins_from:
+            self.bins_from[start] = np.maximum(self.rank.astype(np.intp) - (start - 1), 0)
+        return self.bins_from[start]
+
     def running_counts(
         self,
-        ranks: NDArray[Any],
+        bins_of_picks: NDArray[np.intp],
         start: int,
         row_of: NDArray[np.intp] | None = None,
         rows: int | None = None,
@@ -626,19 +669,167 @@ class _FlatRun:
         """Per resample, C_v for the values v = start - 1 .. N - 1 in sorted order: column 0
         holds every pick below ``start`` (C_{-1} = 0 when start is 0), the sentinel none.
 
-        Row i of ``ranks`` belongs to resample ``row_of[i]`` of ``rows`` (default: its own).
+        ``bins_of_picks`` holds ``bin_of(start)`` of the picks; its row i belongs to resample
+        ``row_of[i]`` of ``rows`` (default: its own).
         """
         import numpy as np
 
         if row_of is None:
-            rows, row_of = len(ranks), np.arange(len(ranks))
+            rows, row_of = len(bins_of_picks), np.arange(len(bins_of_picks))
         assert rows is not None
         bins = self.sentinel - start + 2  # below, start..N-1, the sentinel
-        shifted = np.maximum(ranks.astype(np.intp) - (start - 1), 0)  # bin 0: all below start
-        shifted += (row_of * bins)[:, None]
-        counts = np.bincount(shifted.ravel(), minlength=rows * bins).reshape(rows, bins)
+        if rows > 1:  # each resample's bins apart (with one, all are its own)
+            bins_of_picks = bins_of_picks + (row_of * bins)[:, None]
+        counts = np.bincount(bins_of_picks.ravel(), minlength=rows * bins).reshape(rows, bins)
         filled: NDArray[Any] = np.cumsum(counts[:, :-1], axis=1)
         return filled
+
+
+def _resample_run(
+    rng: np.random.Generator,
+    draws: NDArray[np.intp],
+    statistics: Sequence[_RunStatistic],
+    buffer: NDArray[np.intp] | None = None,
+) -> list[NDArray[np.float64]]:
+    """Each statistic's value per row of ``draws`` on one resample of its run; the statistics'
+    runs have the same attempts per scenario, so one draw of the attempts serves them all.
+
+    The attempts are drawn chunk after chunk of rows (``_FlatRun.chunks``), continuing the
+    random stream as one draw of all rows would, and every statistic takes each chunk's flat
+    indices while they are in the CPU's cache. The flat indices go to ``buffer`` (at least
+    ``draws.size * width`` long) when given: one array reused batch after batch, where a new
+    one each time costs a fresh allocation of megabytes and its page faults.
+    """
+    import numpy as np
+
+    run = statistics[0].run
+    fed = _gathered_together(statistics)
+    size = draws.size * run.width
+    buffer = np.empty(size, dtype=np.intp) if buffer is None else buffer
+    batch = buffer[:size].reshape(len(draws), -1)
+    for rows in run.chunks(draws):
+        slots = run.slots(rng, draws[rows])
+        flat = batch[rows]
+        run.flat(draws[rows], slots, out=flat.reshape(slots.shape))
+        for statistic in fed:
+            statistic.take(draws[rows], flat)
+    return [statistic.values(draws) for statistic in statistics]
+
+
+def _gathered_together(statistics: Sequence[_RunStatistic]) -> list[_RunStatistic]:
+    """The statistics to hand the chunks to: the mean totals two by two (``_TwoMeanTotals``:
+    one gather serves both), the others as they are."""
+    means = [statistic for statistic in statistics if isinstance(statistic, _MeanTotals)]
+    paired = [_TwoMeanTotals(*pair) for pair in zip(means[0::2], means[1::2], strict=False)]
+    return [*paired, *means[len(paired) * 2 :], *(s for s in statistics if s not in means)]
+
+
+class _RunStatistic(Protocol):
+    """A statistic of one run's resamples, taken chunk by chunk of their flat indices."""
+
+    run: _FlatRun
+
+    def take(self, draws: NDArray[np.intp], flat: NDArray[np.intp]) -> None:
+        """One chunk: ``flat`` holds row i's picks of the scenarios drawn in ``draws[i]``."""
+
+    def values(self, draws: NDArray[np.intp]) -> NDArray[np.float64]:
+        """Per row of the batch ``draws`` whose chunks were taken, the statistic; then reset."""
+
+
+class _MeanTotals:
+    """Per resample, the sum over the drawn scenarios of their resampled means."""
+
+    def __init__(self, run: _FlatRun) -> None:
+        self.run = run
+        self.parts: list[NDArray[np.float64]] = []
+        self.side_by_side: dict[_MeanTotals, NDArray[np.complex128]] = {}  # ``_TwoMeanTotals``
+
+    def take(self, draws: NDArray[np.intp], flat: NDArray[np.intp]) -> None:
+        self.parts.append(self.run.per_pick[flat].sum(axis=1))
+
+    def values(self, draws: NDArray[np.intp]) -> NDArray[np.float64]:
+        import numpy as np
+
+        totals, self.parts = np.concatenate(self.parts), []
+        return totals
+
+
+class _TwoMeanTotals:
+    """Two ``_MeanTotals`` of runs with the same attempts per scenario (the token and cost
+    gates'), fed by one gather: each pick's two values lie side by side, as one complex
+    number, so a pick costs one random access instead of two. Each side is then summed with
+    a stride, by the same pairwise summation as its own gather, so to the same bits."""
+
+    def __init__(self, first: _MeanTotals, second: _MeanTotals) -> None:
+        import numpy as np
+
+        self.first, self.second, self.run = first, second, first.run
+        if second not in first.side_by_side:  # built once per bootstrap, not once per batch
+            both = np.stack([first.run.per_pick, second.run.per_pick], axis=1)
+            first.side_by_side[second] = both.view(np.complex128).ravel()
+        self.table = first.side_by_side[second]
+
+    def take(self, draws: NDArray[np.intp], flat: NDArray[np.intp]) -> None:
+        import numpy as np
+
+        picked = self.table[flat].view(np.float64)  # per row: first, second, first, ...
+        self.first.parts.append(picked[:, 0::2].sum(axis=1))
+        self.second.parts.append(picked[:, 1::2].sum(axis=1))
+
+    def values(self, draws: NDArray[np.intp]) -> NDArray[np.float64]:
+        raise NotImplementedError("its two statistics give their own values")
+
+
+class _PooledQuantiles:
+    """Per resample, the HD q-quantile of the drawn scenarios' resampled attempts, pooled.
+
+    Counts instead of a sort: each of the run's values, in sorted order, appears c_v times
+    in a resample of n values and so fills ranks C_{v-1}+1..C_v (C the running count); HD
+    gives it the weight I(C_v / n) - I(C_{v-1} / n), I the Beta(q(n+1), (1-q)(n+1)) CDF.
+    The same estimate as sorting the resample, in linear time. The picks below
+    ``tail_start`` are only counted; the counting goes by chunks of rows that stay in cache,
+    the weighting by the whole batch (whose band of values, and so rounding, it shares).
+    """
+
+    def __init__(self, run: _FlatRun, q: float) -> None:
+        self.run, self.cdf, self.start = run, _BetaCdfTable(q), run.tail_start(q)
+        self.flats: list[NDArray[np.intp]] = []
+        self.filled: list[NDArray[Any]] = []
+
+    def take(self, draws: NDArray[np.intp], flat: NDArray[np.intp]) -> None:
+        self.flats.append(flat)
+        self.filled.append(self.run.tail_counts(flat, draws, self.start))
+
+    def values(self, draws: NDArray[np.intp]) -> NDArray[np.float64]:
+        import numpy as np
+
+        counts, start, cdf = np.concatenate(self.filled), self.start, self.cdf
+        flats, self.flats, self.filled = self.flats, [], []
+        sizes = counts[:, -1]  # one n for all rows when every scenario has n attempts
+        groups = [(int(n), sizes == n) for n in np.unique(sizes)]
+        if start and not all(cdf.counted_below(counts[same, 0], n) for n, same in groups):
+            # A resample with so many picks below the tail that they reach the Beta's window
+            # (far beyond 40 of its standard deviations): count every value of the batch.
+            counts = self.run.running_counts(self.run.bin_of(0)[np.concatenate(flats)], 0)
+            start = 0
+        out = np.empty(len(draws))
+        for n, same in groups:
+            out[same] = cdf.weighted_sum(counts[same], n, self.run.ordered, start - 1)
+        return out
+
+
+class _PairedStatistic:
+    """A request's statistic on each of its two runs."""
+
+    def __init__(self, request: RatioBound, baseline: _FlatRun, current: _FlatRun) -> None:
+        self.baseline, self.current = baseline, current
+        self.baseline_values, self.current_values = (
+            _run_statistic(request.quantile, run) for run in (baseline, current)
+        )
+
+
+def _run_statistic(quantile: float | None, run: _FlatRun) -> _RunStatistic:
+    return _MeanTotals(run) if quantile is None else _PooledQuantiles(run, quantile)
 
 
 class _BetaCdfTable:

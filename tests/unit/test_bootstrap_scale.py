@@ -1,8 +1,9 @@
-"""Issue 29.6: the pooled-quantile bootstrap's tail counting and the exact early stop below 1.
+"""Issue 29.6: the pooled-quantile bootstrap's tail counting, the exact early stop below 1,
+and one draw of the resamples for every gate that resamples the same attempts.
 
 docs/statistics.md §3.4, "The bootstraps at scale". Each fast path is checked against a direct
-computation: sorting each resample and taking its Harrell-Davis quantile, and counting every
-value (the tail's start at 0), which must give the same bits.
+computation: sorting each resample and taking its Harrell-Davis quantile, counting every
+value (the tail's start at 0), and each bound computed alone, which must give the same bits.
 """
 
 from __future__ import annotations
@@ -68,13 +69,13 @@ def test_a_bound_that_cannot_end_above_1_stops_before_all_resamples(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rows: list[int] = []
-    resample = significance._FlatRun.resampled_pooled_quantiles
+    resample = significance._resample_run
 
-    def counted(self: Any, rng: Any, draws: Any, q: float) -> Any:
-        rows.append(len(draws))
-        return resample(self, rng, draws, q)
+    def counted(rng: Any, draws: Any, *rest: Any) -> Any:
+        rows.append(len(draws))  # one call per run and batch
+        return resample(rng, draws, *rest)
 
-    monkeypatch.setattr(significance._FlatRun, "resampled_pooled_quantiles", counted)
+    monkeypatch.setattr(significance, "_resample_run", counted)
     rng = np.random.default_rng(3)
     base = [rng.lognormal(7, 0.3, 10).tolist() for _ in range(400)]
     # x1.04: a bound just below 1 (x0.992 from all 4,000), beyond what the pilot decides.
@@ -100,3 +101,67 @@ def test_the_count_that_puts_the_quantile_of_all_resamples_at_or_below_1(
     assert np.quantile(worst, alpha) <= 1.0
     barely = np.concatenate([np.full(needed - 1, 1.0), np.full(4001 - needed, 9.0)])
     assert np.quantile(barely, alpha) > 1.0
+
+
+def spend_and_latency_runs(scenarios: int, growth: float, seed: int) -> list[Any]:
+    """Latencies, tokens and costs of one baseline and one current run of 10 attempts a case;
+    a last request whose cases have 3 attempts, which cannot share their draws."""
+    rng = np.random.default_rng(seed)
+    scale = rng.lognormal(7, 0.5, scenarios)
+
+    def run(factor: float, n: int = 10) -> tuple[list[Any], list[Any], list[Any]]:
+        latencies = [rng.lognormal(np.log(s), 0.3, n) * factor for s in scale]
+        tokens = [rng.poisson(2000 * factor, n).astype(float) for _ in scale]
+        return latencies, tokens, [t * 1e-5 for t in tokens]
+
+    (lat_b, tok_b, cost_b), (lat_c, tok_c, cost_c) = run(1.0), run(growth)
+    (_, few_b, _), (_, few_c, _) = run(1.0, 3), run(growth, 3)
+    bound = significance.RatioBound
+    return [
+        bound(lat_b, lat_c, 0.00125, 0.95),
+        bound(tok_b, tok_c, 0.000625),
+        bound(cost_b, cost_c, 0.000625),
+        bound(few_b, few_c, 0.05),
+    ]
+
+
+def alone(request: Any) -> float:
+    if request.quantile is None:
+        return significance.mean_ratio_lower_bound(
+            request.baseline, request.current, request.alpha, 4000, 7
+        )
+    return significance.pooled_quantile_ratio_lower_bound(
+        request.baseline, request.current, request.quantile, request.alpha, 4000, 7
+    )
+
+
+@pytest.mark.parametrize("pilot", [200, 4000])
+@pytest.mark.parametrize("growth", [1.02, 1.3])
+def test_bounds_asked_together_are_each_bound_alone_to_the_last_bit(
+    monkeypatch: pytest.MonkeyPatch, pilot: int, growth: float
+) -> None:
+    # x1.3: the pilot decides every bound; x1.02: they stop at different resamples (or not).
+    monkeypatch.setattr(significance, "_PILOT_RESAMPLES", pilot)
+    requests = spend_and_latency_runs(60, growth, seed=11)
+    together = significance.ratio_lower_bounds(requests, 4000, 7)
+    assert together == [alone(request) for request in requests]
+
+
+def test_the_gates_with_the_same_attempts_share_one_draw_of_each_resample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(significance, "_PILOT_RESAMPLES", 4000)  # every bound draws all 4,000
+    drawn: list[int] = []
+    resample = significance._resample_run
+
+    def counted(rng: Any, draws: Any, statistics: Any, *rest: Any) -> Any:
+        drawn.append(len(draws) * len(statistics))  # resamples served per call
+        return resample(rng, draws, statistics, *rest)
+
+    monkeypatch.setattr(significance, "_resample_run", counted)
+    requests = spend_and_latency_runs(60, 1.02, seed=11)
+    significance.ratio_lower_bounds(requests, 4000, 7)
+    # Two runs x 4,000 resamples for each request; one call per run and batch for the three
+    # that have 10 attempts a case, another for the one with 3.
+    assert sum(drawn) == 2 * 4000 * 4
+    assert len(drawn) == 2 * (4000 // 200) * 2  # batches of 200 at 60 cases x 10

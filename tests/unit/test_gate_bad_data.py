@@ -187,13 +187,13 @@ def test_a_clear_slowdown_stops_after_the_pilot_and_a_borderline_one_does_not(
     from pytest_nodeval.stats import significance
 
     rows: list[int] = []
-    resample = significance._FlatRun.resampled_pooled_quantiles
+    resample = significance._resample_run
 
-    def counted(self: Any, rng: Any, draws: Any, q: float) -> Any:
-        rows.append(len(draws))
-        return resample(self, rng, draws, q)
+    def counted(rng: Any, draws: Any, *rest: Any) -> Any:
+        rows.append(len(draws))  # one call per run and batch
+        return resample(rng, draws, *rest)
 
-    monkeypatch.setattr(significance._FlatRun, "resampled_pooled_quantiles", counted)
+    monkeypatch.setattr(significance, "_resample_run", counted)
     rng = np.random.default_rng(3)
     base = [rng.lognormal(7, 0.3, 10) for _ in range(400)]
     clear = significance.pooled_quantile_ratio_lower_bound(
