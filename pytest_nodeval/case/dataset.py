@@ -2,8 +2,9 @@
 
 `case.yaml` names a file inside the case (`dataset: rows.jsonl`, JSON lines or CSV). Each row
 has an `id` (letters, digits, '.', '_', '-', unique in the file) and any other fields; the
-case's YAML files use them as `{{ row.<field> }}` (jinja2, strict), expanded in each string
-value after the YAML is parsed, so a row's text never changes the file's structure. Each row
+case's YAML files use them as `{{ row.<field> }}` (jinja2, strict; a matrix variant's values
+as `{{ vars.<key> }}`, case/variants.py), expanded in each string value after the YAML is
+parsed, so a row's text never changes the file's structure. Each row
 is a scenario of its own, `<case>/<row id>`, with its own journal under `journal/<row id>/`.
 """
 
@@ -125,26 +126,51 @@ def find_row(path: Path, row_id: str) -> Row:
 # -- templates ---------------------------------------------------------------------------------
 
 
-def render(data: Any, row: Row, path: Path, dataset: Path) -> Any:
-    """`data` (parsed YAML) with `{{ row.<field> }}` expanded in every string in it."""
+@dataclass(frozen=True, slots=True)
+class Filling:
+    """What `{{ ... }}` in a case's files is filled from: a dataset row (`row`), a matrix
+    variant's values (`vars`), and how to say where they came from in an error."""
+
+    context: dict[str, Any]
+    source: str
+    """"row 'sum' of rows.jsonl (its fields: id, question)", "--nodeval-matrix tone=formal"."""
+
+    @classmethod
+    def of(cls, row: Row | None, dataset: Path | None, variables: dict[str, str]) -> Filling:
+        context: dict[str, Any] = {"vars": variables}
+        sources = []
+        if row is not None and dataset is not None:
+            context["row"] = row.fields
+            sources.append(
+                f"row {row.id!r} of {dataset.name} (its fields: {', '.join(row.fields)})"
+            )
+        if variables:
+            shown = ", ".join(f"{k}={v}" for k, v in variables.items())
+            sources.append(f"--nodeval-matrix variant {shown}")
+        return cls(context, " and ".join(sources))
+
+
+def render(data: Any, filling: Filling, path: Path) -> Any:
+    """`data` (parsed YAML) with `{{ row.<field> }}` and `{{ vars.<key> }}` expanded in every
+    string in it."""
     if isinstance(data, str):
-        return _render_text(data, row, path, dataset) if "{{" in data or "{%" in data else data
+        return _render_text(data, filling, path) if "{{" in data or "{%" in data else data
     if isinstance(data, list):
-        return [render(item, row, path, dataset) for item in data]
+        return [render(item, filling, path) for item in data]
     if isinstance(data, dict):
-        return {key: render(value, row, path, dataset) for key, value in data.items()}
+        return {key: render(value, filling, path) for key, value in data.items()}
     return data
 
 
-def _render_text(text: str, row: Row, path: Path, dataset: Path) -> str:
+def _render_text(text: str, filling: Filling, path: Path) -> str:
     from jinja2 import TemplateError, UndefinedError
 
     try:
-        return _template(text).render(row=row.fields)
+        return _template(text).render(**filling.context)
     except UndefinedError as exc:
         raise CaseFormatError(
-            f"{path}: row {row.id!r} of {dataset.name} cannot fill {text.strip()!r}: {exc.message}"
-            f" (its fields: {', '.join(row.fields)})"
+            f"{path}: cannot fill {text.strip()!r}: {exc.message}; it is filled from "
+            f"{filling.source or 'nothing (no dataset row, no --nodeval-matrix variant)'}"
         ) from None
     except TemplateError as exc:
         raise CaseFormatError(f"{path}: template {text.strip()!r}: {exc}") from None

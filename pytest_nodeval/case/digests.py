@@ -24,12 +24,11 @@ from ..journal.events import EVENTS_FILE
 from ..journal.reader import read_header
 from ..journal.sameness import describe_changes
 from ..journal.writer import recover_journal
-from . import ASSERTIONS_FILE, CASE_FILE, JOURNAL_DIR
+from . import ASSERTIONS_FILE, CASE_FILE, INPUT_DIR, JOURNAL_DIR
 
 if TYPE_CHECKING:
     from .dataset import Row
 
-INPUT_DIR = "input"
 IGNORED = frozenset({"__pycache__", ".DS_Store", ".git"})
 """Names an editor, Python or the OS leave in a directory; no part of the case."""
 

@@ -14,7 +14,6 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,8 +30,9 @@ from ..journal.writer import recover_journal
 from ..modes import MAX_REPEAT
 from ..people.inputs import InputsSpec
 from ..yamlfiles import M, load_model, load_yaml
-from . import ASSERTIONS_FILE, CASE_FILE, CONFIG_FILE, INPUTS_FILE, JOURNAL_DIR
-from .dataset import ROW_SEPARATOR, Row, dataset_path, find_row, read_rows, render
+from . import ASSERTIONS_FILE, CASE_FILE, CONFIG_FILE, INPUT_DIR, INPUTS_FILE, JOURNAL_DIR
+from .dataset import ROW_SEPARATOR, Filling, Row, dataset_path, find_row, read_rows, render
+from .variants import VARIANT_SEPARATOR, Variant
 
 # Matched whole (fullmatch) and written in the syntax Python and ECMA-262 share: the JSON
 # Schemas carry these same patterns, so an editor refuses exactly what the loader refuses.
@@ -149,11 +149,18 @@ class Case:
     assertions: tuple[Any, ...]
     row: Row | None = None
     """The dataset row this scenario is (None for a plain case)."""
+    variant: Variant | None = None
+    """The matrix variant this scenario runs (None outside a matrix)."""
 
     @property
     def journal_dir(self) -> Path:
-        journals = self.directory / JOURNAL_DIR
-        return journals / self.row.id if self.row is not None else journals
+        """journal/, a dataset row's journal/<row>/, a variant's journal[/<row>]/@<label>/."""
+        journal = self.directory / JOURNAL_DIR
+        if self.row is not None:
+            journal /= self.row.id
+        if self.variant is not None:
+            journal /= VARIANT_SEPARATOR + self.variant.label
+        return journal
 
     @property
     def dataset(self) -> Path | None:
@@ -195,26 +202,32 @@ class CaseHead:
     directory: Path
     spec: CaseSpec
 
-    def load(self, row_id: str | None = None) -> Case:
+    def load(self, row_id: str | None = None, variant: Variant | None = None) -> Case:
         """The whole case: input/config.yaml, input/inputs.yaml and assertions.yaml, read and
-        validated; for a dataset case, as row `row_id` fills them in."""
+        validated; for a dataset case, as row `row_id` fills them in; in a matrix, as
+        `variant` sets them."""
         directory = self.directory
         config_path = directory / CONFIG_FILE
         inputs_path = directory / INPUTS_FILE
         assertions_path = directory / ASSERTIONS_FILE
         row = self._row(row_id)
-        fill = _filler(row, self.dataset) if row is not None else None
-        config = _load(EngineConfig, config_path, fill) if config_path.is_file() else None
-        inputs = _load(InputsSpec, inputs_path, fill) if inputs_path.is_file() else None
-        assertions = _assertions(assertions_path, fill)
+        variables = variant.vars if variant is not None else {}
+        filling = Filling.of(row, self.dataset, variables) if row or variables else None
+        config = _load(EngineConfig, config_path, filling) if config_path.is_file() else None
+        inputs = _load(InputsSpec, inputs_path, filling) if inputs_path.is_file() else None
+        assertions = _assertions(assertions_path, filling)
         if config is not None and inputs is None:
             raise CaseFormatError(
                 f"{inputs_path}: missing (a case with input/config.yaml needs the user's inputs)"
             )
+        if variant is not None:
+            config = _with_variant(self, config, variant)
         if config is not None:
             _check_assertion_tools(assertions_path, assertions, config.offered_tools())
         scenario = f"{self.id}{ROW_SEPARATOR}{row.id}" if row is not None else self.id
-        return Case(scenario, directory, self.spec, config, inputs, tuple(assertions), row)
+        if variant is not None:
+            scenario += VARIANT_SEPARATOR + variant.label
+        return Case(scenario, directory, self.spec, config, inputs, tuple(assertions), row, variant)
 
     @property
     def dataset(self) -> Path | None:
@@ -277,21 +290,51 @@ def _check_journal_tools(journal: Journal, config: EngineConfig | None) -> None:
             )
 
 
-Fill = Callable[[Any, Path], Any]
-"""Fills a row's fields into data read from a file (case/dataset.py)."""
-
-
-def _filler(row: Row, dataset: Path | None) -> Fill:
-    assert dataset is not None  # a row comes from a dataset
-    return lambda data, path: render(data, row, path, dataset)
-
-
-def _load(model: type[M], path: Path, fill: Fill | None) -> M:
+def _load(model: type[M], path: Path, filling: Filling | None) -> M:
     data = load_yaml(path)
-    return load_model(model, path, fill(data, path) if fill is not None else data)
+    return load_model(model, path, render(data, filling, path) if filling is not None else data)
 
 
-def _assertions(path: Path, fill: Fill | None = None) -> list[Any]:
+def _with_variant(head: CaseHead, config: EngineConfig | None, variant: Variant) -> EngineConfig:
+    """The config as the variant sets it; a key that sets nothing of this case is an error."""
+    where = f"--nodeval-matrix variant {variant.label}"
+    if config is None:
+        raise CaseFormatError(
+            f"{where}: case '{head.id}' is run by your own agent (no {CONFIG_FILE}), whose model "
+            "and prompts nodeval cannot set; vary them in your agent from a {{ vars.KEY }}"
+            if set(variant.vars) != {k for k, _ in variant.values}
+            else f"{where}: case '{head.id}' has no {CONFIG_FILE} to fill"
+        )
+    _check_vars_used(head, variant, where)
+    update: dict[str, Any] = {}
+    model = variant.get("model")
+    if model is not None:
+        update["providers"] = [config.providers[0].model_copy(update={"model": model})] + list(
+            config.providers[1:]
+        )
+    prompt = variant.get("system_prompt")
+    if prompt is not None:
+        path = head.directory / INPUT_DIR / prompt
+        try:
+            update["system_prompt"] = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CaseFormatError(f"{where}: cannot read {path}: {exc}") from None
+    return config.model_copy(update=update) if update else config
+
+
+def _check_vars_used(head: CaseHead, variant: Variant, where: str) -> None:
+    files = [head.directory / name for name in (CONFIG_FILE, INPUTS_FILE, ASSERTIONS_FILE)]
+    text = "".join(p.read_text(encoding="utf-8") for p in files if p.is_file())
+    unused = [key for key in variant.vars if not re.search(rf"vars\.{re.escape(key)}\b", text)]
+    if unused:
+        raise CaseFormatError(
+            f"{where}: no file of case '{head.id}' uses {{{{ vars.{unused[0]} }}}} "
+            f"(its {CONFIG_FILE}, {INPUTS_FILE} or {ASSERTIONS_FILE}); a matrix key must set "
+            "something: model, system_prompt, or a {{ vars.KEY }} the case's files use"
+        )
+
+
+def _assertions(path: Path, filling: Filling | None = None) -> list[Any]:
     """assertions.yaml's assertions; a case must have one, or say `[]` on purpose."""
     if not path.is_file():
         raise CaseFormatError(
@@ -304,7 +347,8 @@ def _assertions(path: Path, fill: Fill | None = None) -> list[Any]:
             f"{path}: empty; list the case's assertions, or write `[]` to say on purpose "
             "that it has none"
         )
-    return load_model(AssertionsFile, path, fill(data, path) if fill else data).assertions
+    data = render(data, filling, path) if filling is not None else data
+    return load_model(AssertionsFile, path, data).assertions
 
 
 def _stale_by(spec: CaseSpec, journal_dir: Path, now: datetime | None) -> timedelta | None:
@@ -421,10 +465,10 @@ def read_case_head(directory: Path) -> CaseHead:
     return CaseHead(spec.id, directory, spec)
 
 
-def load_case(directory: Path, row_id: str | None = None) -> Case:
+def load_case(directory: Path, row_id: str | None = None, variant: Variant | None = None) -> Case:
     """The whole case directory, read and validated now (for commands and tools outside pytest);
-    a dataset case as one of its rows fills it in."""
-    return read_case_head(directory).load(row_id)
+    a dataset case as one of its rows fills it in; in a matrix, as a variant sets it."""
+    return read_case_head(directory).load(row_id, variant)
 
 
 def read_case_id(directory: Path) -> str:

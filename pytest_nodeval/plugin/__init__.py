@@ -168,6 +168,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "GITHUB_STEP_SUMMARY is set, it is appended to that file too.",
     )
     group.addoption(
+        "--nodeval-matrix",
+        action="append",
+        default=[],
+        metavar="KEY=A,B",
+        help="Run every case once per variant (repeatable; the variants are the product): "
+        "KEY is model, system_prompt (a file in the case's input/) or any {{ vars.KEY }} the "
+        "case's files use. The first variant is the one the others are compared with.",
+    )
+    group.addoption(
         "--nodeval-otel-endpoint",
         default=None,
         metavar="URL",
@@ -258,6 +267,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "nodeval_max_cost",
         "USD a run may spend before it stops starting attempts (--nodeval-max-cost).",
         default="",
+    )
+    parser.addini(
+        "nodeval_matrix",
+        "Variants every case runs in: lines 'KEY=A,B' (--nodeval-matrix overrides them).",
+        type="linelist",
+        default=[],
     )
     parser.addini(
         "nodeval_otel_endpoint",
@@ -499,8 +514,7 @@ def _select_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
     bound_ids: set[str] = set()
     for item in items:
         ref = case_ref(item)
-        # A dataset case's id selects all its rows; `<case>/<row>` one of them.
-        named = {ref.case_id, ref.case_id.partition("/")[0]} & selected_ids if ref else set()
+        named = ref.names & selected_ids if ref else set()
         if named:
             kept.append(item)
             bound_ids |= named

@@ -133,7 +133,7 @@ class RunAhead:
         if ref is None:
             return  # not a case's test: nothing to start
         try:
-            case = load_case_cached(item.config, Path(ref.directory), ref.row)
+            case = load_case_cached(item.config, Path(ref.directory), ref.row, ref.variant)
         except (Exception, pytest.fail.Exception):
             return  # a broken case fails in its test, with the same message
         run_dir = self.settings.report_dir / item.config.stash[run_id_key]

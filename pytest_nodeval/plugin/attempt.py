@@ -50,6 +50,7 @@ def case_meta(case: Case | CaseHead, rootpath: Path) -> CaseMeta:
         directory=directory,
         # A CaseHead (a case whose files never loaded) has no row: the caller sets it.
         dataset=case.spec.id if getattr(case, "row", None) is not None else None,
+        variant=variant.label if (variant := getattr(case, "variant", None)) else None,
     )
 
 

@@ -36,11 +36,20 @@ class CaseRef:
     directory: str
     repeat: int
     row: str | None = None
+    variant: str | None = None
+    """The matrix variant's label (`model=a`), which `Settings.variants` holds."""
 
     @property
     def attempt(self) -> tuple[str, int]:
-        """Which attempt the test checks: every test bound to one case (or row) and repeat."""
-        return case_key(self.directory, self.row), self.repeat
+        """Which attempt the test checks: every test bound to one case (row, variant) and repeat."""
+        return case_key(self.directory, self.row, self.variant), self.repeat
+
+    @property
+    def names(self) -> set[str]:
+        """The ids --nodeval-case selects this test by: its scenario's, without its variant, and
+        its case's (a dataset case's id selects every row, a case's every variant)."""
+        without_variant = self.case_id.partition("@")[0]
+        return {self.case_id, without_variant, without_variant.partition("/")[0]}
 
     @property
     def test_id(self) -> str:
@@ -156,20 +165,23 @@ def case_head(config: pytest.Config, directory: Path) -> CaseHead:
     return head
 
 
-def case_key(directory: str | Path, row: str | None) -> str:
-    """A case's (or a dataset row's) key among the cases this process loaded."""
-    return str(directory) if row is None else f"{directory}#{row}"
+def case_key(directory: str | Path, row: str | None, variant: str | None = None) -> str:
+    """A case's (a dataset row's, a variant's) key among the cases this process loaded."""
+    key = str(directory) if row is None else f"{directory}#{row}"
+    return key if variant is None else f"{key}@{variant}"
 
 
-def load_case_cached(config: pytest.Config, directory: Path, row: str | None = None) -> Case:
-    """The whole case (a dataset case: as `row` fills it in), read once per process when its
-    first test needs it.
+def load_case_cached(
+    config: pytest.Config, directory: Path, row: str | None = None, variant: str | None = None
+) -> Case:
+    """The whole case (a dataset case: as `row` fills it in; in a matrix, as `variant` sets
+    it), read once per process when its first test needs it.
 
     A file that cannot be read or validated fails the test (each of the case's tests)
     with the error naming the file, and no traceback.
     """
     cases = config.stash[cases_key]
-    key = case_key(directory, row)
+    key = case_key(directory, row, variant)
     case = cases.get(key)
     if case is not None:
         return case
@@ -178,13 +190,20 @@ def load_case_cached(config: pytest.Config, directory: Path, row: str | None = N
     state = _collected(config)
     if key not in state.broken:
         try:
-            case = cases[key] = case_head(config, directory).load(row)
+            chosen = _variant(config, variant)
+            case = cases[key] = case_head(config, directory).load(row, chosen)
             return case
         except NodevalError as exc:
             state.broken[key] = str(exc)
     from ..text import printable
 
     pytest.fail(printable(state.broken[key]), pytrace=False)
+
+
+def _variant(config: pytest.Config, label: str | None) -> Any:
+    """The run's `Variant` of this label (None outside a matrix)."""
+    variants = config.stash[settings_key].variants
+    return next((v for v in variants if v.label == label), None) if label else None
 
 
 def case_for(metafunc: pytest.Metafunc) -> CaseHead:
@@ -243,9 +262,11 @@ def parametrize_case(metafunc: pytest.Metafunc) -> None:
         (f"{head.id}{ROW_SEPARATOR}{row}", row) for row in rows
     ] or [(head.id, None)]
     directory = str(head.directory)
+    variants: list[str | None] = [v.label for v in settings.variants] or [None]
     refs = [
-        CaseRef(scenario, directory, r, row)
+        CaseRef(scenario + (f"@{variant}" if variant else ""), directory, r, row, variant)
         for scenario, row in scenarios
+        for variant in variants
         for r in range(1, settings.repeats_for(head.spec.repeat) + 1)
     ]
     metafunc.parametrize(

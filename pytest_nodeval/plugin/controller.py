@@ -324,12 +324,13 @@ class Controller:
         from ..modes import REPLAY_MODES
         from ..report.aggregate import aggregate
         from ..report.models import RunReport, ShardRecord, summary_of
+        from ..report.variants import with_variants
 
         cases, totals, suite = aggregate(self.records.values(), self.metas)
         duration_s = round(time.perf_counter() - self._t0, 3)
         # Replay spends nothing on the agent.
         totals.cost_recorded = self.settings.attempt_mode in REPLAY_MODES
-        return RunReport(
+        report = RunReport(
             run_id=self.run_id,
             started_at=self.started_at,
             finished_at=_now(),
@@ -350,6 +351,7 @@ class Controller:
             gate_policy=dict(self.settings.gate_policy),
             shard=None if self.shard is None else ShardRecord.model_validate(self.shard),
         )
+        return with_variants(report, self.settings.gate_policy)
 
     def _install_recordings(self, report: RunReport) -> None:
         """A recording replaces a case's golden journal only when its attempt passed every check."""
@@ -360,9 +362,7 @@ class Controller:
             for attempt in case.attempts:
                 if attempt.journal is None or not case.directory:
                     continue
-                target = self.config.rootpath / case.directory / "journal"
-                if case.dataset is not None:  # a row keeps its journal under journal/<row>
-                    target /= case.id.removeprefix(case.dataset + "/")
+                target = golden_journal(self.config.rootpath / case.directory, case)
                 if attempt.outcome != "passed" and not self.settings.record_force:
                     kept = "kept" if target.exists() else "not written"
                     self.notes.append(
@@ -372,7 +372,7 @@ class Controller:
                     continue
                 source = self.run_dir / attempt.journal
                 try:
-                    target.parent.mkdir(exist_ok=True)  # journal/ of a dataset's first row
+                    target.parent.mkdir(parents=True, exist_ok=True)  # a first row or variant
                     change = install_if_changed(target, source, install_journal)
                     self.notes.append(
                         f"unchanged: {_relative(target)} (recorded the same again)"
@@ -506,6 +506,16 @@ class Controller:
         elif self.report_path is not None:
             html = f", {self.html_path.name}" if self.html_path is not None else ""
             terminalreporter.write_sep("-", f"nodeval report: {_relative(self.report_path)}{html}")
+
+
+def golden_journal(directory: Path, case: Any) -> Path:
+    """A case's journal: journal/, a dataset row's journal/<row>/, a variant's .../@<label>/
+    (as `Case.journal_dir` says it, from what report.json keeps of the case)."""
+    target = directory / "journal"
+    scenario = case.id.removesuffix(f"@{case.variant}") if case.variant else case.id
+    if case.dataset is not None:
+        target /= scenario.removeprefix(case.dataset + "/")
+    return target / f"@{case.variant}" if case.variant else target
 
 
 def _crash_reason(report: pytest.TestReport) -> str:

@@ -45,7 +45,7 @@ def nodeval_case(request: pytest.FixtureRequest) -> Case:
         )
     from .collect import load_case_cached
 
-    return load_case_cached(request.config, Path(ref.directory), ref.row)
+    return load_case_cached(request.config, Path(ref.directory), ref.row, ref.variant)
 
 
 @pytest.fixture

@@ -119,10 +119,11 @@ def _refuse(source: str, problem: str | None) -> None:
 
 
 def _check_case_ids(wanted: list[str], roots: tuple[Path, ...]) -> None:
-    """Every --nodeval-case names a case directory, or a row of a dataset case (`<case>/<row>`:
-    its case is checked here, its row at collection); one not collected is refused later."""
+    """Every --nodeval-case names a case directory, or a row of a dataset case (`<case>/<row>`)
+    or a variant (`<case>@<label>`): its case is checked here, the rest at collection; one not
+    collected is refused later."""
     known = _case_ids(roots)
-    unknown = sorted({w for w in wanted if w.partition("/")[0] not in known})
+    unknown = sorted({w for w in wanted if w.partition("@")[0].partition("/")[0] not in known})
     if unknown:
         shown = ", ".join(sorted(known)[:SHOWN_IDS]) + (", ..." if len(known) > SHOWN_IDS else "")
         raise pytest.UsageError(

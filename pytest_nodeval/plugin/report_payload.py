@@ -27,11 +27,15 @@ def attach(report: pytest.TestReport, item: pytest.Item, ref: CaseRef) -> None:
     else:
         from .collect import case_key
 
-        known = item.config.stash[cases_key].get(case_key(ref.directory, ref.row))
+        known = item.config.stash[cases_key].get(case_key(ref.directory, ref.row, ref.variant))
         case = known or _head(item.config, ref)
         meta = (
             case_meta(case, item.config.rootpath).model_copy(
-                update={"id": ref.case_id, "dataset": case.spec.id if ref.row else None}
+                update={
+                    "id": ref.case_id,
+                    "dataset": case.spec.id if ref.row else None,
+                    "variant": ref.variant,
+                }
             )
             if case
             else CaseMeta(id=ref.case_id)

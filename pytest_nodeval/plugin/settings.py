@@ -99,6 +99,9 @@ class Settings:
     """--nodeval-from-turn / nodeval_from_turn: live and record attempts replay the user turns
     before this one from the case's journal, then go live (preflight.py checks the mode)."""
     from_turn_source: str = "--nodeval-from-turn"
+    variants: tuple[Any, ...] = ()
+    """--nodeval-matrix / nodeval_matrix: every case runs once per variant
+    (case/variants.py `Variant`s; the first is the one the others are compared with)."""
 
     @property
     def attempt_mode(self) -> Mode:
@@ -291,7 +294,29 @@ def from_config(config: pytest.Config) -> Settings:
             config.getini("nodeval_world_concurrency") or WORLD_CONCURRENCY,
             f"nodeval_world_concurrency ({where})",
         ),
+        variants=_matrix(config, where),
     )
+
+
+def _matrix(config: pytest.Config, where: str) -> tuple[Any, ...]:
+    # --nodeval-matrix (repeatable) > ini nodeval_matrix: the one place the variants are decided.
+    cli = config.getoption("nodeval_matrix") or []
+    flags, source = (
+        (cli, "--nodeval-matrix")
+        if cli
+        else (
+            config.getini("nodeval_matrix"),
+            f"nodeval_matrix ({where})",
+        )
+    )
+    if not flags:
+        return ()
+    from ..case.variants import parse_matrix
+
+    try:
+        return parse_matrix(list(flags), source)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _record_mode(config: pytest.Config, where: str, mode: str, mode_source: str) -> RecordMode:

@@ -82,6 +82,7 @@ def build_case(meta: CaseMeta, attempts: list[AttemptRecord]) -> CaseReport:
         tags=meta.tags,
         directory=meta.directory,
         dataset=meta.dataset,
+        variant=meta.variant,
         min_pass_rate=meta.min_pass_rate,
         verdict=case_verdict(attempts, meta.min_pass_rate),  # type: ignore[arg-type]
         stats=stats,

@@ -131,6 +131,7 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
     """One report from compatible shard runs; `missing` shards' cases are not run."""
     from .aggregate import aggregate
     from .models import summary_of
+    from .variants import with_variants
 
     records = [a for run in runs for case in run.report.cases for a in case.attempts]
     metas = {case.id: case.meta() for run in runs for case in run.report.cases}
@@ -151,7 +152,7 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
     status = combined_exit_status([_before_gate(r.report) for r in runs])
     pytest_status = combined_exit_status([r.report.pytest_exit_status for r in runs])
     environment = {**first.environment, "shards": str(total or len(runs))}
-    return RunReport(
+    merged = RunReport(
         run_id=run_id,
         started_at=started,
         finished_at=finished,
@@ -172,6 +173,7 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
         gate_policy=dict(first.gate_policy),
         merged_from=[r.report.run_id for r in runs],
     )
+    return with_variants(merged, dict(first.gate_policy))
 
 
 def _when(stamp: str) -> datetime:

@@ -49,6 +49,8 @@ class CaseMeta(_Model):
     """Relative to the rootdir."""
     dataset: str | None = None
     """For a row of a dataset case (id `<case>/<row>`): the dataset case's own id."""
+    variant: str | None = None
+    """In a matrix (--nodeval-matrix), the variant's label: the id ends in `@<label>`."""
 
 
 class AttemptRecord(_Model):
@@ -176,6 +178,9 @@ class CaseReport(_Model):
     dataset: str | None = None
     """For a row of a dataset case (id `<case>/<row>`): the dataset case's own id, which
     groups its rows in the reports; None for any other case."""
+    variant: str | None = None
+    """In a matrix (--nodeval-matrix), the variant's label (`model=a`): the id ends in
+    `@<label>`, and report.json's `variants` compares the variants."""
     min_pass_rate: float | None = None
     verdict: Literal["passed", "failed", "tolerated", "error", "skipped", "not_run"]
     """passed: every attempt passed; tolerated: some failed, within min_pass_rate; error: an
@@ -209,6 +214,7 @@ class CaseReport(_Model):
             min_pass_rate=self.min_pass_rate,
             directory=self.directory,
             dataset=self.dataset,
+            variant=self.variant,
         )
 
     @property
@@ -325,6 +331,48 @@ class ShardRecord(_Model):
     """Tests (cases' and plain ones) this shard kept."""
 
 
+class VariantComparison(_Model):
+    """The variant against the first, as the gate compares a run with its baseline."""
+
+    verdict: str
+    """The worst gate verdict: OK, WARN, INCONCLUSIVE or FAIL."""
+    breached: list[str]
+    """Gates whose verdict is FAIL."""
+    worse: list[str]
+    """Scenarios (ids without the variant) whose pass rate fell, most severe first, as the
+    per-scenario gate names them."""
+    reasons: dict[str, str] = Field(default_factory=dict)
+    """Each gate's one-line reason, by gate."""
+
+
+class VariantSummary(_Model):
+    label: str
+    """The variant's label, as test ids carry it: `model=a`."""
+    scenarios: int
+    attempts: int
+    """Graded attempts (passed or failed)."""
+    pass_rate: float | None
+    """The suite pass rate over the variant's scenarios (each weighted equally)."""
+    ci_low: float | None
+    ci_high: float | None
+    cost_usd: float | None
+    """What its attempts cost; None when one of them has no known price."""
+    cost_per_attempt_usd: float | None
+    latency_p95_ms: float | None
+    """The 95th percentile of its attempts' latencies, pooled."""
+    tokens_per_attempt: float | None
+    vs_first: VariantComparison | None = None
+    """Against the first variant; None for the first."""
+
+
+class VariantsReport(_Model):
+    compared_with: str
+    """The first variant's label: the one every other is compared with."""
+    variants: list[VariantSummary]
+    cases: dict[str, dict[str, float | None]]
+    """Per scenario (id without the variant), each variant's pass rate."""
+
+
 class RunReport(_Model):
     schema_version: Literal["1"] = REPORT_SCHEMA_VERSION
     run_id: str
@@ -353,6 +401,9 @@ class RunReport(_Model):
     """The diff against the baseline and the gates' verdicts, when a baseline was given."""
     adaptive: AdaptiveRun | None = None
     """Adaptive repeats, when they were in effect (asked for, with a baseline, not replay)."""
+    variants: VariantsReport | None = None
+    """A matrix run's variants side by side, each compared with the first (report/variants.py);
+    None for a run without --nodeval-matrix."""
     environment: dict[str, str] = Field(default_factory=dict)
     """Versions, platform, xdist workers and, when known, git_commit (what `nodeval merge`
     compares)."""

@@ -318,6 +318,10 @@ def _summary_lines(report: RunReport, verbosity: int, divergences: bool) -> list
         limit = None if verbosity > 0 else 50
         lines += case_lines(report, limit, divergences=divergences)
     lines.append(totals_line(report))
+    if report.variants is not None:
+        from .variants import variants_lines
+
+        lines += variants_lines(report.variants)
     lines += cost_lines(report)
     lines += adaptive_lines(report)
     lines += infra_lines(report)

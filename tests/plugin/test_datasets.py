@@ -149,9 +149,9 @@ def test_a_new_row_has_no_journal_and_a_removed_one_leaves_an_orphan_clean_remov
         (
             "rows.jsonl",
             '{"id": "a", "question": "q"}\n',
-            "{case}/input/config.yaml: row 'a' of rows.jsonl cannot fill "
-         "'The answer is {{{{ row.answer }}}}.': "
-            "'dict object' has no attribute 'answer' (its fields: id, question)",
+            "{case}/input/config.yaml: cannot fill 'The answer is {{{{ row.answer }}}}.': "
+            "'dict object' has no attribute 'answer'; it is filled from row 'a' of rows.jsonl "
+            "(its fields: id, question)",
         ),
         ("../rows.jsonl", "", "dataset: '../rows.jsonl' is outside the case directory"),
     ],

@@ -1,0 +1,189 @@
+"""--nodeval-matrix: every case once per variant, each variant compared with the first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_nodeval.report.models import RunReport
+
+from ..conftest import write_case
+
+
+def _report(project: pytest.Pytester) -> RunReport:
+    return RunReport.model_validate_json(
+        (project.path / "reports" / "latest" / "report.json").read_bytes()
+    )
+
+
+def _models_sent(project: pytest.Pytester, report: RunReport) -> dict[str, set[str]]:
+    sent: dict[str, set[str]] = {}
+    for case in report.cases:
+        for attempt in case.attempts:
+            events = project.path / "reports" / "latest" / str(attempt.journal) / "events.jsonl"
+            for line in events.read_text().splitlines():
+                event = json.loads(line)
+                if event["type"] == "llm.request":
+                    sent.setdefault(case.id, set()).add(event["payload"]["body"]["model"])
+    return sent
+
+
+def test_two_models_run_as_two_tests_and_report_json_compares_them(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    write_case(
+        nodeval_project.path / "scenarios",
+        "hello",
+        script=[{"text": "Hello."}],
+        inputs=["hi"],
+        assertions=[{"kind": "output_contains", "text": "hello"}],
+    )
+    result = nodeval_project.runpytest(
+        "--nodeval-mode=live", "--repeat", "2", "--nodeval-matrix=model=mock-1,mock-2", "-v"
+    )
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_scenario[[]hello@model=mock-1[]] PASSED*",
+            "*test_scenario[[]hello@model=mock-2-r2[]] PASSED*",
+            "variants (each compared with model=mock-1):",
+            "  model=mock-2 *OK",
+        ]
+    )
+    report = _report(nodeval_project)
+    assert _models_sent(nodeval_project, report) == {
+        "hello@model=mock-1": {"mock-1"},
+        "hello@model=mock-2": {"mock-2"},
+    }
+    variants = report.variants
+    assert variants is not None and variants.compared_with == "model=mock-1"
+    assert [v.label for v in variants.variants] == ["model=mock-1", "model=mock-2"]
+    assert [v.attempts for v in variants.variants] == [2, 2]
+    assert variants.variants[0].vs_first is None
+    assert variants.variants[1].vs_first is not None
+    assert variants.variants[1].vs_first.verdict == "OK"
+    assert variants.cases == {"hello": {"model=mock-1": 1.0, "model=mock-2": 1.0}}
+
+
+def _vars_case(root: Path) -> Path:
+    """A case whose mock answers in the tone a {{ vars.tone }} names; 'rude' fails its check."""
+    case = write_case(
+        root,
+        "tone",
+        script=[{"text": "Reply, {{ vars.tone }}."}],
+        inputs=["hi"],
+        assertions=[{"kind": "output_contains", "text": "polite"}],
+        record=False,
+    )
+    return case
+
+
+def test_a_variant_that_fails_is_worse_than_the_first_by_the_gate_s_verdict(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    _vars_case(nodeval_project.path / "scenarios")
+    result = nodeval_project.runpytest(
+        "--nodeval-mode=live", "--repeat", "5", "--nodeval-matrix=tone=polite,rude"
+    )
+    result.assert_outcomes(passed=5, failed=5)
+    report = _report(nodeval_project)
+    assert report.variants is not None
+    rude = report.variants.variants[1]
+    assert rude.label == "tone=rude" and rude.pass_rate == 0.0
+    assert rude.vs_first is not None and rude.vs_first.verdict == "FAIL"
+    assert rude.vs_first.worse == ["tone"]
+    result.stdout.fnmatch_lines(["  tone=rude *FAIL: worse on 1 case(s): tone"])
+
+
+def test_record_then_replay_per_variant_and_a_variant_without_a_journal_says_so(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    case = _vars_case(nodeval_project.path / "scenarios")
+    matrix = "--nodeval-matrix=tone=polite,very-polite"
+    nodeval_project.runpytest("--nodeval-mode=record", matrix).assert_outcomes(passed=2)
+    assert sorted(p.name for p in (case / "journal").iterdir()) == [
+        "@tone=polite",
+        "@tone=very-polite",
+    ]
+    nodeval_project.runpytest(matrix).assert_outcomes(passed=2)
+    result = nodeval_project.runpytest("--nodeval-matrix=tone=polite,kind")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [f"*{case / 'journal' / '@tone=kind'}: no journal here; record one with*"]
+    )
+
+
+def test_system_prompt_variants_read_a_file_of_the_case(nodeval_project: pytest.Pytester) -> None:
+    case = write_case(
+        nodeval_project.path / "scenarios",
+        "prompted",
+        script=[{"text": "Hi."}],
+        inputs=["hi"],
+        assertions=[{"kind": "output_contains", "text": "hi"}],
+        record=False,
+    )
+    (case / "input" / "terse.txt").write_text("Be terse.\n")
+    (case / "input" / "warm.txt").write_text("Be warm.\n")
+    nodeval_project.runpytest(
+        "--nodeval-mode=live", "--nodeval-matrix=system_prompt=terse.txt,warm.txt"
+    ).assert_outcomes(passed=2)
+    report = _report(nodeval_project)
+    systems = {}
+    for c in report.cases:
+        journal = nodeval_project.path / "reports" / "latest" / str(c.attempts[0].journal)
+        request = next(
+            json.loads(line)
+            for line in (journal / "events.jsonl").read_text().splitlines()
+            if '"llm.request"' in line
+        )
+        systems[c.id] = request["payload"]["body"]["system"]
+    assert systems == {
+        "prompted@system_prompt=terse.txt": "Be terse.",
+        "prompted@system_prompt=warm.txt": "Be warm.",
+    }
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--nodeval-matrix=model=a", "--nodeval-matrix=model=b"],
+            "--nodeval-matrix: model is given twice; give its values in one flag",
+        ),
+        (["--nodeval-matrix=model"], "--nodeval-matrix='model': not KEY=VALUE[,VALUE...]"),
+        (["--nodeval-matrix=model=a/b"], "--nodeval-matrix='model=a/b': value 'a/b'"),
+        (
+            ["--nodeval-matrix=provider=x,y"],
+            "--nodeval-matrix='provider=x,y': a provider entry from a `variants:` block is "
+            "not supported yet",
+        ),
+    ],
+    ids=["twice", "no-values", "slash", "provider"],
+)
+def test_bad_matrix_flags_are_one_usage_line(
+    nodeval_project: pytest.Pytester, flags: list[str], message: str
+) -> None:
+    _vars_case(nodeval_project.path / "scenarios")
+    result = nodeval_project.runpytest(*flags)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+    assert not (nodeval_project.path / "reports").exists()
+
+
+def test_a_matrix_key_nothing_uses_fails_the_case_naming_the_key(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    write_case(
+        nodeval_project.path / "scenarios",
+        "plain",
+        script=[{"text": "Hi."}],
+        inputs=["hi"],
+        record=False,
+    )
+    result = nodeval_project.runpytest("--nodeval-mode=live", "--nodeval-matrix=tone=a,b")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        ["*--nodeval-matrix variant tone=a: no file of case 'plain' uses {{ vars.tone }}*"]
+    )
