@@ -283,7 +283,7 @@ NODEVAL = [
     Wrong(
         "no-command",
         "nodeval",
-        "nodeval: error: a command is needed, one of: baseline, clean, eval, history, *",
+        "nodeval: error: a command is needed, one of: baseline, clean, eval, export-otel, *",
     ),
     Wrong("unknown-command", "nodeval bogus", "nodeval: error: *invalid choice: 'bogus'*"),
     Wrong(
