@@ -18,6 +18,7 @@ from pytest_nodeval.cli import main
 from pytest_nodeval.sampling.otlp_file import read_traces
 
 REPO = Path(__file__).resolve().parents[2]
+LIST_ARGS = '{"op": "list", "path": "reports"}'
 SEEDS = ("hello-answer", "disk-usage", "multi-turn-refund", "ask-clarification")
 
 
@@ -157,7 +158,7 @@ def _openinference_trace() -> list[dict[str, Any]]:
         "llm.output_messages.0.message.role": "assistant",
         "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_a",
         "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "file",
-        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"op": "list", "path": "reports"}',
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": LIST_ARGS,
     }
     second = {
         "openinference.span.kind": "LLM",
@@ -169,7 +170,7 @@ def _openinference_trace() -> list[dict[str, Any]]:
         "llm.input_messages.2.message.role": "assistant",
         "llm.input_messages.2.message.tool_calls.0.tool_call.id": "call_a",
         "llm.input_messages.2.message.tool_calls.0.tool_call.function.name": "file",
-        "llm.input_messages.2.message.tool_calls.0.tool_call.function.arguments": '{"op": "list", "path": "reports"}',
+        "llm.input_messages.2.message.tool_calls.0.tool_call.function.arguments": LIST_ARGS,
         "llm.input_messages.3.message.role": "tool",
         "llm.input_messages.3.message.tool_call_id": "call_a",
         "llm.input_messages.3.message.content": '{"entries": ["q3.txt"]}',
