@@ -57,7 +57,7 @@ def _text_parts(text: Any) -> list[Part]:
 
 
 def _call(call_id: Any, name: Any, arguments: Any) -> Part:
-    part: Part = {"type": "tool_call", "name": str(name), "arguments": _json_or_text(arguments)}
+    part: Part = {"type": "tool_call", "name": str(name), "arguments": json_or_text(arguments)}
     if call_id is not None:
         part["id"] = str(call_id)
     return part
@@ -81,7 +81,7 @@ def _output(parts: list[Part], finish: Any) -> Message:
     return message
 
 
-def _json_or_text(value: Any) -> Any:
+def json_or_text(value: Any) -> Any:
     """Arguments some APIs send as JSON text (OpenAI), as the object they stand for."""
     if isinstance(value, str):
         try:

@@ -30,6 +30,7 @@ from ..errors import NodevalError
 from ..journal.events import JournalHeader, now_iso
 from ..journal.redact import pii_redactor
 from ..journal.writer import JournalWriter
+from ..report.otel_messages import json_or_text
 from .otlp_file import Span, json_attribute, read_traces
 from .promote import Promoted, PromoteOptions, promote
 
@@ -294,7 +295,7 @@ def _oi_message(message: dict[str, Any]) -> dict[str, Any]:
         }
     parts: list[dict[str, Any]] = [{"type": "text", "content": text}] if text else []
     for call in _indexed(message, "message.tool_calls"):
-        arguments = _json_or_text(call.get("tool_call.function.arguments"))
+        arguments = json_or_text(call.get("tool_call.function.arguments"))
         parts.append(
             {
                 "type": "tool_call",
@@ -551,9 +552,9 @@ def _result(session: Session, call: dict[str, Any], turn: int) -> dict[str, Any]
     ok = not (span.error if span is not None else bool(told and told["is_error"]))
     result: Any = None
     if span is not None and span.attr("gen_ai.tool.call.result", "output.value") is not None:
-        result = _json_or_text(span.attr("gen_ai.tool.call.result", "output.value"))
+        result = json_or_text(span.attr("gen_ai.tool.call.result", "output.value"))
     elif told is not None:
-        result = _json_or_text(told["content"])
+        result = json_or_text(told["content"])
     if span is None and told is None:
         raise NodevalError(
             f"{session.exchanges[0].span.where}: the trace has no result of tool call "
@@ -578,15 +579,6 @@ def _told(session: Session, call_id: str) -> dict[str, Any] | None:
             if message["role"] == "tool" and message["call_id"] == call_id:
                 return message
     return None
-
-
-def _json_or_text(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def engine_config(session: Session) -> dict[str, Any] | None:
