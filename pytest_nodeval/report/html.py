@@ -80,6 +80,7 @@ def render_chunks(
         gate=gate,
         regressions=regressions[:REGRESSIONS_SHOWN],
         more_regressions=max(0, len(regressions) - REGRESSIONS_SHOWN),
+        variants=data.variants_view(report),
         page_json=_inert(pack_text(_json(page))),
         timelines=_scenario_blocks(report, run_dir, rootdir, slots),
     )

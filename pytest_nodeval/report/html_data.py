@@ -309,6 +309,43 @@ def cost_overview(report: RunReport) -> dict[str, Any] | None:
     }
 
 
+def variants_view(report: RunReport) -> dict[str, Any] | None:
+    """A matrix run's variants table (report.json's `variants`), None for a run without one."""
+    from .terminal import usd
+
+    variants = report.variants
+    if variants is None:
+        return None
+    labels = [v.label for v in variants.variants]
+    rows = [
+        {
+            "label": text(v.label, 200),
+            "scenarios": v.scenarios,
+            "attempts": v.attempts,
+            "pass_rate": num(v.pass_rate),
+            "ci_low": num(v.ci_low),
+            "ci_high": num(v.ci_high),
+            "cost": text(usd(v.cost_per_attempt_usd), 40),
+            "p95_ms": num(v.latency_p95_ms),
+            "tokens": num(v.tokens_per_attempt),
+            "verdict": text(v.vs_first.verdict, 20) if v.vs_first else None,
+            "worse": [text(c, 200) for c in v.vs_first.worse] if v.vs_first else [],
+            "reasons": [text(r, 500) for r in v.vs_first.reasons.values()] if v.vs_first else [],
+        }
+        for v in variants.variants
+    ]
+    cases = [
+        {"id": text(case_id, 200), "rates": [num(rates.get(label)) for label in labels]}
+        for case_id, rates in variants.cases.items()
+    ]
+    return {
+        "compared_with": text(variants.compared_with, 200),
+        "labels": [text(label, 200) for label in labels],
+        "rows": rows,
+        "cases": cases,
+    }
+
+
 # -- the scenarios ------------------------------------------------------------------------
 
 
