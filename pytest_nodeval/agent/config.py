@@ -290,6 +290,10 @@ def _needs_section(tool_pattern: str, section: str) -> dict[str, Any]:
     }
 
 
+_NOT_MOCK: JsonDict = {"properties": {"name": {"not": {"const": "mock"}}}}
+VARIANT_NAME_PATTERN = "^[A-Za-z0-9._:+-]+$"
+"""A `variants:` entry's name: a matrix value (case/variants.py), so a journal directory's."""
+
 # What the model validators below refuse within this one file, for the JSON Schema.
 _ENGINE_RULES: JsonDict = {
     "allOf": [
@@ -301,7 +305,8 @@ _ENGINE_RULES: JsonDict = {
             "then": {
                 "properties": {
                     **dict.fromkeys(_ENGINE_ONLY, False),
-                    "providers": {"items": {"properties": {"name": {"not": {"const": "mock"}}}}},
+                    "providers": {"items": _NOT_MOCK},
+                    "variants": {"additionalProperties": _NOT_MOCK},
                 }
             },
             "else": {"properties": {"env": {"maxProperties": 0}, "stdio": False}},
@@ -344,6 +349,12 @@ class EngineConfig(_Strict):
     """How the program talks with the user (with `command`): `lines`, every turn on stdin up
     front and each stdout line an answer; `jsonl`, turn by turn in JSON lines, which a persona
     user needs (docs/command-agents.md)."""
+    variants: dict[str, ProviderSpec] = Field(
+        default_factory=dict,
+        json_schema_extra={"propertyNames": {"pattern": VARIANT_NAME_PATTERN}},
+    )
+    """Provider entries by name, for a matrix's `provider` key (`--nodeval-matrix=provider=a,b`):
+    the chosen entry takes the first provider's place. Unused outside a matrix."""
 
     def offered_tools(self) -> set[str] | None:
         """The tool names the engine offers the model, or None when they are named at run time:
@@ -361,6 +372,17 @@ class EngineConfig(_Strict):
         if isinstance(tools, list):
             return [{"name": t} if isinstance(t, str) else t for t in tools]
         return tools
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_names(cls, variants: dict[str, ProviderSpec]) -> dict[str, ProviderSpec]:
+        bad = next((n for n in variants if not re.fullmatch(VARIANT_NAME_PATTERN, n)), None)
+        if bad is not None:
+            raise ValueError(
+                f"variants: the name {bad!r} is not a matrix value "
+                "(letters, digits and . _ : + - only)"
+            )
+        return variants
 
     @model_validator(mode="after")
     def _unique_labels(self) -> EngineConfig:
@@ -381,7 +403,7 @@ class EngineConfig(_Strict):
                     f"{', '.join(given)}: the engine's settings, which a `command` agent does "
                     "not use (its prompt and tools are its own); remove them or the command"
                 )
-            if any(p.name == "mock" for p in self.providers):
+            if any(p.name == "mock" for p in [*self.providers, *self.variants.values()]):
                 raise ValueError(
                     "providers: the mock has no HTTP API for a `command` program to call; "
                     "use anthropic, openai or gemini, with base_url: fake to record keylessly"

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..agent.config import EngineConfig
+from ..agent.config import EngineConfig, ProviderSpec
 from ..checks.assertions import AssertionsFile
 from ..errors import CaseFormatError, JournalError, human_size
 from ..journal.reader import Journal, read_golden, read_header
@@ -307,11 +307,15 @@ def _with_variant(head: CaseHead, config: EngineConfig | None, variant: Variant)
         )
     _check_vars_used(head, variant, where)
     update: dict[str, Any] = {}
+    first = config.providers[0]
+    provider = variant.get("provider")
+    if provider is not None:
+        first = _variant_provider(head, config, provider, where)
     model = variant.get("model")
     if model is not None:
-        update["providers"] = [config.providers[0].model_copy(update={"model": model})] + list(
-            config.providers[1:]
-        )
+        first = first.model_copy(update={"model": model})
+    if first is not config.providers[0]:
+        update["providers"] = [first, *config.providers[1:]]
     prompt = variant.get("system_prompt")
     if prompt is not None:
         path = head.directory / INPUT_DIR / prompt
@@ -320,6 +324,18 @@ def _with_variant(head: CaseHead, config: EngineConfig | None, variant: Variant)
         except (OSError, UnicodeDecodeError) as exc:
             raise CaseFormatError(f"{where}: cannot read {path}: {exc}") from None
     return config.model_copy(update=update) if update else config
+
+
+def _variant_provider(head: CaseHead, config: EngineConfig, name: str, where: str) -> ProviderSpec:
+    """The `variants:` entry a matrix's `provider` value names."""
+    entry = config.variants.get(name)
+    if entry is None:
+        given = ", ".join(config.variants) or "none: the file has no `variants:` block"
+        raise CaseFormatError(
+            f"{where}: {head.directory / CONFIG_FILE} has no provider entry "
+            f"{name!r} under `variants:`; its entries: {given}"
+        )
+    return entry
 
 
 def _check_vars_used(head: CaseHead, variant: Variant, where: str) -> None:

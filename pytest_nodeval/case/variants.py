@@ -2,7 +2,9 @@
 
 A variant sets some of these, one value each (the variants are the product of the flags):
 
-- `model`: the model of the case's first provider;
+- `provider`: the case's first provider, replaced by the entry of that name in config.yaml's
+  `variants:` block;
+- `model`: the model of the case's first provider (after `provider`, when both are given);
 - `system_prompt`: the system prompt, read from a file in the case's `input/` directory;
 - any other KEY: the value of `{{ vars.KEY }}` in the case's YAML files.
 
@@ -20,12 +22,8 @@ from typing import Final
 
 VARIANT_SEPARATOR: Final = "@"
 """Between a scenario's id and its variant's label, in scenario ids, test ids and journal names."""
-CASE_KEYS: Final = ("model", "system_prompt")
+CASE_KEYS: Final = ("provider", "model", "system_prompt")
 """The keys that set part of input/config.yaml; any other key is a `{{ vars.KEY }}`."""
-UNSUPPORTED_KEYS: Final = {
-    "provider": "a provider entry from a `variants:` block is not supported yet; "
-    "vary `model`, `system_prompt` or a `{{ vars.KEY }}` instead",
-}
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VALUE = re.compile(r"^[A-Za-z0-9._:+-]+$")
 """No '/' (a label names a journal directory) nor '@' or ',' (they separate labels)."""
@@ -60,8 +58,6 @@ def parse_matrix(flags: list[str], where: str) -> tuple[Variant, ...]:
         key = key.strip()
         if not equals or not _KEY.fullmatch(key):
             raise ValueError(f"{where}={flag!r}: not KEY=VALUE[,VALUE...] (e.g. model=a,b)")
-        if key in UNSUPPORTED_KEYS:
-            raise ValueError(f"{where}={flag!r}: {UNSUPPORTED_KEYS[key]}")
         if key in axes:
             raise ValueError(f"{where}: {key} is given twice; give its values in one flag")
         choices = [value.strip() for value in values.split(",")]

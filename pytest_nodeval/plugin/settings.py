@@ -25,6 +25,8 @@ from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, RECORD_MODES, MatchLevel, M
 WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
 PROGRESS_MODES = ("auto", "tty", "plain", "off")
 PROFILE_KEYS = ("mode", "repeat", "match", "world", "adaptive", "concurrency")
+MATRIX_KEY = "matrix"
+"""A profile's `matrix=KEY=A,B`, as many as the profile has axes (they make the product)."""
 DEFAULTS: dict[str, Any] = {
     "mode": "deterministic",
     "repeat": 1,
@@ -122,24 +124,29 @@ class Settings:
         return case_repeat
 
 
-def parse_profiles(lines: list[str], where: str) -> dict[str, dict[str, str]]:
-    """`nodeval_profiles` lines: `release: mode=live repeat=10 adaptive=on`."""
-    profiles: dict[str, dict[str, str]] = {}
+def parse_profiles(lines: list[str], where: str) -> dict[str, dict[str, Any]]:
+    """`nodeval_profiles` lines: `release: mode=live repeat=10 matrix=model=a,b`; a profile's
+    `matrix` values are a list (one per axis), every other value a string."""
+    profiles: dict[str, dict[str, Any]] = {}
     for line in lines:
         name, sep, rest = line.partition(":")
         if not sep or not name.strip():
             raise pytest.UsageError(
                 f"nodeval_profiles ({where}): {line!r} is not 'name: key=value ...'"
             )
-        values: dict[str, str] = {}
+        values: dict[str, Any] = {}
         for item in rest.split():
             key, eq, value = item.partition("=")
-            if not eq or key not in PROFILE_KEYS:
+            if key == MATRIX_KEY and eq:
+                values.setdefault(MATRIX_KEY, []).append(value)
+            elif not eq or key not in PROFILE_KEYS:
                 raise pytest.UsageError(
                     f"nodeval_profiles ({where}): profile {name.strip()!r} has {item!r}; "
-                    f"expected key=value with key one of {', '.join(PROFILE_KEYS)}"
+                    "expected key=value with key one of "
+                    f"{', '.join((*PROFILE_KEYS, MATRIX_KEY))}"
                 )
-            values[key] = value
+            else:
+                values[key] = value
         profiles[name.strip()] = values
     return profiles
 
@@ -294,21 +301,21 @@ def from_config(config: pytest.Config) -> Settings:
             config.getini("nodeval_world_concurrency") or WORLD_CONCURRENCY,
             f"nodeval_world_concurrency ({where})",
         ),
-        variants=_matrix(config, where),
+        variants=_matrix(config, where, profile, profiles.get(profile or "", {})),
     )
 
 
-def _matrix(config: pytest.Config, where: str) -> tuple[Any, ...]:
-    # --nodeval-matrix (repeatable) > ini nodeval_matrix: the one place the variants are decided.
-    cli = config.getoption("nodeval_matrix") or []
-    flags, source = (
-        (cli, "--nodeval-matrix")
-        if cli
-        else (
-            config.getini("nodeval_matrix"),
-            f"nodeval_matrix ({where})",
-        )
-    )
+def _matrix(
+    config: pytest.Config, where: str, profile: str | None, profile_values: dict[str, Any]
+) -> tuple[Any, ...]:
+    # --nodeval-matrix (repeatable) > the profile's matrix= > ini nodeval_matrix, whole: the
+    # one place the variants are decided. A layer's axes are not mixed with another's.
+    layers = [
+        (config.getoption("nodeval_matrix") or [], "--nodeval-matrix"),
+        (profile_values.get(MATRIX_KEY, []), f"profile {profile!r} ({where}) matrix"),
+        (config.getini("nodeval_matrix"), f"nodeval_matrix ({where})"),
+    ]
+    flags, source = next(((f, s) for f, s in layers if f), ([], ""))
     if not flags:
         return ()
     from ..case.variants import parse_matrix

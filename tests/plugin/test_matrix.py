@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_nodeval.report.models import RunReport
 
-from ..conftest import write_case
+from ..conftest import PROJECT_INI, write_case
 
 
 def _report(project: pytest.Pytester) -> RunReport:
@@ -154,13 +155,8 @@ def test_system_prompt_variants_read_a_file_of_the_case(nodeval_project: pytest.
         ),
         (["--nodeval-matrix=model"], "--nodeval-matrix='model': not KEY=VALUE[,VALUE...]"),
         (["--nodeval-matrix=model=a/b"], "--nodeval-matrix='model=a/b': value 'a/b'"),
-        (
-            ["--nodeval-matrix=provider=x,y"],
-            "--nodeval-matrix='provider=x,y': a provider entry from a `variants:` block is "
-            "not supported yet",
-        ),
     ],
-    ids=["twice", "no-values", "slash", "provider"],
+    ids=["twice", "no-values", "slash"],
 )
 def test_bad_matrix_flags_are_one_usage_line(
     nodeval_project: pytest.Pytester, flags: list[str], message: str
@@ -187,3 +183,75 @@ def test_a_matrix_key_nothing_uses_fails_the_case_naming_the_key(
     result.stdout.fnmatch_lines(
         ["*--nodeval-matrix variant tone=a: no file of case 'plain' uses {{ vars.tone }}*"]
     )
+
+
+def _providers_case(root: Path) -> Path:
+    """A case whose config.yaml names two mock providers under `variants:`; `rude` fails."""
+    case = write_case(
+        root,
+        "asked",
+        script=[{"text": "unused"}],
+        inputs=["hi"],
+        assertions=[{"kind": "output_contains", "text": "polite"}],
+        record=False,
+    )
+    config = case / "input" / "config.yaml"
+    data = yaml.safe_load(config.read_text())
+    data["variants"] = {
+        name: {"name": "mock", "model": f"mock-{name}", "script": [{"text": f"A {name} reply."}]}
+        for name in ("polite", "rude")
+    }
+    config.write_text(yaml.safe_dump(data))
+    return case
+
+
+def test_provider_variants_take_the_first_provider_s_place(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    _providers_case(nodeval_project.path / "scenarios")
+    result = nodeval_project.runpytest(
+        "--nodeval-mode=live", "--nodeval-matrix=provider=polite,rude", "-v"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_scenario[[]asked@provider=polite[]] PASSED*",
+            "*test_scenario[[]asked@provider=rude[]] FAILED*",
+        ]
+    )
+    report = _report(nodeval_project)
+    assert _models_sent(nodeval_project, report) == {
+        "asked@provider=polite": {"mock-polite"},
+        "asked@provider=rude": {"mock-rude"},
+    }
+
+
+def test_a_provider_variant_the_block_lacks_names_the_file_and_its_entries(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    case = _providers_case(nodeval_project.path / "scenarios")
+    result = nodeval_project.runpytest("--nodeval-mode=live", "--nodeval-matrix=provider=terse")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*--nodeval-matrix variant provider=terse: {case / 'input' / 'config.yaml'} has no "
+            "provider entry 'terse' under `variants:`; its entries: polite, rude*"
+        ]
+    )
+
+
+def test_a_profile_s_matrix_runs_its_variants_and_the_command_line_overrides_it(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    nodeval_project.makeini(
+        PROJECT_INI + "nodeval_profiles =\n    sweep: mode=live matrix=tone=polite,rude\n"
+    )
+    _vars_case(nodeval_project.path / "scenarios")
+    swept = nodeval_project.runpytest("--nodeval-profile", "sweep", "-v")
+    swept.assert_outcomes(passed=1, failed=1)
+    swept.stdout.fnmatch_lines(["*[[]tone@tone=rude[]] FAILED*"])
+    one = nodeval_project.runpytest(
+        "--nodeval-profile", "sweep", "--nodeval-matrix=tone=polite", "-v"
+    )
+    one.assert_outcomes(passed=1)
+    one.stdout.fnmatch_lines(["*[[]tone@tone=polite[]] PASSED*"])

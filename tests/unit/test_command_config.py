@@ -39,6 +39,18 @@ ANTHROPIC = {"name": "anthropic", "model": "claude-sonnet-4-6", "base_url": "fak
             "stdio.*'lines' or 'jsonl'",
         ),
         ({"command": [], "providers": [ANTHROPIC]}, "command"),
+        (
+            {
+                "command": ["./agent"],
+                "providers": [ANTHROPIC],
+                "variants": {"m": {"name": "mock", "model": "m", "script": [{"text": "hi"}]}},
+            },
+            "the mock has no HTTP API for a `command` program to call",
+        ),
+        (
+            {"providers": [ANTHROPIC], "variants": {"a/b": ANTHROPIC}},
+            "variants: the name 'a/b' is not a matrix value",
+        ),
     ],
 )
 def test_what_a_command_config_refuses_is_named(config: dict[str, Any], message: str) -> None:
