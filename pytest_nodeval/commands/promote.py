@@ -27,7 +27,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="case_id",
         required=True,
         metavar="CASE_ID",
-        help="Id of the new case: lower case letters, digits, '.', '_' and '-'.",
+        help="Id of the new case: lower case letters, digits, '.', '_' and '-' "
+        "(with --to-dataset: of the new row: letters, digits, '.', '_' and '-').",
+    )
+    parser.add_argument(
+        "--to-dataset",
+        default=None,
+        metavar="CASE",
+        help="Append the sample to a dataset case (its directory, or its id under --cases-dir) "
+        "as row --id, its fields read back from the user turns the case's inputs.yaml "
+        "templates give.",
+    )
+    parser.add_argument(
+        "--set",
+        dest="values",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="With --to-dataset: a field of the new row that no user turn holds (an expected "
+        "answer); repeat for more.",
     )
     parser.add_argument(
         "--from-otel",
@@ -98,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         verify=args.verify,
     )
+    if args.to_dataset is not None:
+        return _to_dataset(args)
+    if args.values:
+        raise NodevalError("--set FIELD=VALUE is for --to-dataset CASE")
     if args.from_otel is not None:
         source, promoted = _from_otel(args, options)
     else:
@@ -127,6 +149,30 @@ def _from_otel(args: argparse.Namespace, options: PromoteOptions) -> tuple[str, 
         )
     promoted = promote_trace(args.from_otel, args.trace, options)
     return f"trace {args.trace} of {args.from_otel}", promoted
+
+
+def _to_dataset(args: argparse.Namespace) -> int:
+    from ..sampling.promote import resolve_sample
+    from ..sampling.promote_row import RowOptions, promote_row
+    from ..sampling.store import DEFAULT_SAMPLES_DIR
+
+    if args.from_otel is not None or args.sample is None:
+        raise NodevalError(
+            "--to-dataset CASE takes a SAMPLE (promote a trace to a case of its own first)"
+        )
+    values = {}
+    for item in args.values:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise NodevalError(f"--set {item!r}: not FIELD=VALUE")
+        values[name] = value
+    sample = resolve_sample(args.sample, args.samples_dir or DEFAULT_SAMPLES_DIR)
+    options = RowOptions(args.case_id, args.to_dataset, args.cases_dir, values, args.verify)
+    promoted = promote_row(sample, options)
+    print(f"promoted {sample} -> row {args.case_id} of {args.to_dataset}")
+    print(f"  {promoted.case_dir}/ copied ({promoted.events} events)")
+    _report_replay(promoted, args.case_id)
+    return 0
 
 
 def _report_replay(promoted: Promoted, case_id: str) -> None:

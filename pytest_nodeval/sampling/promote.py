@@ -69,7 +69,7 @@ class Promoted:
 def promote(sample: Path, options: PromoteOptions) -> Promoted:
     """Create `<cases_dir>/<case_id>/` from a sample directory; see the module doc."""
     check_case_id(options.case_id)
-    journal = _read_sample_journal(sample)
+    journal = read_sample_journal(sample)
     target = options.cases_dir / options.case_id
     _refuse_conflicts(target, options)
     facts = SampleFacts.of(journal, sample)
@@ -120,7 +120,7 @@ def check_case_id(case_id: str) -> None:
         raise NodevalError(f"--id {case_id!r} is not a valid case id: it {rule}") from None
 
 
-def _read_sample_journal(sample: Path) -> Journal:
+def read_sample_journal(sample: Path) -> Journal:
     if not (sample / "journal" / HEADER_FILE).is_file():
         raise NodevalError(
             f"{sample}: not a sample directory (no journal/{HEADER_FILE}); "
@@ -480,12 +480,13 @@ def _install(staging: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def verify_replay(case_dir: Path) -> list[str]:
-    """Replay the case in deterministic mode; what keeps it from passing (empty when green)."""
+def verify_replay(case_dir: Path, row_id: str | None = None) -> list[str]:
+    """Replay the case (a dataset case's row `row_id`) in deterministic mode; what keeps it
+    from passing (empty when green)."""
     from ..checks.assertions import evaluate_all
     from ..runner.session import AttemptSettings, run_case
 
-    case = load_case(case_dir)
+    case = load_case(case_dir, row_id)
     with tempfile.TemporaryDirectory(prefix="nodeval-promote-") as scratch:
         observed = run_case(case, AttemptSettings(mode="deterministic"), Path(scratch) / "journal")
     if observed.divergence:
