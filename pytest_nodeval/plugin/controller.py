@@ -350,6 +350,7 @@ class Controller:
             environment=_environment(self.config),
             gate_policy=dict(self.settings.gate_policy),
             shard=None if self.shard is None else ShardRecord.model_validate(self.shard),
+            matrix=[variant.label for variant in self.settings.variants],
         )
         return with_variants(report, self.settings.gate_policy)
 

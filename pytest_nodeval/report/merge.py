@@ -20,7 +20,7 @@ from ..errors import NodevalError
 from .models import AttemptRecord, RunReport, load_report
 
 # Settings every shard must share: the merged report states one value of each.
-_SAME = ("mode", "repeat", "match", "gate_policy")
+_SAME = ("mode", "repeat", "match", "gate_policy", "matrix")
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +172,7 @@ def merge_reports(runs: list[ShardRun], run_id: str, missing: list[int]) -> RunR
         environment=environment,
         gate_policy=dict(first.gate_policy),
         merged_from=[r.report.run_id for r in runs],
+        matrix=list(first.matrix),
     )
     return with_variants(merged, dict(first.gate_policy))
 

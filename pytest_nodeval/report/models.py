@@ -401,6 +401,9 @@ class RunReport(_Model):
     """The diff against the baseline and the gates' verdicts, when a baseline was given."""
     adaptive: AdaptiveRun | None = None
     """Adaptive repeats, when they were in effect (asked for, with a baseline, not replay)."""
+    matrix: list[str] = Field(default_factory=list)
+    """--nodeval-matrix's variants by label, in the matrix's order (the first is the one the
+    others are compared with); empty for a run without one."""
     variants: VariantsReport | None = None
     """A matrix run's variants side by side, each compared with the first (report/variants.py);
     None for a run without --nodeval-matrix."""

@@ -34,7 +34,9 @@ def variants_of(report: RunReport, policy: Any) -> VariantsReport | None:
             by_label[case.variant].append(case)
     if not by_label:
         return None
-    labels = list(by_label)
+    # The matrix's order, not the order the cases finished in (which xdist and shards change).
+    order = {label: i for i, label in enumerate(report.matrix)}
+    labels = sorted(by_label, key=lambda label: order.get(label, len(order)))
     first = _as_run(report, by_label[labels[0]])
     summaries = [
         _summary(

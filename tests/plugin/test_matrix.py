@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from pytest_nodeval.cli import main as nodeval
 from pytest_nodeval.report.models import RunReport
 
 from ..conftest import PROJECT_INI, write_case
@@ -68,11 +70,11 @@ def test_two_models_run_as_two_tests_and_report_json_compares_them(
     assert variants.cases == {"hello": {"model=mock-1": 1.0, "model=mock-2": 1.0}}
 
 
-def _vars_case(root: Path) -> Path:
+def _vars_case(root: Path, case_id: str = "tone") -> Path:
     """A case whose mock answers in the tone a {{ vars.tone }} names; 'rude' fails its check."""
     case = write_case(
         root,
-        "tone",
+        case_id,
         script=[{"text": "Reply, {{ vars.tone }}."}],
         inputs=["hi"],
         assertions=[{"kind": "output_contains", "text": "polite"}],
@@ -255,3 +257,50 @@ def test_a_profile_s_matrix_runs_its_variants_and_the_command_line_overrides_it(
     )
     one.assert_outcomes(passed=1)
     one.stdout.fnmatch_lines(["*[[]tone@tone=polite[]] PASSED*"])
+
+
+def _comparable(report: RunReport) -> dict[str, Any]:
+    """A run's variants without the figures that change from run to run (latency, which the
+    gates' reasons quote too)."""
+    assert report.variants is not None
+    data = report.variants.model_dump(mode="json")
+    for variant in data["variants"]:
+        variant.pop("latency_p95_ms")
+        if variant["vs_first"]:
+            variant["vs_first"].pop("reasons")
+    return data
+
+
+def test_shards_with_concurrency_and_xdist_merge_into_the_whole_run_s_variants(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    root = nodeval_project.path / "scenarios"
+    for case_id in ("tone", "tone-b", "tone-c"):
+        _vars_case(root, case_id)
+    matrix = ("--nodeval-mode=live", "--repeat", "3", "--nodeval-matrix=tone=polite,rude")
+    whole = nodeval_project.runpytest(*matrix, "--nodeval-report-dir=whole")
+    whole.assert_outcomes(passed=9, failed=9)
+    dirs = []
+    for k in (1, 2):
+        sharded = nodeval_project.runpytest(
+            *matrix,
+            f"--nodeval-shard={k}/2",
+            "--nodeval-concurrency=2",
+            "-n",
+            "2",
+            f"--nodeval-report-dir=shards/{k}",
+        )
+        assert sharded.ret in (0, 1), sharded.stdout.str()  # a shard may hold no rude variant
+        dirs.append(next((nodeval_project.path / "shards" / str(k)).glob("*/report.json")).parent)
+        # The matrix's first variant, whichever finished first on the workers.
+        assert _report_at(dirs[-1]).variants.compared_with == "tone=polite"  # type: ignore[union-attr]
+    assert nodeval(["merge", *map(str, dirs), "--to", str(nodeval_project.path / "merged")]) == 1
+    merged = _report_at(nodeval_project.path / "merged")
+    unsharded = _report_at(next((nodeval_project.path / "whole").glob("*/report.json")).parent)
+    assert _comparable(merged) == _comparable(unsharded)
+    rude = merged.variants.variants[1]  # type: ignore[union-attr]
+    assert rude.vs_first is not None and sorted(rude.vs_first.worse) == ["tone", "tone-b", "tone-c"]
+
+
+def _report_at(run_dir: Path) -> RunReport:
+    return RunReport.model_validate_json((run_dir / "report.json").read_bytes())
