@@ -83,10 +83,15 @@ NO_ROOM_LINE = re.compile(
 NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 """What writing a file can fail with when the disk, not the file, is at fault."""
 _SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which the sqlite3 module of Python 3.11 lacks
+_SQLITE_IOERR = 10  # the primary code of every SQLITE_IOERR_* extended code
+_NEARLY_FULL = 1 << 16
+"""Free bytes under which a SQLite I/O error is taken for a full disk."""
 
 
-def no_room(exc: BaseException) -> bool:
-    """Whether an error out of writing a file means there is no room to write it."""
+def no_room(exc: BaseException, path: Path | None = None) -> bool:
+    """Whether an error out of writing a file means there is no room to write it (`path`, the
+    file: SQLite says "disk I/O error" when its shared-memory file has no room, so for SQLite an
+    I/O error on a disk with next to nothing free counts too)."""
     if isinstance(exc, DiskFullError):
         return True
     if isinstance(exc, shutil.Error):  # copytree gathers its files' errors as text
@@ -94,7 +99,13 @@ def no_room(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return exc.errno in NO_ROOM_ERRNOS
     if type(exc).__module__ == "sqlite3":  # not imported here: most runs never open a database
-        return getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(exc)
+        code = getattr(exc, "sqlite_errorcode", None) or 0
+        if code == _SQLITE_FULL or "disk is full" in str(exc):
+            return True
+        if code & 0xFF != _SQLITE_IOERR or path is None:
+            return False
+        free = _free_bytes(path)
+        return free is not None and free < _NEARLY_FULL
     return False
 
 

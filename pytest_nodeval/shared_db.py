@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import disk_full, no_room
@@ -28,7 +30,20 @@ def connect_shared(path: Path, timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Con
     try:
         return _connect_wal(path, timeout_s)
     except (sqlite3.Error, OSError) as exc:
-        if no_room(exc):
+        if no_room(exc, path):
+            raise disk_full(exc, path) from None
+        raise
+
+
+@contextmanager
+def written(path: Path) -> Iterator[None]:
+    """Around a transaction on a shared file: a disk that fills up after the file was opened
+    raises DiskFullError naming it, as opening does, not SQLite's "database or disk is full"
+    as though the attempt had failed."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        if no_room(exc, path):
             raise disk_full(exc, path) from None
         raise
 

@@ -29,12 +29,13 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..shared_db import connect_shared
+from ..shared_db import connect_shared, written
 from ..world.processes import process_alive
 
 WINDOW_S = 60.0
@@ -251,7 +252,10 @@ class SharedLimiter:
         with self._connect() as db:
             db.executescript(_SCHEMA)
 
-    def _connect(self) -> _Borrowed:
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """The thread's connection for one transaction: one left open by an error is undone,
+        and a disk that filled up is named (shared_db.written)."""
         # One connection per thread (sqlite3 connections are not shared across threads), and
         # a new one after a fork. The busy timeout waits out other processes' transactions.
         db = getattr(self._local, "db", None)
@@ -260,7 +264,12 @@ class SharedLimiter:
             # The state lives one run and means nothing after a crash of the machine: no fsync.
             db.execute("PRAGMA synchronous=OFF")
             self._local.db, self._local.pid = db, os.getpid()
-        return _Borrowed(db)
+        try:
+            with written(self.path):
+                yield db
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
 
     def now(self) -> float:
         return self._clock()
@@ -327,20 +336,6 @@ class SharedLimiter:
                     "SELECT count(*) FROM leases WHERE bucket = ?", (rule.bucket,)
                 ).fetchone()[0]
             )
-
-
-class _Borrowed:
-    """A thread's connection for one transaction; a transaction left open by an error is undone."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> sqlite3.Connection:
-        return self.db
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.db.in_transaction:
-            self.db.execute("ROLLBACK")
 
 
 def _forget_the_past(db: sqlite3.Connection, now: float) -> None:

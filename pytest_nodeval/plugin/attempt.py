@@ -17,7 +17,7 @@ import pytest
 from ..case.directory import Case, CaseHead
 from ..checks.assertions import AssertionResult, Evidence, evaluate_all
 from ..checks.expect import collect_results, stop_collecting
-from ..errors import NodevalError, disk_full, no_room
+from ..errors import DiskFullError, NodevalError, disk_full, no_room
 from ..report.models import AssertionRecord, AttemptRecord, CaseMeta
 from ..runner.session import AttemptSettings, Observed, opens_world, run_agent_case, run_case
 from ..text import cut_at_word, printable
@@ -198,7 +198,7 @@ class Attempt:
                 self._stop(exc)
             finally:
                 if reservation is not None and self.budget is not None:
-                    self.budget.settle(reservation, self.paid_usd)
+                    self._settle(self.budget, reservation)
             if reusable and self.checks_here > 1:
                 self.shared[key] = SharedObservation(self.observed, self.checks_here - 1)
         if self.observed.divergence:
@@ -211,6 +211,14 @@ class Attempt:
                 pytrace=False,
             )
         return self.observed
+
+    def _settle(self, budget: Budget, reservation: Reservation) -> None:
+        """Give the run's budget this attempt's cost; a budget file the disk has no room for
+        stops the attempt as the machine's fault (shared_db.written), not the agent's."""
+        try:
+            budget.settle(reservation, self.paid_usd)
+        except DiskFullError as exc:
+            self._stop(exc)
 
     def _stop(self, exc: NodevalError | OSError) -> NoReturn:
         """Fail the test on what stopped the run, in one line. A disk with no room for the

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..shared_db import connect_shared
+from ..shared_db import connect_shared, written
 from ..world.processes import process_alive
 
 if TYPE_CHECKING:
@@ -166,8 +166,9 @@ class Budget:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = connect_shared(self.path)
         try:
-            db.executescript(_SCHEMA)
-            yield db
+            with written(self.path):
+                db.executescript(_SCHEMA)
+                yield db
         finally:
             if db.in_transaction:
                 db.execute("ROLLBACK")

@@ -378,3 +378,29 @@ def test_an_own_agent_that_swallows_the_failure_still_stops_on_a_full_disk(
     with pytest.raises(DiskFullError) as raised:
         run_agent_case(agent, case, AttemptSettings(mode="record", install=False), journal_dir)
     assert raised.value.infrastructure
+
+
+def test_the_run_s_shared_files_name_a_disk_that_filled_after_they_opened(
+    small_disk: Path,
+) -> None:
+    """The budget and the rate limits, written by every process all run long: a write after the
+    disk filled is the machine's fault, named, as opening the file on a full disk is."""
+    from pytest_nodeval.agent.limits import LimitRule, SharedLimiter
+    from pytest_nodeval.errors import DiskFullError
+    from pytest_nodeval.runner.budget import Budget
+
+    budget = Budget(small_disk, limit_usd=5.0)
+    held = budget.reserve("hello")
+    limiter = SharedLimiter(small_disk / "limits.sqlite")
+    rules = [LimitRule("anthropic", rpm=1000, tpm=10**9)]
+    lease, _ = limiter.try_acquire(rules)
+    assert lease is not None and held.allowed
+    _fill(small_disk)
+    with pytest.raises(DiskFullError, match=r"cannot write .*budget.*: its disk is full"):
+        for _ in range(200):  # each settle appends to the write-ahead log
+            budget.settle(budget.reserve("hello"), 0.01)
+    with pytest.raises(DiskFullError, match=r"cannot write .*limits\.sqlite: its disk is full"):
+        for _ in range(200):
+            limiter.release(lease, tokens=100)
+            lease, _ = limiter.try_acquire(rules)
+            assert lease is not None
