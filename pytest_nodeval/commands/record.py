@@ -119,7 +119,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _die_by(signum: int) -> None:
-    """End as the signal would have (the status a parent sees), now that the scratch is gone."""
+    """End as the signal would have (the status a parent sees), now that the scratch is gone.
+
+    Dying by the signal runs no atexit hook, so a world the interrupt caught while it was
+    being opened (before any `finally` owned it) is ended here."""
+    from ..world import reaper
+
+    reaper.end_all()
     sys.stderr.flush()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)

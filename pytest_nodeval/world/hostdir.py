@@ -34,9 +34,11 @@ def host_directory(
             (root / name).mkdir()
         if seed_dir is not None and seed_dir.is_dir():
             shutil.copytree(seed_dir, root / seed_into, dirs_exist_ok=True)
-    except OSError as exc:
+    except BaseException as exc:  # Ctrl-C while the seed is copied included
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
+        if not isinstance(exc, OSError):
+            raise
         path, reason = _first_failure(exc)
         where = Path(path or root or tempfile.gettempdir())
         if no_room(exc):  # the errors module's one line, as for a journal or a report

@@ -31,7 +31,11 @@ class LocalWorld:
         self._root = host_directory(self.backend, "nodeval-world-", seed_dir=seed_dir)
         self.workdir = str(self._root)
         self.mark = f"{owner_mark()}:{uuid.uuid4().hex}"
-        reaper.track(self, self._end)
+        try:
+            reaper.track(self, self._end)
+        except BaseException:  # Ctrl-C before the reaper knows the directory
+            shutil.rmtree(self._root, ignore_errors=True)
+            raise
 
     def _path(self, path: str) -> Path:
         return Path(path) if os.path.isabs(path) else self._root / path
