@@ -15,16 +15,23 @@ Truth mixes (per-scenario true pass rates, drawn once per configuration, numpy s
   beta-A-B      Beta(A, B) for (1, 1), (2, 2), (5, 2), (8, 1); bimodal: half in [0.9, 1], half
   in [0.1, 0.4]; near-solid: every scenario in [0.85, 0.97] (the families of issue 29.2)
 
-    .venv/bin/python benchmarks/calibrate_gate.py                # everything (~10-18 min, 2 procs)
+    .venv/bin/python benchmarks/calibrate_gate.py                # everything (~30-40 min, 2 procs)
     .venv/bin/python benchmarks/calibrate_gate.py --quick        # 10x fewer runs
+    .venv/bin/python benchmarks/calibrate_gate.py --repeats 3,5  # only the rows at 3 or 5 repeats
     .venv/bin/python benchmarks/calibrate_gate.py --only power   # one section (--only takes aa,
-                                  # timing, power, latency, cost, pilot, small, families)
+                                  # timing, power, latency, cost, pilot, small, families,
+                                  # flaky-power)
 
 The pilot section (issue 29.6) runs the timed configurations twice per replication: as CI does,
 where a latency, token or cost bootstrap stops after its 200-resample pilot when the decision is
 clear, or later once enough ratios are at or below 1 (the exact stop), and with every one of the
 4,000 resamples. It counts the runs where any gate's verdict differs (the goal: none) and the
 bounds decided before all 4,000 ("pilot alone": the pilot or the exact stop).
+
+The flaky-power section (issue 29.2) drops every case by 8 pp over the family and the original
+mixes at 20-200 cases x 5-20 repeats. Its rows also count, on the same runs, how often the suite
+gate's test would FAIL at 0.75% and at 1% (the threshold still required) beside the gate's own
+0.5%: the paired-test limit the issue sets is a test at the whole 1% budget.
 
 Replications run in fixed chunks with spawned seeds: the figures do not depend on --workers.
 """
@@ -42,12 +49,16 @@ import numpy as np
 
 from pytest_nodeval.gate import CaseSample, Diff, GateName, GatePolicy, Verdict, compare
 from pytest_nodeval.stats import significance
+from pytest_nodeval.stats.gate import _scenario_gate_can_fail
 from pytest_nodeval.stats.run_stats import wilson_interval
 from pytest_nodeval.stats.significance import weighted_sign_flip_p_value
 
 CHUNK = 50
 POLICY = GatePolicy()
 GATES = list(GateName)
+# Suite levels at which the power rows also count the suite test's FAILs: three quarters and
+# all of the default 1% budget (docs/statistics.md §4.3).
+WIDER_LEVELS = (0.0075, 0.01)
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,11 @@ def tally(diff: Diff) -> Counter[str]:
     counts["suite FAIL before"] = int(
         fell and previous_suite_p(diff) <= POLICY.level(GateName.SUITE_PASS_RATE)
     )
+    # Where the power goes (issue 29.2): the same test on the same runs at larger shares of
+    # the 1% budget than the suite gate's half, the threshold still required.
+    p_value = diff.suite.p_value
+    for level in WIDER_LEVELS:
+        counts[f"suite FAIL at {level:g}"] = int(fell and p_value is not None and p_value <= level)
     for gate in diff.gates:
         counts[f"{gate.name} {gate.verdict}"] += 1
     return counts
@@ -219,6 +235,16 @@ def paired_limit(config: Config, honest: bool = False, alpha: float = 0.01) -> f
     return 1.0 - NormalDist().cdf(NormalDist().inv_cdf(1.0 - alpha) - drop / sd_mean)
 
 
+def suite_level(config: Config) -> float:
+    """The level the suite gate runs at in this design: its share, plus the per-case gate's
+    when no case could FAIL that gate (docs/statistics.md §4.1)."""
+    shape = [(config.repeats, config.repeats, None)] * config.scenarios
+    level = POLICY.level(GateName.SUITE_PASS_RATE)
+    if _scenario_gate_can_fail(shape, POLICY):
+        return level
+    return level + POLICY.level(GateName.SCENARIO_REGRESSION)
+
+
 def pilot_summary(counts: Counter[str], runs: int) -> str:
     decided = ", ".join(
         f"{g}: pilot alone {counts[f'{g} pilot decided']}/{counts[f'{g} bootstrapped']}"
@@ -282,7 +308,8 @@ def sections(quick: bool) -> dict[str, list[tuple[Config, str]]]:
     small = [
         (Config(mix, s, r, aa_runs), "<= 1%")
         for mix in ("mixed", "at-0.95")
-        for s, r in ((3, 10), (3, 40), (5, 10), (5, 40), (8, 20))
+        # 3 and 5 repeats: below the per-case floor, where the suite gate runs at 0.75% (§4.1).
+        for s, r in ((3, 10), (3, 40), (5, 10), (5, 40), (8, 20), (3, 5), (5, 3), (8, 5))
     ] + [
         (Config("at-0.95", 5, 40, power_runs, drop=0.20), ">= 90%"),
         (Config("at-0.95", 3, 40, power_runs, drop=0.20), ""),
@@ -296,6 +323,13 @@ def sections(quick: bool) -> dict[str, list[tuple[Config, str]]]:
         (Config(mix, s, r, power_runs, drop=0.08), "")
         for mix in (*family, "mostly-flaky")
         for s, r in ((20, 20), (50, 10), (200, 5))
+    ]
+    # Where the suite gate's power goes on flaky truths (issue 29.2): -8 pp on every case over
+    # the family and the original mixes, at 20-200 cases x 5-20 repeats.
+    flaky_power = [
+        (Config(mix, s, r, power_runs, drop=0.08), "")
+        for mix in (*family, "mostly-flaky", "mixed", "all-half")
+        for s, r in ((20, 5), (20, 20), (50, 10), (200, 5))
     ]
     latency_runs = 40 if quick else 400
     latency = [
@@ -326,6 +360,7 @@ def sections(quick: bool) -> dict[str, list[tuple[Config, str]]]:
         "pilot": pilot,
         "small": small,
         "families": families,
+        "flaky-power": flaky_power,
     }
 
 
@@ -335,9 +370,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default="", help="run these sections (comma-separated)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument(
+        "--repeats", default="", help="only the rows with these repeats (comma-separated)"
+    )
     args = parser.parse_args(argv)
-    every = {"aa", "timing", "power", "latency", "cost", "pilot", "small", "families"}
-    chosen = set(filter(None, args.only.split(","))) or every
+    chosen = set(filter(None, args.only.split(","))) or set(sections(args.quick))
     print(f"live mode, default {POLICY}")
     started = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
@@ -345,11 +382,14 @@ def main(argv: list[str] | None = None) -> None:
             if name not in chosen:
                 continue
             print(f"\n### {name}\n\n{HEADER}")
+            repeats = {int(r) for r in args.repeats.split(",") if r}
             for config, goal in configs:
+                if repeats and config.repeats not in repeats:
+                    continue
                 begun = time.perf_counter()
                 counts = run_config(pool, config, config.runs, args.seed)
                 if config.drop:
-                    level = POLICY.level(GateName.SUITE_PASS_RATE)
+                    level = suite_level(config)
                     limits = (
                         f"paired-test limit {paired_limit(config):.1%}, "
                         f"both runs' noise {paired_limit(config, True):.1%}, "
@@ -357,7 +397,14 @@ def main(argv: list[str] | None = None) -> None:
                     )
                     ceiling = counts["suite fell by threshold"] / config.runs
                     before = counts["suite FAIL before"] / config.runs
-                    goal = f"suite fell >= 5 pp in {ceiling:.1%}; weighted sign flip {before:.1%}"
+                    wider = ", ".join(
+                        f"at {level:.2%} {counts[f'suite FAIL at {level:g}'] / config.runs:.1%}"
+                        for level in WIDER_LEVELS
+                    )
+                    goal = (
+                        f"suite fell >= 5 pp in {ceiling:.1%}; weighted sign flip {before:.1%}; "
+                        f"suite test {wider}"
+                    )
                     if not config.flaky_only:
                         goal = f"{limits}; {goal}"
                 elif config.slowdown != 1.0:

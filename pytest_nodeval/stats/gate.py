@@ -51,6 +51,7 @@ from .significance import (
     holm,
     newcombe_interval,
     ratio_lower_bounds,
+    smallest_regression_p,
     stratified_permutation_p_value,
 )
 from .special import t_ppf
@@ -64,6 +65,10 @@ _EPS = 1e-9
 _MDE_POWER = 0.80
 # Planning assumption E[p(1-p)] when the baseline shows no within-case noise (§7.2).
 _DEFAULT_WITHIN_VARIANCE = 0.10
+# scipy's Boschloo finds its supremum numerically, so its p may come out a hair under the exact
+# one: a case whose exact smallest p is within this factor of the per-case level counts as able
+# to reach it, and the per-case gate keeps its share of the budget (§4.1).
+_FLOOR_SLACK = 1.01
 _DETERMINISTIC = "deterministic"
 _RECORD = "record"
 Pair = tuple[CaseSample, CaseSample]
@@ -102,14 +107,15 @@ def compare(
         )
         for b, c in pairs
     ]
-    suite = _suite_comparison(pairs, policy)
+    suite_level = _suite_level(pairs, policy)
+    suite = _suite_comparison(pairs, suite_level, policy.bootstrap_seed)
     pending = [
         latency_gate(cases, pairs, policy, replay),
         _tokens_gate(pairs, policy, replay),
         _cost_gate(pairs, policy, replay),
     ]
     gates = [
-        _suite_gate(suite, cases, policy, replay, empty_run=not cur),
+        _suite_gate(suite, cases, policy, suite_level, replay, empty_run=not cur),
         _scenario_gate(cases, pairs, policy, replay),
         *_with_bounds(pending, policy),
     ]
@@ -336,7 +342,38 @@ def _scenario_verdict(
 # --- suite pass rate (G1, docs/statistics.md §3.2) --------------------------------------
 
 
-def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteComparison:
+def _suite_level(pairs: Sequence[Pair], policy: GatePolicy) -> float:
+    """The suite gate's level: its share of the budget, plus the per-case gate's when that gate
+    cannot FAIL on these runs whatever their outcomes (docs/statistics.md §4.1).
+
+    The budget holds by the union bound over the gates that can FAIL: one that cannot spends
+    none of it. Whether the per-case gate can depends only on each case's attempts and on the
+    policy, never on which attempts passed, so the suite test stays exact at its new level.
+    """
+    level = policy.level(GateName.SUITE_PASS_RATE)
+    attempts = [(b.attempts, c.attempts, c.adaptive_cap) for b, c in pairs]
+    if _scenario_gate_can_fail(attempts, policy):
+        return level
+    return level + policy.level(GateName.SCENARIO_REGRESSION)
+
+
+def _scenario_gate_can_fail(
+    attempts: Sequence[tuple[int, int, int | None]], policy: GatePolicy
+) -> bool:
+    """Whether some result of these cases could FAIL the per-case gate (§3.3): it is on and some
+    case can reach Holm's first step, the level / m; an adaptive case always counts as able.
+    ``attempts`` holds each compared case's (baseline, current, adaptive cap)."""
+    tested = [(b, c, cap) for b, c, cap in attempts if b and c]
+    if not policy.fail_on_scenario_drop or not tested:
+        return False
+    first_step = policy.level(GateName.SCENARIO_REGRESSION) / len(tested)
+    return any(
+        cap is not None or smallest_regression_p(b, c) <= first_step * _FLOOR_SLACK
+        for b, c, cap in tested
+    )
+
+
+def _suite_comparison(pairs: Sequence[Pair], level: float, seed: int) -> SuiteComparison:
     graded = [(b, c) for b, c in pairs if b.attempts and c.attempts]
     if not graded:
         return SuiteComparison(
@@ -352,7 +389,6 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
             correlation=None,
             minimum_detectable_drop=None,
         )
-    level = policy.level(GateName.SUITE_PASS_RATE)
     rates_b, rates_c = [_rate(b) for b, _ in graded], [_rate(c) for _, c in graded]
     diffs = [_exact_difference(b.passed, b.attempts, c.passed, c.attempts) for b, c in graded]
     n, delta = len(diffs), fmean(diffs)
@@ -372,7 +408,7 @@ def _suite_comparison(pairs: Sequence[Pair], policy: GatePolicy) -> SuiteCompari
         standard_error=se,
         ci_low=delta - margin if margin is not None else None,
         ci_high=delta + margin if margin is not None else None,
-        p_value=stratified_permutation_p_value(tables, policy.bootstrap_seed),
+        p_value=stratified_permutation_p_value(tables, seed),
         p_value_method="stratified-permutation",
         correlation=_correlation(rates_b, rates_c),
         minimum_detectable_drop=(z(1 - level) + z(_MDE_POWER)) * null_se if null_se else None,
@@ -405,19 +441,20 @@ def _suite_gate(
     suite: SuiteComparison,
     cases: Sequence[CaseDiff],
     policy: GatePolicy,
+    level: float,
     replay: bool,
     *,
     empty_run: bool,
 ) -> GateResult | None:
-    """G1, suite pass-rate regression: stratified permutation test and the practical drop
-    (docs/statistics.md §3.2); a plain threshold between deterministic replays (§5).
+    """G1, suite pass-rate regression: stratified permutation test at ``level``
+    (``_suite_level``) and the practical drop (docs/statistics.md §3.2); a plain threshold
+    between deterministic replays (§5).
 
     A current run with no graded attempt FAILs it, even with the gate off: a run that
     graded nothing has shown nothing, and must not pass as "no drop"."""
     threshold = policy.fail_on_score_drop
     if not threshold and not empty_run:
         return None
-    level = policy.level(GateName.SUITE_PASS_RATE)
     if empty_run:
         verdict, reason = (
             Verdict.FAIL,
@@ -649,31 +686,74 @@ def plan(
 
     The test conditions on each case's passes, so its noise is the attempts' alone: more
     repeats or more cases both shrink it, and a spread of the true change across cases adds
-    none. ``alpha`` defaults to the suite gate's level under the default GatePolicy. A
+    none. ``alpha`` defaults to the suite gate's level under the default GatePolicy at these
+    repeats and cases (with the per-case gate's share when no case could FAIL that gate). A
     deterministic baseline (``mode``) needs no power: replay sees every drop, and repeats
     add nothing.
     """
     if repeats < 1 or scenarios < 1 or not 0.0 < target_drop <= 1.0:
         raise ValueError("plan needs repeats >= 1, scenarios >= 1 and 0 < target_drop <= 1")
-    if alpha is None:
-        alpha = GatePolicy().level(GateName.SUITE_PASS_RATE)
+    levels: Sequence[float] = _PLANNED_LEVELS if alpha is None else (alpha,)
+    level_at = _planned_level if alpha is None else lambda repeats, scenarios: alpha
+    here = level_at(repeats, scenarios)
     if mode == _DETERMINISTIC:
-        return _replay_plan(repeats, scenarios, target_drop, alpha, power)
+        return _replay_plan(repeats, scenarios, target_drop, here, power)
     variance, source = _within_scenario_variance(baseline)
-    z_sum = NormalDist().inv_cdf(1.0 - alpha) + NormalDist().inv_cdf(power)
-    attempts_needed = 2.0 * variance * z_sum**2 / target_drop**2  # R x S
+    z = NormalDist().inv_cdf
+
+    def attempts_needed(level: float) -> float:  # R x S
+        return 2.0 * variance * (z(1.0 - level) + z(power)) ** 2 / target_drop**2
+
     return Plan(
         scenarios=scenarios,
         repeats=repeats,
-        alpha=alpha,
+        alpha=here,
         power=power,
         within_scenario_variance=variance,
         variance_source=source,
-        minimum_detectable_drop=z_sum * math.sqrt(2.0 * variance / (repeats * scenarios)),
+        minimum_detectable_drop=(z(1.0 - here) + z(power))
+        * math.sqrt(2.0 * variance / (repeats * scenarios)),
         target_drop=target_drop,
-        repeats_needed=math.ceil(attempts_needed / scenarios - _EPS),
-        scenarios_needed=math.ceil(attempts_needed / repeats - _EPS),
+        repeats_needed=_fewest(
+            lambda level: math.ceil(attempts_needed(level) / scenarios - _EPS),
+            lambda needed: level_at(needed, scenarios),
+            levels,
+        ),
+        scenarios_needed=_fewest(
+            lambda level: math.ceil(attempts_needed(level) / repeats - _EPS),
+            lambda needed: level_at(repeats, needed),
+            levels,
+        ),
     )
+
+
+# The suite gate's two levels under the default GatePolicy: its share, and its share with the
+# per-case gate's when that gate cannot FAIL (§4.1).
+_PLANNED_LEVELS: tuple[float, float] = (
+    GatePolicy().level(GateName.SUITE_PASS_RATE),
+    GatePolicy().level(GateName.SUITE_PASS_RATE) + GatePolicy().level(GateName.SCENARIO_REGRESSION),
+)
+
+
+def _planned_level(repeats: int, scenarios: int) -> float:
+    """The suite gate's level under the default GatePolicy with this many repeats a side for
+    every case: the larger one while no case could FAIL the per-case gate (§4.1)."""
+    planned = [(repeats, repeats, None)] * scenarios
+    return (
+        _PLANNED_LEVELS[0] if _scenario_gate_can_fail(planned, GatePolicy()) else _PLANNED_LEVELS[1]
+    )
+
+
+def _fewest(
+    count: Callable[[float], int], level_at: Callable[[int], float], levels: Sequence[float]
+) -> int:
+    """The fewest repeats (or cases) that reach the target at the level the gate would run at
+    with them: the larger level holds only while the answer stays below the per-case floor."""
+    for level in sorted(levels, reverse=True):
+        needed = count(level)
+        if level_at(needed) >= level:
+            return needed
+    return count(min(levels))
 
 
 def _replay_plan(

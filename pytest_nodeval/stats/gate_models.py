@@ -322,7 +322,8 @@ class SuiteComparison(_ReportModel):
     """sd(differences) / sqrt(scenarios): the paired, scenario-clustered SE."""
     ci_low: float | None
     """Lower end of the two-sided (1 - 2 level) t interval of ``delta``, where level is the
-    suite gate's share of the budget (0.005 by default, so 99%)."""
+    suite gate's (0.005 by default, so 99%; 0.0075 when the per-case gate cannot FAIL,
+    docs/statistics.md §4.1)."""
     ci_high: float | None
     """Upper end of that interval; also the one-sided (1 - level) upper bound."""
     p_value: float | None

@@ -110,6 +110,22 @@ def collapse_repeats_needed(level: float) -> int:
     return max(1, math.ceil(math.log(level) / math.log(0.25) - 1e-9))
 
 
+def smallest_regression_p(attempts_b: int, attempts_c: int) -> float:
+    """The smallest one-sided Boschloo p any table of these attempts can reach: that of every
+    baseline attempt passing and every current one failing.
+
+    Only that table is as extreme as itself, so its p is sup_pi pi^R_B (1 - pi)^R_C, reached at
+    pi = R_B / (R_B + R_C): 0.25^R with R attempts a side (``collapse_repeats_needed``). Below it
+    no result of the case can be significant (docs/statistics.md §4.1, §7.3).
+    """
+    if attempts_b < 1 or attempts_c < 1:
+        raise ValueError("a case needs at least one attempt in each run")
+    total = attempts_b + attempts_c
+    return math.exp(
+        attempts_b * math.log(attempts_b / total) + attempts_c * math.log(attempts_c / total)
+    )
+
+
 def _check_table(passed_b: int, attempts_b: int, passed_c: int, attempts_c: int) -> None:
     """A scenario's (passed, attempts) in both runs, as the suite tests take it."""
     if not (0 <= passed_b <= attempts_b and 0 <= passed_c <= attempts_c):
