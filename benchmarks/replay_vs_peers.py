@@ -17,7 +17,11 @@ In-process (medians of interleaved rounds, so load on the machine hits every var
   recorded to a cassette through the same SDK, replayed with `record_mode="none"` and its
   default matchers; once with the client built as the floor builds it (an injected
   transport, which vcrpy patches), once with a fresh default client per test (what a test
-  usually does: its SSL context costs ~24 ms).
+  usually does: its SSL context costs ~24 ms), once with one client (built as the floor
+  builds it) reused by every session of the process.
+
+`--tree DIR` measures another checkout's pytest_nodeval with this script (run it beside a
+run without it to compare revisions).
 
 With `--frameworks` (`--frameworks-only`: without the figures above, so without vcrpy), two
 agents written as their frameworks' docs write them, each session 10 model calls (a tool
@@ -62,6 +66,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from replay_bench import PADDING, _median_ms, make_case  # noqa: E402
+
+if "--tree" in sys.argv:  # another checkout's pytest_nodeval (replay_bench put ROOT first)
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve()))
 
 TURNS = 10
 
@@ -206,6 +213,24 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
 
         return run
 
+    reused: list[Any] = []
+
+    def vcrpy_reused() -> None:
+        # One client for the whole process, as a suite whose fixture builds it once would.
+        if not reused:
+            transport = httpx2.MockTransport(lambda request: httpx2.Response(500))
+            reused.append(
+                anthropic.Anthropic(
+                    api_key="k",
+                    base_url=base_url,
+                    max_retries=0,
+                    http_client=httpx2.Client(transport=transport),
+                )
+            )
+        with vcr.use_cassette(str(cassette), record_mode="none"):
+            for body in requests:
+                reused[0].messages.create(**body)
+
     def vcrpy(fresh_client: bool) -> Callable[[], None]:
         def run() -> None:
             with vcr.use_cassette(str(cassette), record_mode="none"):
@@ -230,6 +255,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         "nodeval_replay_mock": replay(plain_case),
         "vcrpy_injected_client": vcrpy(False),
         "vcrpy_fresh_client": vcrpy(True),
+        "vcrpy_reused_client": vcrpy_reused,
     }
     for fn in variants.values():  # warm up: imports, caches, the first parse of each journal
         for _ in range(3):
@@ -248,6 +274,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         "overhead_per_llm_call_ms": round((ours - floor_ms) / calls, 3),
         "vcrpy_fresh_over_replay": round(ms["vcrpy_fresh_client"] / ours, 2),
         "vcrpy_injected_over_replay": round(ms["vcrpy_injected_client"] / ours, 2),
+        "vcrpy_reused_over_replay": round(ms["vcrpy_reused_client"] / ours, 2),
         "load_average": os.getloadavg()[0],
     }
 
@@ -597,6 +624,9 @@ def main() -> None:
         "--suite", type=int, nargs="*", default=[], metavar="N", help="also run N generated cases"
     )
     parser.add_argument("--workers", default="0", help="pytest -n for the suite runs")
+    parser.add_argument(
+        "--tree", type=Path, help="measure this checkout's pytest_nodeval (a revision to compare)"
+    )
     parser.add_argument(
         "--frameworks", action="store_true", help="also a LangGraph and an OpenAI Agents SDK agent"
     )

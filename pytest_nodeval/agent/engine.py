@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import NodevalError, ProviderError
-from ..journal.replay import ReplayStash, ReplayStopped
+from ..journal.replay import ReplayStash, ReplayStopped, same_json
 from ..journal.writer import JournalWriter
 from ..world import World, snapshot
 from .config import EngineConfig
@@ -250,17 +250,30 @@ class Engine:
         self._result.usage["output_tokens"] += output_tokens
 
     def _call_tool(self, call: ToolCallRequest) -> ToolOutcome:
-        self.journal.emit("tool.call", {"tool": call.name, "call_id": call.id, "args": call.args})
+        payload = {"tool": call.name, "call_id": call.id, "args": call.args}
+        stash = self.stash or (self.prefix if self.prefix and self.prefix.serving else None)
+        recorded = None
+        if stash is None:
+            self.journal.emit("tool.call", payload)
+        else:
+            try:
+                recorded_call, recorded = stash.tool_exchange(call.name, call.id, call.args)
+            except ReplayStopped:  # the call the journal does not have is journaled first
+                self.journal.emit("tool.call", payload)
+                raise
+            if not recorded_call.payload.model_extra and same_json(
+                recorded_call.payload.args, call.args
+            ):  # what this call's line would say, byte for byte: served as recorded
+                self.journal.emit_recorded(recorded_call)
+            else:
+                self.journal.emit("tool.call", payload)
         self._called.append(call.name)
         tool = self.tools.get(call.name)
-        stash = self.stash or (self.prefix if self.prefix and self.prefix.serving else None)
-        recorded = (
-            stash.tool_result_event(call.name, call.id, call.args) if stash is not None else None
-        )
         if recorded is not None and (tool is None or tool.side_effects):
             # Replay: the world is not touched; the recorded result (same tool and call id,
             # the stash checked) is served verbatim.
-            served = self.journal.emit_recorded(recorded).payload_dict()
+            self.journal.emit_recorded(recorded)
+            served = recorded.payload_dict()  # the golden event's, parsed once per journal
             extra = {k: v for k, v in served.items() if k not in _RESULT_FIELDS}
             return ToolOutcome(
                 served["ok"], served.get("result"), served.get("error"), extra or None

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -248,17 +249,29 @@ def sdk_http_client(
     agent/retries.py): `max_retries` retries unless a `nodeval_limits` line says otherwise.
     The SDK built on this client must not retry itself (pass it `max_retries=0`).
     """
-    import httpx2
+    transport = sdk_transport(wiring, provider, api, asynchronous, max_retries)
+    return http_client_over(transport, asynchronous)
 
+
+def sdk_transport(
+    wiring: Wiring, provider: str, api: str, asynchronous: bool, max_retries: int | None
+) -> Any:
+    """The transport of `sdk_http_client`: the replay transport when the wiring replays."""
     from ..journal.transport import HandoverTransport, ReplayTransport
 
     if wiring.stash is not None:
-        transport: Any = ReplayTransport(wiring.journal, wiring.stash, provider, api)
-    else:
-        transport = _recording_transport(wiring, provider, api, asynchronous, max_retries)
-        if wiring.prefix is not None:  # the turns before --nodeval-from-turn come from the journal
-            replay = ReplayTransport(wiring.journal, wiring.prefix, provider, api)
-            transport = HandoverTransport(replay, transport, wiring.prefix)
+        return ReplayTransport(wiring.journal, wiring.stash, provider, api)
+    transport = _recording_transport(wiring, provider, api, asynchronous, max_retries)
+    if wiring.prefix is not None:  # the turns before --nodeval-from-turn come from the journal
+        replay = ReplayTransport(wiring.journal, wiring.prefix, provider, api)
+        transport = HandoverTransport(replay, transport, wiring.prefix)
+    return transport
+
+
+def http_client_over(transport: Any, asynchronous: bool = False) -> Any:
+    """An httpx2 client sending through `transport` only."""
+    import httpx2
+
     # trust_env=False: proxy settings from the environment would add real transports.
     client_cls = httpx2.AsyncClient if asynchronous else httpx2.Client
     return client_cls(transport=transport, trust_env=False)
@@ -322,21 +335,23 @@ class AnthropicProvider:
 
         self.key, self._spec = spec.key, spec
         self.errors: tuple[type[BaseException], ...] = (anthropic.APIError,)
+        self.transport = sdk_transport(
+            wiring, spec.key, "anthropic.messages", False, spec.max_retries
+        )
         self._client = anthropic.Anthropic(
             api_key=api_key(spec, wiring, "ANTHROPIC_API_KEY"),
             base_url=spec.base_url,
             max_retries=sdk_retries(spec, wiring),
             timeout=spec.timeout_s,
-            http_client=sdk_http_client(
-                wiring, spec.key, "anthropic.messages", max_retries=spec.max_retries
-            ),
+            http_client=http_client_over(self.transport),
         )
+        self._messages = Converted(extend_anthropic)
 
     def complete(self, request: ModelRequest) -> ModelReply:
         kwargs: dict[str, Any] = {
             "model": self._spec.model,
             "max_tokens": self._spec.max_output_tokens,
-            "messages": to_anthropic(request.messages),
+            "messages": self._messages(request.messages),
             "timeout": min(self._spec.timeout_s, request.timeout_s),
         }
         if request.system:
@@ -359,8 +374,47 @@ class AnthropicProvider:
         self._client.close()
 
 
+class Converted:
+    """A conversation in one API's shape, extended as the conversation grows.
+
+    The engine sends its whole conversation on every model call, and only appends to it (a
+    message, once in the list, is never changed): the messages converted for the last call are
+    not converted again. Any other list, or one whose first messages are no longer equal to
+    the ones converted, is converted whole. `extend(out, new)` appends the conversion of `new` to
+    `out`, looking back at `out[-1]` at most (where tool results join their user message).
+    """
+
+    def __init__(
+        self, extend: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
+    ) -> None:
+        self._extend = extend
+        self._source: list[dict[str, Any]] | None = None
+        self._seen: list[dict[str, Any]] = []
+        self._out: list[dict[str, Any]] = []
+
+    def __call__(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        seen = self._seen
+        # (A list compares its items by identity first: equal at C speed for the engine's.)
+        if messages is not self._source or messages[: len(seen)] != seen:
+            self._source, seen, self._out = messages, [], []
+        self._extend(self._out, messages[len(seen) :])
+        self._seen = list(messages)
+        # A copy of the outer list: the SDK may keep what it is given; the messages in it are
+        # the ones the next call's conversion looks back at, and it only appends to them.
+        return list(self._out)
+
+    def forget(self) -> None:
+        """Let go of the conversation (a provider kept for another attempt)."""
+        self._source, self._seen, self._out = None, [], []
+
+
 def to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    extend_anthropic(out, messages)
+    return out
+
+
+def extend_anthropic(out: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
     for message in messages:
         if message["role"] == "user":
             out.append({"role": "user", "content": message["text"]})
@@ -385,7 +439,6 @@ def to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 out[-1]["content"].append(block)
             else:
                 out.append({"role": "user", "content": [block]})
-    return out
 
 
 def from_anthropic(message: Any) -> ModelReply:
@@ -414,12 +467,13 @@ class OpenAIProvider:
         self.key, self._spec = spec.key, spec
         self.errors: tuple[type[BaseException], ...] = (openai.APIError,)
         api = "openai.responses" if spec.api == "responses" else "openai.chat"
+        self.transport = sdk_transport(wiring, spec.key, api, False, spec.max_retries)
         self._client = openai.OpenAI(
             api_key=api_key(spec, wiring, "OPENAI_API_KEY"),
             base_url=spec.base_url,
             max_retries=sdk_retries(spec, wiring),
             timeout=spec.timeout_s,
-            http_client=sdk_http_client(wiring, spec.key, api, max_retries=spec.max_retries),
+            http_client=http_client_over(self.transport),
         )
 
     def complete(self, request: ModelRequest) -> ModelReply:
@@ -794,8 +848,13 @@ PROVIDERS: dict[str, Callable[[ProviderSpec, Wiring], Provider]] = {
 class ProviderChain:
     """Tries each provider in order for every call; a failure moves on (`provider.fallback`)."""
 
-    def __init__(self, providers: list[Provider], journal: JournalWriter) -> None:
-        self.providers, self._journal = providers, journal
+    def __init__(
+        self,
+        providers: list[Provider],
+        journal: JournalWriter,
+        pool: ReplayedProviders | None = None,
+    ) -> None:
+        self.providers, self._journal, self._pool = providers, journal, pool
 
     def complete(self, request: ModelRequest) -> ModelReply:
         failures: list[str] = []
@@ -818,16 +877,78 @@ class ProviderChain:
 
     def close(self) -> None:
         for provider in self.providers:
-            provider.close()
+            if self._pool is None or not self._pool.give(provider):
+                provider.close()
 
 
 def build_chain(specs: list[ProviderSpec], wiring: Wiring) -> ProviderChain:
+    pool = REPLAYED if wiring.stash is not None and wiring.prefix is None else None
     providers: list[Provider] = []
     try:
         for spec in specs:
-            providers.append(PROVIDERS[spec.name](spec, wiring))
+            reused = pool.take(spec, wiring) if pool is not None else None
+            providers.append(reused or PROVIDERS[spec.name](spec, wiring))
     except BaseException:
         for provider in providers:
             provider.close()
         raise
-    return ProviderChain(providers, wiring.journal)
+    return ProviderChain(providers, wiring.journal, pool)
+
+
+class ReplayedProviders:
+    """SDK providers of replayed attempts, kept for the next attempt with the same spec.
+
+    Building an SDK client costs about as much as a few replayed calls; in replay its only
+    inputs are the spec (the key is a placeholder) and its transport's journal and stash,
+    which are bound anew for each attempt. A provider is lent to one attempt at a time
+    (attempts may run at once in threads), and only stateless ones are kept: Gemini's
+    remembers the session's function call ids, the mock its script.
+    """
+
+    KEPT = 16
+    """Specs kept at most (the least recently returned go first)."""
+
+    def __init__(self) -> None:
+        self._idle: dict[str, list[tuple[ProviderSpec, Provider]]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, spec: ProviderSpec, wiring: Wiring) -> Provider | None:
+        """An idle provider built from an equal spec, bound to this attempt; None if none."""
+        if spec.name not in ("anthropic", "openai"):
+            return None
+        key = spec.model_dump_json()
+        with self._lock:
+            idle = self._idle.get(key)
+            if not idle:
+                return None
+            built_from, provider = idle.pop()
+        assert wiring.stash is not None and built_from == spec  # one JSON, one spec
+        provider.transport.bind(wiring.journal, wiring.stash)  # type: ignore[attr-defined]
+        return provider
+
+    def give(self, provider: Provider) -> bool:
+        """Keep a provider that replayed for the next attempt; False: close it instead."""
+        from ..journal.transport import ReplayTransport
+
+        transport = getattr(provider, "transport", None)
+        spec = getattr(provider, "_spec", None)
+        if not isinstance(transport, ReplayTransport) or not isinstance(spec, ProviderSpec):
+            return False
+        key = spec.model_dump_json()
+        transport.unbind()
+        messages = getattr(provider, "_messages", None)
+        if isinstance(messages, Converted):
+            messages.forget()
+        with self._lock:
+            idle = self._idle.pop(key, [])  # re-inserted: the most recently returned last
+            idle.append((spec, provider))
+            self._idle[key] = idle
+            evicted = list(self._idle)[: -self.KEPT]
+            closing = [p for k in evicted for _, p in self._idle.pop(k)]
+        for old in closing:
+            old.close()
+        return True
+
+
+REPLAYED = ReplayedProviders()
+"""The process's replayed SDK providers (see ReplayedProviders)."""

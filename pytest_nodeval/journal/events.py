@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, Union
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, TypeVar, Union
 
 from pydantic import (
     BaseModel,
@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 SCHEMA_VERSION: Final = 1
+_M = TypeVar("_M", bound=BaseModel)
 HEADER_FILE = "header.json"
 EVENTS_FILE = "events.jsonl"
 
@@ -304,6 +305,11 @@ class RecordedPayload:
         found = self._line.find(text, begin, self._end)
         return found - self._start if found != -1 else -1
 
+    def rfind(self, text: bytes) -> int:
+        """Where `text` last is in `raw`, or -1 (bytes.rfind, without a copy)."""
+        found = self._line.rfind(text, self._start, self._end)
+        return found - self._start if found != -1 else -1
+
     def parsed(self) -> _Payload:
         """The whole payload model, parsed now (the caller drops it when done)."""
         payload: _Payload = EVENT_ADAPTER.validate_json(self._line).payload
@@ -329,6 +335,23 @@ class RecordedPayload:
 
     def __repr__(self) -> str:
         return f"RecordedPayload({type(self._head).__name__}, {self._end - self._start} bytes)"
+
+
+def constructed(model: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
+    """A model around `values` (taken over: every field, in declaration order), which are what
+    validation would make of them: the project's own, built from validated parts.
+
+    What `model_construct` does for a model without aliases, private attributes or
+    `model_post_init`, without its look-ups field by field: the journal writer constructs an
+    event and its payload for every small event it writes.
+    """
+    built = model.__new__(model)
+    object.__setattr__(built, "__dict__", values)
+    object.__setattr__(built, "__pydantic_fields_set__", fields_set)
+    extra: dict[str, Any] | None = {} if model.model_config.get("extra") == "allow" else None
+    object.__setattr__(built, "__pydantic_extra__", extra)
+    object.__setattr__(built, "__pydantic_private__", None)
+    return built
 
 
 _FIELDS_SETS: dict[frozenset[str], set[str]] = {}

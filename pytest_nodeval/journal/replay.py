@@ -200,6 +200,15 @@ class ReplayStash:
         Nothing is parsed, copied or scanned: both events are journaled from the golden
         journal's own text. None when the bytes differ (or are unknown): parse and compare.
         """
+        served = self.serve_exact(journal, provider, api, method, path, body)
+        return None if served is None else served[0].payload_dict()
+
+    def serve_exact(
+        self, journal: JournalWriter, provider: str, api: str, method: str, path: str, body: bytes
+    ) -> tuple[Event, bytes | memoryview] | None:
+        """`serve_llm_exact` for a caller that reads the response itself (the replay
+        transport): the journaled llm.response event and its payload's JSON text as the golden
+        journal has it (b"" when unknown), so the answer need not be parsed into a dict."""
         self._raise_if_stopped()
         queue = self._llm.get(provider)
         if not queue:
@@ -209,7 +218,10 @@ class ReplayStash:
         raw_body = head.raw_body
         if (
             not raw_body
-            or raw_body != body
+            or len(raw_body) != len(body)
+            # bytes.startswith compares with memcmp; `!=` on a memoryview goes byte by byte
+            # (about as long as the SDK's whole call, for a 40 KB request).
+            or not body.startswith(raw_body)
             or recorded.api != api
             or recorded.method != method
             or recorded.path != path
@@ -218,9 +230,10 @@ class ReplayStash:
         queue.popleft()
         self._served_llm[provider] = head.response_event.seq
         journal.emit_recorded(head.request_event, raw_payload=head.raw_request)
-        return journal.emit_recorded(
-            head.response_event, raw_payload=head.raw_response
-        ).payload_dict()
+        served = journal.emit_recorded(head.response_event, raw_payload=head.raw_response)
+        # A writer with a stricter redactor journals (and so answers) its own redaction.
+        verbatim = served.payload is head.response_event.payload
+        return served, head.raw_response if verbatim else b""
 
     def _next_exchange(self, provider: str, request: dict[str, Any]) -> _Exchange:
         self._raise_if_stopped()
@@ -243,6 +256,11 @@ class ReplayStash:
 
     def tool_result_event(self, tool: str, call_id: str, args: Any) -> Event:
         """The recorded tool.result event for this call (its payload is served verbatim)."""
+        return self.tool_exchange(tool, call_id, args)[1]
+
+    def tool_exchange(self, tool: str, call_id: str, args: Any) -> tuple[Event, Event]:
+        """The recorded tool.call and tool.result events of this call, once the call is found
+        equal to the recorded one."""
         self._raise_if_stopped()
         recorded = self._tools.pop(call_id, None)
         if recorded is None:
@@ -262,7 +280,7 @@ class ReplayStash:
                 f"at seq {call.seq} (tool.call {call_id}):\n" + _json_diff(expected, actual),
                 seq=call.seq,
             )
-        return result
+        return call, result
 
     def ask_response(self, call_id: str, question: str) -> dict[str, Any]:
         self._raise_if_stopped()
@@ -414,6 +432,20 @@ def _same_payload(recorded: Any, actual: dict[str, Any]) -> bool:
     if recorded.model_extra or actual.keys() != fields.keys():
         return False
     return all(getattr(recorded, name) == actual[name] for name in fields)
+
+
+def same_json(recorded: Any, actual: Any) -> bool:
+    """Whether two JSON values serialise alike: equal, with the same types (1, 1.0 and True
+    are equal in Python) and the same key order."""
+    if type(recorded) is not type(actual):
+        return False
+    if isinstance(recorded, dict):
+        return list(recorded) == list(actual) and all(
+            same_json(value, actual[key]) for key, value in recorded.items()
+        )
+    if isinstance(recorded, list):
+        return len(recorded) == len(actual) and all(map(same_json, recorded, actual))
+    return bool(recorded == actual)
 
 
 IGNORED = "<ignored>"

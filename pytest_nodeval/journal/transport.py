@@ -362,6 +362,16 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         own retries of it (which the recording never saw: nodeval had retried below) get the
         same answer, and the journal is not read further for them."""
 
+    def bind(self, journal: JournalWriter, stash: ReplayStash) -> None:
+        """Serve another attempt (an SDK client kept for the next attempt of its case)."""
+        self._journal, self._stash, self._gave_up = journal, stash, None
+
+    def unbind(self) -> None:
+        """Let go of the attempt's journal and stash (and with them its golden journal) while
+        the transport waits for the next attempt; until then it serves nothing."""
+        self._journal = self._stash = None  # type: ignore[assignment]
+        self._gave_up = None
+
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         return self._serve(request, request.read())
 
@@ -372,11 +382,18 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         if self._gave_up is not None and self._gave_up[:2] == (request.url.path, body):
             return _answer(self._gave_up[2], request)
         self._gave_up = None
-        # Most replayed requests are byte for byte the recorded ones: nothing to parse then.
-        recorded = self._stash.serve_llm_exact(
-            self._journal, self._provider, self._api, request.method, request.url.path, body
+        path = request.url.path
+        # Most replayed requests are byte for byte the recorded ones: nothing to parse then,
+        # and a plain answer is handed back as the golden journal's text of its body.
+        served = self._stash.serve_exact(
+            self._journal, self._provider, self._api, request.method, path, body
         )
-        if recorded is None:
+        if served is not None:
+            prepared = _prepared_response(served[0].payload, served[1], request)
+            if prepared is not None:
+                return prepared
+            recorded = served[0].payload_dict()
+        else:
             payload = request_payload(request, self._provider, self._api, body)
             # Freshly parsed (owned: the stash only reads it); a scan reads the body as sent.
             recorded = self._stash.serve_llm(
@@ -384,7 +401,7 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
                 self._provider,
                 payload,
                 owned=True,
-                text=f"{request.url.path}\n{body.decode('utf-8', 'replace')}",
+                text=f"{path}\n{body.decode('utf-8', 'replace')}",
             )
         final_failure = recorded.get("error") or recorded.get("status", 200) >= 400
         if final_failure and recorded.get("retries") is not None:
@@ -422,6 +439,50 @@ def _answer(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Respons
     if recorded.get("error"):
         raise _transport_error(recorded["error"], request)
     return replayed_response(recorded, request)
+
+
+def _prepared_response(
+    payload: Any, raw: bytes | memoryview, request: httpx2.Request
+) -> httpx2.Response | None:
+    """A recorded success answered as the golden journal's text of its body, which the SDK
+    parses to what `replayed_response` would send it: the payload is not parsed into a dict
+    and its body serialised again. None for anything else (a failure, a stream, a string
+    body, a payload whose text is unknown or not laid out as the writer writes it)."""
+    if not raw or payload.status >= 400 or payload.error is not None:
+        return None
+    headers = payload.headers
+    if "body" in headers:  # then `,"body":` could be a header's key, not the payload's
+        return None
+    content = _body_text(raw, payload)
+    if content is None:
+        return None
+    headers = dict(headers)
+    headers.setdefault("content-type", "application/json")
+    return httpx2.Response(payload.status, headers=headers, content=content, request=request)
+
+
+_BODY_KEY = b',"body":'
+_NO_SSE = b',"sse":null,'
+
+
+def _body_text(raw: bytes | memoryview, payload: Any) -> bytes | None:
+    """The JSON text of an llm.response payload's body, sliced from the payload's text.
+
+    The writer puts `provider`, `status` and `headers` (string keys and values: no `,"body":`
+    once no header is called that) before `body`, and `sse` after it. The last `,"sse":null,`
+    is the payload's own key when what follows it parses as an object of its own: one nested
+    deeper would leave a closing brace over."""
+    text = raw if isinstance(raw, bytes) else payload  # a RecordedPayload finds in its line
+    start, end = text.find(_BODY_KEY), text.rfind(_NO_SSE)
+    if start == -1 or end <= start:
+        return None
+    try:
+        tail = json.loads(b"{" + bytes(raw[end + 1 :]))
+    except ValueError:
+        return None
+    body = bytes(raw[start + len(_BODY_KEY) : end])
+    # A string body is sent as its text, not as JSON (replayed_response).
+    return body if isinstance(tail, dict) and body[:1] != b'"' else None
 
 
 def replayed_response(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Response:

@@ -2,7 +2,7 @@
 
 The writer appends and flushes each event and fsyncs at turn ends, so a killed process
 leaves a valid prefix that the reader can use (a replayed journal, which can always be
-replayed again, is flushed at turn ends only). Every payload goes through a redactor first,
+replayed again, is written when it closes). Every payload goes through a redactor first,
 except one served verbatim from a golden journal, which was redacted when it was recorded.
 """
 
@@ -16,6 +16,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -29,6 +30,7 @@ from .events import (
     Event,
     JournalHeader,
     RecordedPayload,
+    constructed,
     now_iso,
 )
 from .redact import Redactor, secrets_redactor
@@ -40,12 +42,12 @@ _NOT_SERVABLE = frozenset({"session.start", "session.end"})
 
 
 class JournalWriter:
-    """Appends events to `<directory>/events.jsonl`, one flushed line at a time.
+    """Appends events to `<directory>/events.jsonl`, one flushed line at a time (durable).
 
     Every payload goes through the redactor before it is serialised, so secrets never
     reach the disk; the events kept in memory (`events`) are the redacted ones too.
-    `durable=False` skips the fsyncs: for replayed sessions, which can always be replayed
-    again, the flush per event is enough (an fsync costs milliseconds on some disks).
+    `durable=False`, for replayed sessions, which can always be replayed again: no fsync (it
+    costs milliseconds on some disks), and the lines are kept and written at close.
     With `directory=None` the journal lives in memory only and nothing is written: what
     a production session uses, so the sampler decides what (if anything) reaches the disk.
     """
@@ -70,20 +72,41 @@ class JournalWriter:
         self._no_room: DiskFullError | None = None
         """Set once a write found no room: every later write and close() raise it again, so
         the session cannot end as if its journal were whole (an agent may swallow the first)."""
-        if directory is not None:
-            try:
-                directory.mkdir(parents=True, exist_ok=True)
-                write_atomic(
-                    directory / HEADER_FILE,
-                    header.model_dump_json(indent=2) + "\n",
-                    durable=durable,
-                )
-                # Open for the writer's lifetime (closed by close()), so no `with` block.
-                self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
-            except OSError as exc:
-                if no_room(exc):
-                    raise disk_full(exc, directory) from None
-                raise
+        self._pending: list[str | bytes | memoryview] | None = None
+        """A replayed journal's lines not written yet (see `_append`); None: written at once."""
+        self._pending_size = 0
+        if directory is None:
+            return
+        if durable:
+            self._open()
+            return
+        # A replayed journal is opened when its first lines go out, at close for most: its
+        # files cost a session's worth of small events, and nobody reads them before the end.
+        # The directory is made now: a program's stderr is written beside the events.
+        self._pending = []
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if no_room(exc):
+                raise disk_full(exc, directory) from None
+            raise
+
+    def _open(self) -> None:
+        directory = self.directory
+        assert directory is not None
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            write_atomic(
+                directory / HEADER_FILE,
+                self.header.model_dump_json(indent=2) + "\n",
+                durable=self._durable,
+            )
+            # Open for the writer's lifetime (closed by close()), so no `with` block.
+            self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            if no_room(exc):
+                raise disk_full(exc, directory) from None
+            raise
 
     @property
     def turn(self) -> int:
@@ -115,6 +138,9 @@ class JournalWriter:
         """
         if type_name not in PAYLOADS:
             raise ValueError(f"unknown event type {type_name!r}; known: {', '.join(PAYLOADS)}")
+        scalars = _SCALAR_FIELDS.get(type_name)
+        if scalars is not None and _as_declared(payload, scalars):
+            return self._emit_declared(type_name, payload, turn, scalars)
         if not owned and _flat(payload):
             # Only immutable scalars: nothing the caller could change later, so no copy needed,
             # and the scan can read the strings as they are.
@@ -146,6 +172,35 @@ class JournalWriter:
                 )
             return self._keep(event)
 
+    def _emit_declared(
+        self,
+        type_name: str,
+        payload: dict[str, Any],
+        turn: int | None,
+        scalars: _ScalarFields,
+    ) -> Event:
+        """`emit` of a payload of scalars, each of the very type its field declares (the
+        engine's turn markers, inputs and outputs): validation would return the payload as
+        given, so the models are constructed around it, unvalidated and uncopied, and
+        serialised as `emit` serialises them."""
+        text = "\n".join(f'"{key}":{value}' for key, value in payload.items() if type(value) is str)
+        if getattr(self._redactor, "scans_text", False):
+            redacted = self._redactor(type_name, payload, text)  # type: ignore[call-arg]
+        else:
+            redacted = self._redactor(type_name, payload)
+        with self._lock:
+            head = {"seq": len(self.events) + 1, "ts": now_iso(), "type": type_name}
+            head["turn"] = self._turn if turn is None else turn
+            if redacted is not payload and not _as_declared(redacted, scalars):
+                event = EVENT_ADAPTER.validate_python({**head, "payload": redacted})
+            else:
+                values = {
+                    name: redacted.get(name, default) for name, default in scalars.defaults.items()
+                }
+                head["payload"] = constructed(PAYLOADS[type_name], values, set(redacted))
+                event = constructed(EVENT_MODELS[type_name], head, _SERVED_FIELDS)
+            return self._keep(event)
+
     def emit_recorded(
         self, recorded: Event, *, turn: int | None = None, raw_payload: bytes | memoryview = b""
     ) -> Event:
@@ -168,24 +223,25 @@ class JournalWriter:
             # A stricter redactor (the sampler's PII one, a user's) never saw this payload.
             return self.emit(recorded.type, recorded.payload_dict(), turn=turn)
         with self._lock:
-            event = model.model_construct(
-                _SERVED_FIELDS,  # one set for every served event (events are frozen)
-                seq=len(self.events) + 1,
-                ts=now_iso(),
-                type=recorded.type,
-                turn=self._turn if turn is None else turn,
-                payload=recorded.payload,
-            )
-            return self._keep(event, raw_payload)
+            values = {
+                "seq": len(self.events) + 1,
+                "ts": now_iso(),
+                "type": recorded.type,
+                "turn": self._turn if turn is None else turn,
+                "payload": recorded.payload,
+            }
+            # One fields set for every served event (events are frozen).
+            return self._keep(constructed(model, values, _SERVED_FIELDS), raw_payload)
 
     def _keep(self, event: Event, raw_payload: bytes | memoryview = b"") -> Event:
-        if self._file is not None:
+        if self._file is not None or self._pending is not None:
             if raw_payload:  # the field order of model_dump_json, with the golden payload's text
                 line = (
                     f'{{"seq":{event.seq},"ts":"{event.ts}","type":"{event.type}","turn":{event.turn},'
                     '"payload":'
                 )
-                if len(raw_payload) < WRITTEN_AS_IS:
+                # Kept for later, the payload stays a view (written as bytes, never decoded).
+                if self._pending is None and len(raw_payload) < WRITTEN_AS_IS:
                     line, raw_payload = line + str(raw_payload, "utf-8") + "}", b""
                 self._append(line, event.type in _DURABLE_AFTER, raw_payload)
             else:
@@ -197,9 +253,22 @@ class JournalWriter:
     def _append(self, line: str, turn_ended: bool, payload: bytes | memoryview = b"") -> None:
         """Write `line` and a newline; with `payload`, the line's start, the payload's bytes as
         they are, and its closing brace."""
-        assert self._file is not None
         if self._no_room is not None:
             raise self._no_room
+        pending = self._pending
+        if pending is not None:
+            # A replayed journal: kept until close, or until a megabyte has gathered (a served
+            # payload's bytes are views into the golden journal, not copies).
+            if payload:
+                pending += (line, payload, "}\n")
+            else:
+                pending.append(line + "\n")
+            self._pending_size += len(line) + len(payload) + 2
+            self._written += len(line) + len(payload) + (2 if payload else 1)
+            if self._pending_size >= WRITTEN_AS_IS:
+                self._write_pending()
+            return
+        assert self._file is not None
         try:
             if payload:
                 self._file.write(line)
@@ -208,15 +277,31 @@ class JournalWriter:
                 self._file.write("}\n")
             else:
                 self._file.write(line + "\n")
-            # A durable journal flushes every event and fsyncs at turn ends; a replayed one can
-            # always be replayed again, so its buffer goes out at turn ends (and at close).
-            if self._durable or turn_ended:
-                self._file.flush()
-            if self._durable and turn_ended:
+            # Only a durable journal gets here (a replayed one keeps its lines): every event
+            # flushed, an fsync at turn ends.
+            self._file.flush()
+            if turn_ended:
                 os.fsync(self._file.fileno())
         except OSError as exc:
             self._fail(exc)
         self._written += len(line) + len(payload) + (2 if payload else 1)
+
+    def _write_pending(self) -> None:
+        """Open the replayed journal if it is not yet, and write out its lines kept so far."""
+        assert self._pending is not None
+        if self._file is None:
+            self._open()
+        assert self._file is not None
+        chunks, self._pending, self._pending_size = self._pending, [], 0
+        data = b"".join(
+            chunk.encode("utf-8") if isinstance(chunk, str) else chunk for chunk in chunks
+        )
+        try:
+            self._file.flush()  # nothing is in its text layer: the lines go to the bytes
+            self._file.buffer.write(data)
+            self._file.buffer.flush()
+        except OSError as exc:
+            self._fail(exc)
 
     def _fail(self, exc: OSError) -> NoReturn:
         """Raise a failed write; one for lack of room as the one-line DiskFullError, for good."""
@@ -227,6 +312,9 @@ class JournalWriter:
         raise self._no_room from None
 
     def close(self) -> None:
+        if self._pending is not None and self._no_room is None:
+            self._write_pending()
+            self._pending = None
         if self._file is None or self._file.closed:
             if self._no_room is not None:
                 raise self._no_room
@@ -264,6 +352,64 @@ WRITTEN_AS_IS = 1 << 20
 decoded into the line: a line of many megabytes would be copied three times on its way out."""
 
 _SCALARS = (str, int, bool, type(None))
+
+
+def _scalar_types(annotation: Any) -> frozenset[type] | None:
+    """The types a field of this annotation keeps as given when validated; None for others."""
+    if annotation in (str, int, bool, float):
+        return frozenset({annotation})
+    if annotation == (str | None):
+        return frozenset({str, type(None)})
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _ScalarFields:
+    """A payload model whose fields are all scalars, as validation sees them."""
+
+    types: dict[str, frozenset[type]]
+    """The exact types each field keeps as given (an int for a float field is converted and a
+    str subclass is not `str`: those are validated)."""
+    defaults: dict[str, Any]
+    """Every field in declaration order, with its default (immutable: a scalar)."""
+    required: frozenset[str]
+
+
+def _scalar_fields(model: type[Any]) -> _ScalarFields | None:
+    types: dict[str, frozenset[type]] = {}
+    for name, info in model.model_fields.items():
+        # A constrained field (`ge=1`) is validated, to refuse a value that breaks it.
+        kept = None if info.metadata or info.default_factory else _scalar_types(info.annotation)
+        if kept is None:
+            return None
+        types[name] = kept
+    fields = model.model_fields.items()
+    return _ScalarFields(
+        types,
+        {name: None if info.is_required() else info.default for name, info in fields},
+        frozenset(name for name, info in fields if info.is_required()),
+    )
+
+
+_SCALAR_FIELDS = {
+    name: fields
+    for name, model in PAYLOADS.items()
+    if (fields := _scalar_fields(model)) is not None
+}
+"""The event types whose payload fields are all scalars, which `emit` need not validate."""
+
+
+def _as_declared(payload: dict[str, Any], fields: _ScalarFields) -> bool:
+    """Whether validation would keep `payload` as it is: every required field and no other,
+    each of its exact type, and no float that JSON cannot carry."""
+    types = fields.types
+    for key, value in payload.items():
+        kept = types.get(key)
+        if kept is None or type(value) not in kept:
+            return False
+        if type(value) is float and not math.isfinite(value):
+            return False
+    return fields.required.issubset(payload)
 
 
 def _flat(payload: dict[str, Any]) -> bool:
