@@ -76,6 +76,7 @@ def _pytest(project: Path, args: list[str], expected: str) -> float:
     # Plugins of the dev environment that are neither pytest nor nodeval: hypothesis imports
     # itself in every terminal summary (about a second here), langsmith at start.
     env["PYTEST_ADDOPTS"] = "-p no:langsmith_plugin -p no:hypothesispytest -p no:cacheprovider"
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # modules from their bytecode caches, as for a user
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", *args],

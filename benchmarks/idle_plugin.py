@@ -7,7 +7,9 @@ parametrized tests. Each is run with `--collect-only` and in full (`-q`), with t
 with `-p no:nodeval`, the four arms interleaved round by round so both see the same load.
 Prints the median CPU time (user + system, of the pytest process) of each arm and the
 plugin's cost (with - without): CPU time moves less than wall time with the machine's load.
-The other installed plugins load in both arms alike.
+The other installed plugins load in both arms alike, but for hypothesis and langsmith,
+which are off in both (their cost is large and noisy). Bytecode caches are on, as for a
+user (PYTHONDONTWRITEBYTECODE is dropped from the environment).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ PROJECTS = {
 def run(project: Path, *args: str) -> float:
     """CPU seconds (user + system) of one pytest process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "NODEVAL_"))}
+    # As a user's Python runs: modules from their bytecode caches, not compiled every run (a
+    # development shell may set this; it cost the plugin's modules ~10 ms of compiling).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # This environment's other heavy plugins are off in both arms: hypothesis imports itself in
+    # every terminal summary (~1 s of CPU), whose noise would hide a few milliseconds.
+    env["PYTEST_ADDOPTS"] = "-p no:hypothesispytest -p no:langsmith_plugin"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
