@@ -376,10 +376,14 @@ class _ScalarFields:
 
 
 def _scalar_fields(model: type[Any]) -> _ScalarFields | None:
+    decorators = model.__pydantic_decorators__
+    if decorators.field_validators or decorators.model_validators:
+        return None  # validation would run code of the model's own: never skipped
     types: dict[str, frozenset[type]] = {}
     for name, info in model.model_fields.items():
         # A constrained field (`ge=1`) is validated, to refuse a value that breaks it.
-        kept = None if info.metadata or info.default_factory else _scalar_types(info.annotation)
+        plain = not (info.metadata or info.default_factory or info.alias)
+        kept = _scalar_types(info.annotation) if plain else None
         if kept is None:
             return None
         types[name] = kept

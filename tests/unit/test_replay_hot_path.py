@@ -329,3 +329,28 @@ def test_another_conversation_or_a_changed_one_is_converted_whole() -> None:
     assert converted(other) == providers.to_anthropic(other)
     other.pop()
     assert converted(other) == []
+
+
+def test_a_payload_model_that_runs_code_of_its_own_is_always_validated() -> None:
+    from pydantic import BaseModel, Field, field_validator
+
+    class Plain(BaseModel):
+        text: str
+        note: str | None = None
+
+    class Checked(BaseModel):
+        text: str
+
+        @field_validator("text")
+        @classmethod
+        def _not_blank(cls, value: str) -> str:
+            if not value.strip():
+                raise ValueError("blank")
+            return value
+
+    class Aliased(BaseModel):
+        text: str = Field(alias="t")
+
+    assert writer._scalar_fields(Plain) is not None
+    assert writer._scalar_fields(Checked) is None
+    assert writer._scalar_fields(Aliased) is None
