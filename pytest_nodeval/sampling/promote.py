@@ -136,14 +136,15 @@ def _refuse_conflicts(target: Path, options: PromoteOptions) -> None:
             "Choose another --id, or pass --force to replace it"
         )
     for directory in find_case_dirs([options.cases_dir]):
-        if directory.resolve() != target.resolve() and _case_id_of(directory) == options.case_id:
+        if directory.resolve() != target.resolve() and case_id_of(directory) == options.case_id:
             raise NodevalError(
                 f"case id {options.case_id!r} is already used by {directory / CASE_FILE}; "
                 "choose another --id"
             )
 
 
-def _case_id_of(directory: Path) -> str | None:
+def case_id_of(directory: Path) -> str | None:
+    """The id of the case in `directory`; None when its case.yaml cannot be read."""
     try:
         return read_case_id(directory)
     except CaseFormatError:

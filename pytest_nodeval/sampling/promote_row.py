@@ -24,10 +24,10 @@ from pathlib import Path
 from ..case import INPUTS_FILE
 from ..case.dataset import ROW_ID, dataset_path, read_rows
 from ..case.directory import CaseHead, find_case_dirs, read_case_head
-from ..errors import CaseFormatError, NodevalError
+from ..errors import NodevalError
 from ..journal.writer import write_atomic
 from ..yamlfiles import load_yaml
-from .promote import Promoted, SampleFacts, read_sample_journal, verify_replay
+from .promote import Promoted, SampleFacts, case_id_of, read_sample_journal, verify_replay
 
 _ROW_FIELD = re.compile(r"\{\{\s*row\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -65,7 +65,7 @@ def _dataset_case(options: RowOptions) -> CaseHead:
     if given.is_dir():
         head = read_case_head(given)
     else:
-        found = [d for d in find_case_dirs([options.cases_dir]) if _id_of(d) == options.case]
+        found = [d for d in find_case_dirs([options.cases_dir]) if case_id_of(d) == options.case]
         if not found:
             raise NodevalError(
                 f"--to-dataset {options.case!r}: no case directory, nor a case of that id "
@@ -78,13 +78,6 @@ def _dataset_case(options: RowOptions) -> CaseHead:
             "file; promote to a new case with --id alone"
         )
     return head
-
-
-def _id_of(directory: Path) -> str | None:
-    try:
-        return read_case_head(directory).id
-    except CaseFormatError:
-        return None
 
 
 def _refuse_taken(row_id: str, rows_path: Path, ids: list[str], journal_dir: Path) -> None:
