@@ -36,6 +36,8 @@ PROJECTS = {
         )
     },
 }
+RUNS = (("--collect-only", ("--collect-only", "-q")), ("full", ("-q",)))
+"""Each project is collected only, and run in full."""
 
 
 def _env() -> dict[str, str]:
@@ -96,7 +98,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="nodeval-idle-") as parent:
         for name, project in _projects(Path(parent)):
-            for label, args in (("--collect-only", ("--collect-only", "-q")), ("full", ("-q",))):
+            for label, args in RUNS:
                 run(project, *args)  # bytecode caches warm
                 timed: dict[bool, list[float]] = {True: [], False: []}
                 for _ in range(rounds):
@@ -118,7 +120,7 @@ def count_instructions() -> None:
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="nodeval-idle-") as parent:
         for name, project in _projects(Path(parent)):
-            for label, args in (("--collect-only", ("--collect-only", "-q")), ("full", ("-q",))):
+            for label, args in RUNS:
                 run(project, *args)  # bytecode caches warm
                 with_ = instructions(project, *args)
                 without = instructions(project, *args, "-p", "no:nodeval")

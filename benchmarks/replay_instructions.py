@@ -73,32 +73,10 @@ def session(variant: str, cases: dict[str, Path]) -> Any:
 
 
 def _floor(case_dir: Path) -> Any:
-    import anthropic
-    import httpx2
+    from replay_vs_peers import recorded_exchanges, sdk_floor_session
 
-    from pytest_nodeval.journal.reader import read_journal
-
-    events = read_journal(case_dir / "journal").events
-    requests = [e.payload.body for e in events if e.type == "llm.request"]
-    responses = [json.dumps(e.payload.body).encode() for e in events if e.type == "llm.response"]
-
-    def run() -> None:
-        answers = iter(responses)
-        transport = httpx2.MockTransport(
-            lambda request: httpx2.Response(
-                200, content=next(answers), headers={"content-type": "application/json"}
-            )
-        )
-        client = anthropic.Anthropic(
-            api_key="k",
-            base_url="http://127.0.0.1:9",
-            max_retries=0,
-            http_client=httpx2.Client(transport=transport),
-        )
-        for body in requests:
-            client.messages.create(**body)
-
-    return run
+    requests, responses = recorded_exchanges(case_dir)
+    return lambda: sdk_floor_session(requests, responses, "http://127.0.0.1:9")
 
 
 def child(tree: str, variant: str, cases: dict[str, Path], sessions: int, profile: bool) -> None:

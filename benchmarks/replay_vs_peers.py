@@ -86,6 +86,30 @@ def recorded_exchanges(case_dir: Path) -> tuple[list[dict[str, Any]], list[bytes
     return requests, responses
 
 
+def sdk_floor_session(
+    requests: list[dict[str, Any]], responses: list[bytes], base_url: str
+) -> None:
+    """The SDK floor, one session: the recorded requests sent with `messages.create`, one client
+    per session, answered from memory by an injected `httpx2.MockTransport`."""
+    import anthropic
+    import httpx2
+
+    answers = iter(responses)
+    transport = httpx2.MockTransport(
+        lambda request: httpx2.Response(
+            200, content=next(answers), headers={"content-type": "application/json"}
+        )
+    )
+    client = anthropic.Anthropic(
+        api_key="k",
+        base_url=base_url,
+        max_retries=0,
+        http_client=httpx2.Client(transport=transport),
+    )
+    for body in requests:
+        client.messages.create(**body)
+
+
 def mock_case(directory: Path, turns: int = TURNS) -> Path:
     """The same conversation shape with the keyless mock provider (no SDK), recorded."""
     script: list[dict[str, Any]] = []
@@ -187,20 +211,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
     base_url = record_cassette(requests, responses, cassette)
 
     def floor() -> None:
-        answers = iter(responses)
-        transport = httpx2.MockTransport(
-            lambda request: httpx2.Response(
-                200, content=next(answers), headers={"content-type": "application/json"}
-            )
-        )
-        client = anthropic.Anthropic(
-            api_key="k",
-            base_url=base_url,
-            max_retries=0,
-            http_client=httpx2.Client(transport=transport),
-        )
-        for body in requests:
-            client.messages.create(**body)
+        sdk_floor_session(requests, responses, base_url)
 
     sessions = iter(range(1_000_000))
 

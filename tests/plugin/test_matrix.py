@@ -13,6 +13,7 @@ from pytest_nodeval.cli import main as nodeval
 from pytest_nodeval.report.models import RunReport
 
 from ..conftest import PROJECT_INI, write_case
+from .test_shards import _report as report_in
 
 
 def _report(project: pytest.Pytester) -> RunReport:
@@ -293,14 +294,10 @@ def test_shards_with_concurrency_and_xdist_merge_into_the_whole_run_s_variants(
         assert sharded.ret in (0, 1), sharded.stdout.str()  # a shard may hold no rude variant
         dirs.append(next((nodeval_project.path / "shards" / str(k)).glob("*/report.json")).parent)
         # The matrix's first variant, whichever finished first on the workers.
-        assert _report_at(dirs[-1]).variants.compared_with == "tone=polite"  # type: ignore[union-attr]
+        assert report_in(dirs[-1]).variants.compared_with == "tone=polite"  # type: ignore[union-attr]
     assert nodeval(["merge", *map(str, dirs), "--to", str(nodeval_project.path / "merged")]) == 1
-    merged = _report_at(nodeval_project.path / "merged")
-    unsharded = _report_at(next((nodeval_project.path / "whole").glob("*/report.json")).parent)
+    merged = report_in(nodeval_project.path / "merged")
+    unsharded = report_in(next((nodeval_project.path / "whole").glob("*/report.json")).parent)
     assert _comparable(merged) == _comparable(unsharded)
     rude = merged.variants.variants[1]  # type: ignore[union-attr]
     assert rude.vs_first is not None and sorted(rude.vs_first.worse) == ["tone", "tone-b", "tone-c"]
-
-
-def _report_at(run_dir: Path) -> RunReport:
-    return RunReport.model_validate_json((run_dir / "report.json").read_bytes())
