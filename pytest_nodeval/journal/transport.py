@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx2
 
+from .events import RecordedPayload
 from .replay import ReplayStash
 from .writer import JournalWriter
 
@@ -472,7 +473,8 @@ def _body_text(raw: bytes | memoryview, payload: Any) -> bytes | None:
     once no header is called that) before `body`, and `sse` after it. The last `,"sse":null,`
     is the payload's own key when what follows it parses as an object of its own: one nested
     deeper would leave a closing brace over."""
-    text = raw if isinstance(raw, bytes) else payload  # a RecordedPayload finds in its line
+    # A lazy payload searches its golden line, without a copy (bytes of bytes is no copy).
+    text = payload if isinstance(payload, RecordedPayload) else bytes(raw)
     start, end = text.find(_BODY_KEY), text.rfind(_NO_SSE)
     if start == -1 or end <= start:
         return None
