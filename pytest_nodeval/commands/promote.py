@@ -151,6 +151,10 @@ def _from_otel(args: argparse.Namespace, options: PromoteOptions) -> tuple[str, 
     return f"trace {args.trace} of {args.from_otel}", promoted
 
 
+_CASE_FLAGS = {"--owner": "owner", "--tag": "tags", "--force": "force"}
+"""Flags about the case.yaml of a new case, which a dataset's new row does not have."""
+
+
 def _to_dataset(args: argparse.Namespace) -> int:
     from ..sampling.promote import resolve_sample
     from ..sampling.promote_row import RowOptions, promote_row
@@ -159,6 +163,12 @@ def _to_dataset(args: argparse.Namespace) -> int:
     if args.from_otel is not None or args.sample is None:
         raise NodevalError(
             "--to-dataset CASE takes a SAMPLE (promote a trace to a case of its own first)"
+        )
+    for_a_case = [flag for flag, given in _CASE_FLAGS.items() if getattr(args, given)]
+    if for_a_case:
+        raise NodevalError(
+            f"{', '.join(for_a_case)}: set what case.yaml says of a new case; a row of "
+            f"{args.to_dataset} takes its case's"
         )
     values = {}
     for item in args.values:

@@ -105,8 +105,20 @@ def test_a_csv_dataset_gets_its_row_in_header_order(
         (["--id", "sum", "--set", "answer=Rome"], "rows.jsonl has a row of that id already"),
         (["--id", "it aly", "--set", "answer=Rome"], "--id 'it aly' is not a valid row id"),
         (["--id", "italy", "--set", "answer"], "--set 'answer': not FIELD=VALUE"),
+        (
+            ["--id", "italy", "--set", "answer=Rome", "--tag", "pr"],
+            "--tag: set what case.yaml says of a new case; a row of qa takes its case's",
+        ),
     ],
-    ids=["field-missing", "field-unknown", "field-clash", "id-taken", "id-invalid", "set-form"],
+    ids=[
+        "field-missing",
+        "field-unknown",
+        "field-clash",
+        "id-taken",
+        "id-invalid",
+        "set-form",
+        "case-flag",
+    ],
 )
 def test_what_cannot_be_a_row_is_one_line_and_changes_nothing(
     qa_case: Path,
