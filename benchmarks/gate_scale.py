@@ -13,9 +13,10 @@ Builds a baseline and a current run (numpy seed 29) where every gate has data an
 bootstrap runs: latencies x1.3 (+~600 ms on the pooled p95), tokens and costs x1.2, pass rates
 drawn per scenario from 60% solid / 40% flaky. Each run is a fresh process (so imports, caches
 and the allocator start cold, as in CI): it builds the samples, then times one compare() with
-the default GatePolicy and reads its peak resident memory (ru_maxrss). The script prints each
-run with the 1-minute load average when it ended (the machine may be shared), the medians, and
-the verdicts and bounds of each tree's last run, so a change in behaviour shows.
+the default GatePolicy (wall clock and the process's CPU time) and reads its peak resident
+memory (ru_maxrss). The script prints each run with the 1-minute load average when it ended
+(the machine may be shared), the medians, and the verdicts and bounds of each tree's last run,
+so a change in behaviour shows.
 """
 
 from __future__ import annotations
@@ -58,14 +59,15 @@ def run(slower):
 
 baseline, current = run(1.0), run(1.3)
 built_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-start = time.perf_counter()
+start, cpu_start = time.perf_counter(), time.process_time()
 diff = compare(baseline, current, GatePolicy())
-seconds = time.perf_counter() - start
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
 peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 gates = {g.name.value: [g.verdict.value, g.numbers.get("lower_bound")] for g in diff.gates}
 import pytest_nodeval
-print(json.dumps({"seconds": seconds, "built_mb": built_rss / 1e6, "peak_mb": peak_rss / 1e6,
-                  "gates": gates, "package": pytest_nodeval.__path__[0]}))
+print(json.dumps({"seconds": seconds, "cpu": cpu, "built_mb": built_rss / 1e6,
+                  "peak_mb": peak_rss / 1e6, "gates": gates,
+                  "package": pytest_nodeval.__path__[0]}))
 """
 
 
@@ -106,17 +108,19 @@ def main() -> None:
             results[label].append(result)
             print(
                 f"run {index + 1}{f' ({label})' if label else ''}: compare() "
-                f"{result['seconds']:.2f} s, peak RSS {result['peak_mb']:.0f} MB (after building "
-                f"the samples {result['built_mb']:.0f} MB), load average {result['load']:.2f}",
+                f"{result['seconds']:.2f} s ({result['cpu']:.2f} s CPU), peak RSS "
+                f"{result['peak_mb']:.0f} MB (after building the samples "
+                f"{result['built_mb']:.0f} MB), load average {result['load']:.2f}",
                 flush=True,
             )
     for label, runs in results.items():
         seconds = statistics.median(float(r["seconds"]) for r in runs)  # type: ignore[arg-type]
         peak = statistics.median(float(r["peak_mb"]) for r in runs)  # type: ignore[arg-type]
+        cpu = statistics.median(float(r["cpu"]) for r in runs)  # type: ignore[arg-type]
         print(
             f"{label + ': ' if label else ''}{args.scenarios} x {args.repeats}: median compare() "
-            f"{seconds:.2f} s, median peak RSS {peak:.0f} MB over {args.runs} runs "
-            f"(pytest_nodeval from {runs[-1]['package']})"
+            f"{seconds:.2f} s ({cpu:.2f} s CPU), median peak RSS {peak:.0f} MB over {args.runs} "
+            f"runs (pytest_nodeval from {runs[-1]['package']})"
         )
         print("  verdicts and bounds (last run):", json.dumps(runs[-1]["gates"]))
 

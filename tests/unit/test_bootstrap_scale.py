@@ -1,5 +1,6 @@
 """Issue 29.6: the pooled-quantile bootstrap's tail counting, the exact early stop below 1,
-and one draw of the resamples for every gate that resamples the same attempts.
+one draw of the resamples for every gate that resamples the same attempts, and the attempts
+drawn four (or two) per random code.
 
 docs/statistics.md §3.4, "The bootstraps at scale". Each fast path is checked against a direct
 computation: sorting each resample and taking its Harrell-Davis quantile, counting every
@@ -165,3 +166,41 @@ def test_the_gates_with_the_same_attempts_share_one_draw_of_each_resample(
     # that have 10 attempts a case, another for the one with 3.
     assert sum(drawn) == 2 * 4000 * 4
     assert len(drawn) == 2 * (4000 // 200) * 2  # batches of 200 at 60 cases x 10
+
+
+@pytest.mark.parametrize(("n", "per_code"), [(2, 4), (10, 4), (16, 4), (17, 2), (256, 2)])
+def test_a_slot_code_holds_its_base_n_digits(n: int, per_code: int) -> None:
+    codes = significance._slot_codes(n)
+    assert codes is not None and len(codes) == n**per_code
+    digits = codes.view(np.uint8).reshape(len(codes), per_code)
+    # Code c's digits, most significant first: c = sum_i digit_i n^(k - 1 - i).
+    weights = n ** np.arange(per_code - 1, -1, -1)
+    assert np.array_equal(digits.astype(np.int64) @ weights, np.arange(len(codes)))
+
+
+def test_one_attempt_or_more_than_256_draws_each_attempt_alone() -> None:
+    assert significance._slot_codes(1) is None and significance._slot_codes(257) is None
+    assert _FlatRun([[1.0, 2.0, 3.0]] * 4).codes is not None
+    assert _FlatRun([[1.0, 2.0], [3.0]]).codes is None  # unequal attempts: drawn as before
+
+
+def test_coded_slots_are_uniform_independent_and_continue_the_stream_row_by_row() -> None:
+    run = _FlatRun([[float(v) for v in range(10)]] * 7)  # 70 slots a row: not a multiple of 4
+    draws = np.zeros((3000, 7), dtype=np.intp)
+    slots = run.slots(np.random.default_rng(4), draws)
+    assert slots.shape == (3000, 7, 10) and slots.max() == 9
+    rng = np.random.default_rng(4)  # the same rows drawn in chunks continue the same stream
+    chunked = np.concatenate([run.slots(rng, draws[i : i + 7]) for i in range(0, 3000, 7)])
+    assert np.array_equal(chunked, slots)
+    # Each slot uniform on 0..9, and pairs of neighbours (within a code and across two codes)
+    # uniform on the 100 pairs: chi-square against its 0.999 quantile.
+    from scipy.stats import chi2
+
+    flat = slots.reshape(-1).astype(np.int64)
+    for counts, cells in (
+        (np.bincount(flat, minlength=10), 10),
+        (np.bincount(flat[:-1] * 10 + flat[1:], minlength=100), 100),
+        (np.bincount(flat[3::4][:-1] * 10 + flat[4::4], minlength=100), 100),
+    ):
+        expected = counts.sum() / cells
+        assert ((counts - expected) ** 2 / expected).sum() < chi2.ppf(0.999, cells - 1)
