@@ -25,6 +25,8 @@ from pydantic import (
     model_serializer,
 )
 
+from .ondisk import DiskSlice
+
 SCHEMA_VERSION: Final = 1
 _M = TypeVar("_M", bound=BaseModel)
 HEADER_FILE = "header.json"
@@ -273,13 +275,18 @@ class RecordedPayload:
 
     The line is kept whole and the payload's text is a view into it (`raw`), not a slice of
     it: a copy per line, freed and allocated around the parse, fragments the heap of a process
-    reading a big journal by about the journal's size again.
+    reading a big journal by about the journal's size again. A line of megabytes is not kept
+    at all but left in the file (`ondisk.DiskSlice`), and read from it when it is used.
     """
 
     __slots__ = ("_end", "_head", "_lazy", "_line", "_start")
 
     def __init__(
-        self, payload: _Payload, line: bytes, span: tuple[int, int], lazy: frozenset[str]
+        self,
+        payload: _Payload,
+        line: bytes | DiskSlice,
+        span: tuple[int, int],
+        lazy: frozenset[str],
     ) -> None:
         """`payload`: the model just parsed from `line`, taken over (its lazy fields are
         dropped); `span`: where its text is in `line`."""
@@ -294,8 +301,10 @@ class RecordedPayload:
         share_fields_set(payload)  # never assigned to: only read through __getattr__
 
     @property
-    def raw(self) -> memoryview:
+    def raw(self) -> memoryview | DiskSlice:
         """The payload's JSON text, as the journal's line has it (a view, not a copy)."""
+        if isinstance(self._line, DiskSlice):
+            return self._line.sub(self._start, self._end)
         return memoryview(self._line)[self._start : self._end]
 
     def find(self, text: bytes, start: int = 0) -> int:
@@ -312,7 +321,8 @@ class RecordedPayload:
 
     def parsed(self) -> _Payload:
         """The whole payload model, parsed now (the caller drops it when done)."""
-        payload: _Payload = EVENT_ADAPTER.validate_json(self._line).payload
+        line = self._line
+        payload: _Payload = EVENT_ADAPTER.validate_json(bytes(line)).payload
         return payload
 
     def model_dump(self) -> dict[str, Any]:
@@ -328,13 +338,23 @@ class RecordedPayload:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RecordedPayload):
-            return self.raw == other.raw or self.parsed() == other.parsed()
+            return _same_text(self.raw, other.raw) or self.parsed() == other.parsed()
         return self.parsed() == other if isinstance(other, _Payload) else NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # like the models it stands for
 
     def __repr__(self) -> str:
         return f"RecordedPayload({type(self._head).__name__}, {self._end - self._start} bytes)"
+
+
+PayloadText: TypeAlias = bytes | memoryview | DiskSlice
+"""A payload's JSON text as a golden journal has it: in memory, or left in the file."""
+
+
+def _same_text(one: memoryview | DiskSlice, other: memoryview | DiskSlice) -> bool:
+    if isinstance(one, memoryview) and isinstance(other, memoryview):
+        return one == other
+    return len(one) == len(other) and bytes(one) == bytes(other)
 
 
 def constructed(model: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:

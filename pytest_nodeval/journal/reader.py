@@ -6,11 +6,14 @@ cannot be used is a JournalError naming the file and the line.
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
+import secrets
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -26,6 +29,7 @@ from .events import (
     UnknownEvent,
     share_fields_set,
 )
+from .ondisk import CHUNK, DiskSlice, stamp_of
 
 
 class Journal(BaseModel):
@@ -97,13 +101,21 @@ def read_journal(
     events: list[Event] = EventList()
     problems: list[str] = []
     raw_payloads: dict[int, bytes] = {}
+    offset = 0
     with path.open("rb") as lines:  # line by line: the file is never held whole beside its events
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+        stamp = stamp_of(lines.fileno())
+        # A journal read whole (cached, observed) keeps its lines: only a lazy read lets go of
+        # a long one, which is then worth reading in one piece.
+        for number, line in enumerate(_lines(lines) if lazy else lines, start=1):
+            start, offset = offset, offset + len(line)
+            if line.isspace():  # not line.strip(), which copies the line
                 continue
             torn = not line.endswith(b"\n")  # only the last line can lack its newline
             try:
-                event = EVENT_ADAPTER.validate_json(line)
+                event = _validated_by_parts(line) if lazy and len(line) >= BIG_LINE else None
+                left = event is not None  # validated without its lazy fields: left in the file
+                if event is None:
+                    event = EVENT_ADAPTER.validate_json(line)
             except ValidationError as exc:
                 if torn and whole:
                     raise JournalError(
@@ -125,7 +137,8 @@ def read_journal(
             if event.type in LAZY_FIELDS:
                 span = _payload_span(line)
                 if lazy and span is not None:
-                    payload = RecordedPayload(event.payload, line, span, LAZY_FIELDS[event.type])
+                    text = DiskSlice(path, start, len(line), stamp) if left else line
+                    payload = RecordedPayload(event.payload, text, span, LAZY_FIELDS[event.type])
                     # The event was just parsed and nothing else holds it: its payload is
                     # replaced in place rather than the (frozen) event rebuilt around it.
                     event.__dict__["payload"] = payload
@@ -149,6 +162,101 @@ def read_journal(
         problems=problems,
         raw_payloads=raw_payloads,
     )
+
+
+BIG_LINE = 1 << 20
+"""A golden journal's line from this size on is validated by parts and left in its file."""
+
+LONG_STRING = 1 << 12
+"""A string from this size on is checked on its own, not parsed, in a line validated by parts."""
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+"""A JSON string as a JSON parser reads one from its opening quote (its escapes unchecked)."""
+
+_VALID_CONTENT = re.compile(
+    rb'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u(?![dD][89a-fA-F])[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+)
+"""What pydantic accepts between a string's quotes, less any surrogate escape (which must pair
+up: such a string is left to pydantic)."""
+
+_ELIDED = secrets.token_hex(8).encode()
+"""What stands for a long string in a line validated by parts (no journal has it by chance)."""
+
+
+def _lines(file: BinaryIO) -> Iterator[bytes]:
+    """The file's lines as iterating it gives them, a long one read in one piece: readline
+    gathers it from pieces and joins them, which holds it twice."""
+    while line := file.readline(BIG_LINE):
+        if len(line) == BIG_LINE and not line.endswith(b"\n"):
+            start = file.tell() - len(line)
+            del line
+            length = BIG_LINE + _rest_of_line(file)
+            file.seek(start)
+            line = file.read(length)
+        yield line
+
+
+def _rest_of_line(file: BinaryIO) -> int:
+    """How many bytes the line goes on for (its newline included), read a chunk at a time."""
+    length = 0
+    while chunk := file.read(CHUNK):
+        end = chunk.find(b"\n")
+        if end != -1:
+            return length + end + 1
+        length += len(chunk)
+    return length
+
+
+def _validated_by_parts(line: bytes) -> Event | None:
+    """A big line's model event validated without parsing its long strings: None when it
+    cannot be (then it is parsed whole, which also tells what is wrong with it).
+
+    Parsed whole, a line of 50 MB is held twice at once: its bytes and the strings of its
+    parse. Instead each long string is checked where it is (its escapes and characters; its
+    UTF-8 with the line's, a megabyte at a time) and the line is parsed with a short
+    stand-in for it. Exactly what a parse whole accepts: every quote of the line must start or
+    end one of the strings found, so a JSON parser finds the same strings in both texts. The
+    stand-ins may only be in the payload fields that are left unparsed (`LAZY_FIELDS`).
+    """
+    view, elided, at, after = memoryview(line), 0, 0, 0
+    parts: list[bytes | memoryview] = []
+    for match in _STRING.finditer(line):
+        start, end = match.span()
+        if line.find(b'"', after, start) != -1:  # a quote outside every string found
+            return None
+        after = end
+        if end - start >= LONG_STRING:
+            if not _VALID_CONTENT.fullmatch(line, start + 1, end - 1):
+                return None
+            parts += (view[at : start + 1], _ELIDED)
+            elided += end - start
+            at = end - 1
+    if line.find(b'"', after) != -1 or elided < len(line) // 2:
+        return None  # (mostly short strings: a parse whole costs little more)
+    if not _utf8(view):
+        return None
+    parts.append(view[at:])
+    try:
+        event: Event = EVENT_ADAPTER.validate_json(b"".join(parts))
+    except ValidationError:
+        return None
+    lazy = LAZY_FIELDS.get(event.type)
+    kept = event.model_dump_json(exclude={"payload": set(lazy)}) if lazy else ""
+    if lazy is None or _payload_span(line) is None or _ELIDED.decode() in kept:
+        return None  # a long string in a field that is kept parsed
+    return event
+
+
+def _utf8(view: memoryview) -> bool:
+    """Whether these bytes are UTF-8 as pydantic reads it, decoded a megabyte at a time."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for at in range(0, len(view), CHUNK):
+            decoder.decode(view[at : at + CHUNK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class EventList(list[Any]):

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ReplayDivergence
 from ..modes import MatchLevel
-from .events import RecordedPayload
+from .events import PayloadText, RecordedPayload
+from .ondisk import DiskSlice, GoldenChanged
 from .reader import Journal
 
 if TYPE_CHECKING:
@@ -65,22 +66,36 @@ class _Exchange:
     request_event: Event
     response_event: Event
     """The recorded llm.response event (its payload is served verbatim)."""
-    raw_request: bytes | memoryview = b""
+    raw_request: PayloadText = b""
     """The request payload's JSON text as the golden journal has it ("" when unknown)."""
-    raw_response: bytes | memoryview = b""
+    raw_response: PayloadText = b""
     """The same for the response payload."""
 
     @property
-    def raw_body(self) -> memoryview:
+    def raw_body(self) -> memoryview | DiskSlice:
         """The request body's JSON text: the payload's last field, as the writer orders them.
 
-        A view into the payload's text, not a copy of it (a body may be many megabytes)."""
+        A view into the payload's text, not a copy of it (a body may be many megabytes); the
+        file's bytes, not read yet, for a line left in it."""
         raw, payload = self.raw_request, self.request_event.payload
         if not raw or payload.model_extra:
             return memoryview(b"")
         find = raw.find if isinstance(raw, bytes) else payload.find
         start = find(b',"body":', find(b',"stream":'))
-        return memoryview(raw)[start + 8 : -1] if start != -1 else memoryview(b"")
+        if start == -1:
+            return memoryview(b"")
+        if isinstance(raw, DiskSlice):
+            return raw.sub(start + 8, len(raw) - 1)
+        return memoryview(raw)[start + 8 : -1]
+
+    def sent_as_recorded(self, body: bytes) -> bool:
+        """Whether an SDK sent this body byte for byte as the recorded request's."""
+        raw_body = self.raw_body
+        if isinstance(raw_body, DiskSlice):
+            return bool(raw_body) and raw_body.same_as(body)
+        # bytes.startswith compares with memcmp; `!=` on a memoryview goes byte by byte
+        # (about as long as the SDK's whole call, for a 40 KB request).
+        return bool(raw_body) and len(raw_body) == len(body) and body.startswith(raw_body)
 
     @property
     def seq(self) -> int:
@@ -180,17 +195,23 @@ class ReplayStash:
         and one that diverges is journaled before the replay stops.
         """
         try:
-            exchange = self._next_exchange(provider, request)
+            try:
+                exchange = self._next_exchange(provider, request)
+            except GoldenChanged as exc:
+                self.golden_changed(exc)
         except ReplayStopped:
             journal.emit("llm.request", request, owned=owned, text=text)
             raise
-        if _same_payload(exchange.request_event.payload, request):
-            journal.emit_recorded(exchange.request_event, raw_payload=exchange.raw_request)
-        else:
-            journal.emit("llm.request", request, owned=owned, text=text)
-        return journal.emit_recorded(
-            exchange.response_event, raw_payload=exchange.raw_response
-        ).payload_dict()
+        try:
+            if _same_payload(exchange.request_event.payload, request):
+                journal.emit_recorded(exchange.request_event, raw_payload=exchange.raw_request)
+            else:
+                journal.emit("llm.request", request, owned=owned, text=text)
+            return journal.emit_recorded(
+                exchange.response_event, raw_payload=exchange.raw_response
+            ).payload_dict()
+        except GoldenChanged as exc:
+            self.golden_changed(exc)
 
     def serve_llm_exact(
         self, journal: JournalWriter, provider: str, api: str, method: str, path: str, body: bytes
@@ -205,7 +226,7 @@ class ReplayStash:
 
     def serve_exact(
         self, journal: JournalWriter, provider: str, api: str, method: str, path: str, body: bytes
-    ) -> tuple[Event, bytes | memoryview] | None:
+    ) -> tuple[Event, PayloadText] | None:
         """`serve_llm_exact` for a caller that reads the response itself (the replay
         transport): the journaled llm.response event and its payload's JSON text as the golden
         journal has it (b"" when unknown), so the answer need not be parsed into a dict."""
@@ -215,22 +236,20 @@ class ReplayStash:
             return None
         head = queue[0]
         recorded = head.request_event.payload
-        raw_body = head.raw_body
-        if (
-            not raw_body
-            or len(raw_body) != len(body)
-            # bytes.startswith compares with memcmp; `!=` on a memoryview goes byte by byte
-            # (about as long as the SDK's whole call, for a 40 KB request).
-            or not body.startswith(raw_body)
-            or recorded.api != api
-            or recorded.method != method
-            or recorded.path != path
-        ):
-            return None
-        queue.popleft()
-        self._served_llm[provider] = head.response_event.seq
-        journal.emit_recorded(head.request_event, raw_payload=head.raw_request)
-        served = journal.emit_recorded(head.response_event, raw_payload=head.raw_response)
+        try:
+            if (
+                recorded.api != api
+                or recorded.method != method
+                or recorded.path != path
+                or not head.sent_as_recorded(body)
+            ):
+                return None
+            queue.popleft()
+            self._served_llm[provider] = head.response_event.seq
+            journal.emit_recorded(head.request_event, raw_payload=head.raw_request)
+            served = journal.emit_recorded(head.response_event, raw_payload=head.raw_response)
+        except GoldenChanged as exc:
+            self.golden_changed(exc)
         # A writer with a stricter redactor journals (and so answers) its own redaction.
         verbatim = served.payload is head.response_event.payload
         return served, head.raw_response if verbatim else b""
@@ -393,6 +412,12 @@ class ReplayStash:
         )
         raise ReplayStopped(self.stopped)
 
+    def golden_changed(self, exc: GoldenChanged) -> NoReturn:
+        """A golden line left in its file, which has changed since, stops the replay with that
+        one line: as a plain error it would reach the SDK, which retries a connection error."""
+        self.stopped = ReplayDivergence(str(exc))
+        raise ReplayStopped(self.stopped) from None
+
     def _raise_if_stopped(self) -> None:
         if self.stopped is not None:
             raise ReplayStopped(self.stopped)
@@ -418,7 +443,7 @@ def events_before_turn(journal: Journal, turn: int) -> list[Event]:
     return [e for e in journal.events if e.seq < first_live]
 
 
-def _raw_text(event: Event) -> memoryview | bytes:
+def _raw_text(event: Event) -> PayloadText:
     """A golden journal's payload text (`RecordedPayload`), b"" for a payload read parsed."""
     payload = event.payload
     return payload.raw if isinstance(payload, RecordedPayload) else b""

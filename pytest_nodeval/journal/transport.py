@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx2
 
-from .events import RecordedPayload
+from .events import PayloadText, RecordedPayload
+from .ondisk import GoldenChanged
 from .replay import ReplayStash
 from .writer import JournalWriter
 
@@ -380,6 +381,12 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         return self._serve(request, await request.aread())
 
     def _serve(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
+        try:
+            return self._served(request, body)
+        except GoldenChanged as exc:  # a golden line is read here too: the answer's text
+            self._stash.golden_changed(exc)
+
+    def _served(self, request: httpx2.Request, body: bytes) -> httpx2.Response:
         if self._gave_up is not None and self._gave_up[:2] == (request.url.path, body):
             return _answer(self._gave_up[2], request)
         self._gave_up = None
@@ -443,7 +450,7 @@ def _answer(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Respons
 
 
 def _prepared_response(
-    payload: Any, raw: bytes | memoryview, request: httpx2.Request
+    payload: Any, raw: PayloadText, request: httpx2.Request
 ) -> httpx2.Response | None:
     """A recorded success answered as the golden journal's text of its body, which the SDK
     parses to what `replayed_response` would send it: the payload is not parsed into a dict
@@ -466,7 +473,7 @@ _BODY_KEY = b',"body":'
 _NO_SSE = b',"sse":null,'
 
 
-def _body_text(raw: bytes | memoryview, payload: Any) -> bytes | None:
+def _body_text(raw: PayloadText, payload: Any) -> bytes | None:
     """The JSON text of an llm.response payload's body, sliced from the payload's text.
 
     The writer puts `provider`, `status` and `headers` (string keys and values: no `,"body":`

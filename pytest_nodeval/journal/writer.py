@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, BinaryIO, NoReturn, TextIO
 
 from ..errors import DiskFullError, disk_full, no_room
 from .events import (
@@ -29,10 +29,12 @@ from .events import (
     PAYLOADS,
     Event,
     JournalHeader,
+    PayloadText,
     RecordedPayload,
     constructed,
     now_iso,
 )
+from .ondisk import DiskSlice
 from .redact import Redactor, secrets_redactor
 
 # Event types after which the writer fsyncs: a turn's work is durable once it has ended.
@@ -72,9 +74,11 @@ class JournalWriter:
         self._no_room: DiskFullError | None = None
         """Set once a write found no room: every later write and close() raise it again, so
         the session cannot end as if its journal were whole (an agent may swallow the first)."""
-        self._pending: list[str | bytes | memoryview] | None = None
+        self._pending: list[str | PayloadText] | None = None
         """A replayed journal's lines not written yet (see `_append`); None: written at once."""
         self._pending_size = 0
+        self._pending_on_disk = False
+        """Whether a pending payload is a golden line left in its file (`DiskSlice`)."""
         if directory is None:
             return
         if durable:
@@ -202,7 +206,7 @@ class JournalWriter:
             return self._keep(event)
 
     def emit_recorded(
-        self, recorded: Event, *, turn: int | None = None, raw_payload: bytes | memoryview = b""
+        self, recorded: Event, *, turn: int | None = None, raw_payload: PayloadText = b""
     ) -> Event:
         """Append an event whose payload is served verbatim from a golden journal.
 
@@ -233,7 +237,7 @@ class JournalWriter:
             # One fields set for every served event (events are frozen).
             return self._keep(constructed(model, values, _SERVED_FIELDS), raw_payload)
 
-    def _keep(self, event: Event, raw_payload: bytes | memoryview = b"") -> Event:
+    def _keep(self, event: Event, raw_payload: PayloadText = b"") -> Event:
         if self._file is not None or self._pending is not None:
             if raw_payload:  # the field order of model_dump_json, with the golden payload's text
                 line = (
@@ -242,7 +246,8 @@ class JournalWriter:
                 )
                 # Kept for later, the payload stays a view (written as bytes, never decoded).
                 if self._pending is None and len(raw_payload) < WRITTEN_AS_IS:
-                    line, raw_payload = line + str(raw_payload, "utf-8") + "}", b""
+                    text = bytes(raw_payload) if isinstance(raw_payload, DiskSlice) else raw_payload
+                    line, raw_payload = line + str(text, "utf-8") + "}", b""
                 self._append(line, event.type in _DURABLE_AFTER, raw_payload)
             else:
                 line = event.model_dump_json()  # canonical: every field, defaults included
@@ -250,7 +255,7 @@ class JournalWriter:
         self.events.append(event)
         return event
 
-    def _append(self, line: str, turn_ended: bool, payload: bytes | memoryview = b"") -> None:
+    def _append(self, line: str, turn_ended: bool, payload: PayloadText = b"") -> None:
         """Write `line` and a newline; with `payload`, the line's start, the payload's bytes as
         they are, and its closing brace."""
         if self._no_room is not None:
@@ -261,6 +266,7 @@ class JournalWriter:
             # payload's bytes are views into the golden journal, not copies).
             if payload:
                 pending += (line, payload, "}\n")
+                self._pending_on_disk = self._pending_on_disk or isinstance(payload, DiskSlice)
             else:
                 pending.append(line + "\n")
             self._pending_size += len(line) + len(payload) + 2
@@ -273,7 +279,7 @@ class JournalWriter:
             if payload:
                 self._file.write(line)
                 self._file.flush()  # the text before it reaches the bytes first
-                self._file.buffer.write(payload)
+                _write_bytes(self._file.buffer, payload)
                 self._file.write("}\n")
             else:
                 self._file.write(line + "\n")
@@ -293,12 +299,14 @@ class JournalWriter:
             self._open()
         assert self._file is not None
         chunks, self._pending, self._pending_size = self._pending, [], 0
-        data = b"".join(
-            chunk.encode("utf-8") if isinstance(chunk, str) else chunk for chunk in chunks
-        )
+        on_disk, self._pending_on_disk = self._pending_on_disk, False
         try:
             self._file.flush()  # nothing is in its text layer: the lines go to the bytes
-            self._file.buffer.write(data)
+            if on_disk:
+                _write_runs(self._file.buffer, chunks)
+            else:
+                text = (c.encode("utf-8") if isinstance(c, str) else c for c in chunks)
+                self._file.buffer.write(b"".join(text))  # type: ignore[arg-type]  # no DiskSlice
             self._file.buffer.flush()
         except OSError as exc:
             self._fail(exc)
@@ -346,6 +354,27 @@ class JournalWriter:
 
 
 _SERVED_FIELDS = {"seq", "ts", "type", "turn", "payload"}
+
+
+def _write_runs(file: BinaryIO, chunks: list[str | PayloadText]) -> None:
+    """Write pending lines, joined between the golden lines left in the file, which are copied
+    from it a chunk at a time."""
+    run: list[bytes | memoryview] = []
+    for chunk in chunks:
+        if isinstance(chunk, DiskSlice):
+            file.write(b"".join(run))
+            run = []
+            _write_bytes(file, chunk)
+        else:
+            run.append(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
+    file.write(b"".join(run))
+
+
+def _write_bytes(file: BinaryIO, payload: PayloadText) -> None:
+    """Write a payload's text; one left in the golden journal's file a chunk at a time."""
+    for chunk in payload.chunks() if isinstance(payload, DiskSlice) else (payload,):
+        file.write(chunk)
+
 
 WRITTEN_AS_IS = 1 << 20
 """A served payload's text from this size on is written as the golden journal's bytes, never
