@@ -3,6 +3,7 @@
     python benchmarks/replay_vs_peers.py                     # in-process figures only
     python benchmarks/replay_vs_peers.py --suite 100 1000    # + pytest runs of N generated cases
     python benchmarks/replay_vs_peers.py --suite 10000 --workers 2
+    python benchmarks/replay_vs_peers.py --suite-only --suite 100 --suite-runs 3  # no vcrpy needed
     python benchmarks/replay_vs_peers.py --frameworks-only  # LangGraph, OpenAI Agents SDK
 
 In-process (medians of interleaved rounds, so load on the machine hits every variant):
@@ -38,7 +39,8 @@ against fakes.llm, with no client handed over). Target: replay <= 1.2 x floor + 
 
 With `--suite N...`: N generated mock-provider cases (20 LLM + 10 tool calls each) in a fresh
 project, run by `pytest -p no:cacheprovider` in subprocesses: collection per case
-(`--collect-only`, minus a one-case run), the whole run per case, and the peak RSS of the
+(`--collect-only`, minus a one-case run), the whole run per case, each as wall and as CPU time
+(user + system of pytest and its workers; medians of `--suite-runs`), and the peak RSS of the
 largest process and of each one (the controller and every xdist worker).
 """
 
@@ -533,8 +535,9 @@ def frameworks(runs: int, rounds: int) -> dict[str, Any]:
 # -- whole pytest runs ------------------------------------------------------------------------
 
 
-def _pytest(args: list[str], cwd: Path) -> tuple[float, int]:
-    """Wall seconds and the peak RSS (KB) of the largest process of one pytest run."""
+def _pytest(args: list[str], cwd: Path) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system, of pytest and its xdist workers) and the peak
+    RSS (KB) of the largest process of one pytest run."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTEST_ADDOPTS"] = "-p no:hypothesispytest -p no:randomly"
@@ -542,7 +545,8 @@ def _pytest(args: list[str], cwd: Path) -> tuple[float, int]:
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
         "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, "
         "stderr=subprocess.STDOUT).returncode; "
-        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc)"
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "print(time.perf_counter() - t, u.ru_utime + u.ru_stime, u.ru_maxrss, rc)"
     )
     done = subprocess.run(
         [
@@ -563,10 +567,10 @@ def _pytest(args: list[str], cwd: Path) -> tuple[float, int]:
         text=True,
         check=True,
     )
-    wall, rss, rc = done.stdout.split()
+    wall, cpu, rss, rc = done.stdout.split()
     if int(rc) not in (0, 5):
         raise SystemExit(f"pytest {' '.join(args)} in {cwd} exited {rc}")
-    return float(wall), int(rss)
+    return float(wall), float(cpu), int(rss)
 
 
 # Each pytest process of a suite run (the controller, every xdist worker) says its own peak RSS.
@@ -586,7 +590,9 @@ def _rss_by_process(project: Path) -> dict[str, int]:
     return {name: round(int(kb) / 1024) for name, kb in zip(lines[::2], lines[1::2], strict=True)}
 
 
-def suite(sizes: list[int], workers: str) -> list[dict[str, Any]]:
+def suite(sizes: list[int], workers: str, runs: int = 1) -> list[dict[str, Any]]:
+    """Per size: a one-case and an N-case project, each collected and run `runs` times
+    (alternating); medians."""
     project = Path(tempfile.mkdtemp(prefix="nodeval-suite-"))
     template = mock_case(project / "template" / "bench-00000")
     rows = []
@@ -604,11 +610,22 @@ def suite(sizes: list[int], workers: str) -> list[dict[str, Any]]:
                 (case / "case.yaml").write_text(
                     yaml.safe_dump({"id": case.name, "tags": ["bench"]})
                 )
-        collect_one, _ = _pytest(["--collect-only"], root / "one")
-        collect_all, _ = _pytest(["--collect-only"], root / "all")
-        run_one, _ = _pytest(["-n", workers], root / "one")
-        (root / "all" / "rss.txt").unlink(missing_ok=True)
-        run_all, rss = _pytest(["-n", workers], root / "all")
+        timed: dict[str, list[tuple[float, float, int]]] = {}
+        for _ in range(runs):
+            for name, args, where in (
+                ("collect_one", ["--collect-only"], "one"),
+                ("collect_all", ["--collect-only"], "all"),
+                ("run_one", ["-n", workers], "one"),
+                ("run_all", ["-n", workers], "all"),
+            ):
+                (root / where / "rss.txt").unlink(missing_ok=True)
+                timed.setdefault(name, []).append(_pytest(args, root / where))
+        wall = {name: statistics.median(t[0] for t in ts) for name, ts in timed.items()}
+        cpu = {name: statistics.median(t[1] for t in ts) for name, ts in timed.items()}
+        collect_one, collect_all, run_one, run_all = (
+            wall[n] for n in ("collect_one", "collect_all", "run_one", "run_all")
+        )
+        rss = max(t[2] for t in timed["run_all"])
         by_process = _rss_by_process(root / "all")
         rows.append(
             {
@@ -617,6 +634,10 @@ def suite(sizes: list[int], workers: str) -> list[dict[str, Any]]:
                 "collect_per_case_ms": round((collect_all - collect_one) / max(n - 1, 1) * 1000, 3),
                 "run_beyond_startup_s": round(run_all - run_one, 2),
                 "run_per_case_ms": round((run_all - run_one) / max(n - 1, 1) * 1000, 2),
+                "run_beyond_startup_cpu_s": round(cpu["run_all"] - cpu["run_one"], 2),
+                "collect_per_case_cpu_ms": round(
+                    (cpu["collect_all"] - cpu["collect_one"]) / max(n - 1, 1) * 1000, 3
+                ),
                 "peak_rss_mb": round(rss / 1024),
                 "rss_mb_by_process": by_process,
                 "load_average": os.getloadavg()[0],
@@ -635,6 +656,10 @@ def main() -> None:
         "--suite", type=int, nargs="*", default=[], metavar="N", help="also run N generated cases"
     )
     parser.add_argument("--workers", default="0", help="pytest -n for the suite runs")
+    parser.add_argument("--suite-runs", type=int, default=1, help="runs per suite size (medians)")
+    parser.add_argument(
+        "--suite-only", action="store_true", help="only the suite runs (no in-process sessions)"
+    )
     parser.add_argument(
         "--tree", type=Path, help="measure this checkout's pytest_nodeval (a revision to compare)"
     )
@@ -645,12 +670,12 @@ def main() -> None:
         "--frameworks-only", action="store_true", help="only the framework agents (no vcrpy)"
     )
     args = parser.parse_args()
-    if not args.frameworks_only:
+    if not (args.frameworks_only or args.suite_only):
         print(json.dumps(in_process(args.runs, args.rounds), indent=2), flush=True)
     if args.frameworks or args.frameworks_only:
         print(json.dumps({"frameworks": frameworks(args.runs, args.rounds)}, indent=2), flush=True)
     if args.suite:
-        suite(args.suite, args.workers)
+        suite(args.suite, args.workers, args.suite_runs)
 
 
 if __name__ == "__main__":

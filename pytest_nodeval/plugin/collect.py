@@ -14,6 +14,9 @@ its first test runs (`load_case_cached`), and a bad one fails that case's tests,
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +71,8 @@ class _Collected:
     """Tags already registered as markers."""
     broken: dict[str, str] = field(default_factory=dict)
     """Directory -> why its files could not be loaded (each of its tests fails with it)."""
+    templates: dict[pytest.Collector, _ItemTemplate | None] = field(default_factory=dict)
+    """Per directory above case directories: how its cases' items are made (`_ItemTemplate`)."""
 
 
 _collected_key = pytest.StashKey[_Collected]()
@@ -112,14 +117,39 @@ class CaseFile(pytest.Module):
             _warn_if_stale(self.head)
         except NodevalError as exc:
             raise self.CollectError(str(exc)) from None
-        if not (self.path.parent / CONFIG_FILE).is_file():
+        case_dir = str(self.path.parent)
+        if not os.path.isfile(os.path.join(case_dir, CONFIG_FILE)):
             return []  # your own agent's case: the Python tests bound to it are its tests
+        key = self._neighbourhood(case_dir)
+        templates = _collected(self.config).templates
+        if key is not None and (template := templates.get(key)) is not None:
+            try:
+                made_alike = template.items(self, *case_params(self.config, self.head))
+            except (AttributeError, TypeError):  # pytest's CallSpec changed: its generic path
+                templates[key] = made_alike = None
+            if made_alike is not None:
+                return made_alike
         # The shared module defines no fixtures and no xunit setup: Module.collect's
         # parsefactories and its walk over the module's names would find nothing new.
         made = self.ihook.pytest_pycollect_makeitem(
             collector=self, name="test_scenario", obj=self.obj.test_scenario
         )
-        return [] if made is None else made if isinstance(made, list) else [made]
+        items: list[pytest.Item | pytest.Collector] = (
+            [] if made is None else made if isinstance(made, list) else [made]
+        )
+        if key is not None and key not in templates:
+            templates[key] = _ItemTemplate.of(items) if _only_known_hooks(self.ihook) else None
+        return items
+
+    def _neighbourhood(self, case_dir: str) -> pytest.Collector | None:
+        """The node whose fixtures and hooks this case's test sees, as do the cases beside it:
+        the directory above the case directory. None when the case directory has fixtures or
+        hooks of its own (a conftest.py) or is not collected as a `CaseDir`."""
+        if not isinstance(self.parent, CaseDir) or os.path.exists(
+            os.path.join(case_dir, "conftest.py")
+        ):
+            return None
+        return self.parent.parent
 
 
 def _warn_if_stale(head: CaseHead) -> None:
@@ -245,14 +275,13 @@ def _case_index(config: pytest.Config) -> dict[str, Path]:
     return config.stash[case_index_key]
 
 
-def parametrize_case(metafunc: pytest.Metafunc) -> None:
-    """One test per repeat of the case this test function belongs to (a dataset case: per row
-    and repeat)."""
+def case_params(config: pytest.Config, head: CaseHead) -> tuple[list[CaseRef], list[Any]]:
+    """The parameters of a case's tests (one per row, variant and repeat), and its tags as
+    marks."""
     from ..case.dataset import ROW_SEPARATOR
     from ..errors import NodevalError
 
-    head = case_for(metafunc)
-    settings = metafunc.config.stash[settings_key]
+    settings = config.stash[settings_key]
     marks = [getattr(pytest.mark, tag) for tag in head.spec.tags]
     try:
         rows = [row.id for row in head.rows()]
@@ -269,8 +298,121 @@ def parametrize_case(metafunc: pytest.Metafunc) -> None:
         for variant in variants
         for r in range(1, settings.repeats_for(head.spec.repeat) + 1)
     ]
+    return refs, marks
+
+
+def parametrize_case(metafunc: pytest.Metafunc) -> None:
+    """One test per repeat of the case this test function belongs to (a dataset case: per row
+    and repeat)."""
+    refs, marks = case_params(metafunc.config, case_for(metafunc))
     metafunc.parametrize(
         "nodeval_case",
         [pytest.param(ref, id=ref.test_id, marks=marks) for ref in refs],
         indirect=True,
     )
+
+
+# -- the same items without pytest's generic path ---------------------------------------------
+#
+# Every case directory's test is the one shared function, parametrized by `nodeval_case`
+# alone. For the cases of one directory, pytest's generic path (a function definition, its
+# fixture closure, a `Metafunc`, the pytest_generate_tests hook, `parametrize`) computes the
+# same fixture closure and differs only in the parameter, so it runs for the first case there
+# and the others' items are made from its result. That path was about 40% of the plugin's
+# collection cost per case (benchmarks/README.md, "Collecting cases"). It reads two of
+# pytest's internals, an item's `_fixtureinfo` and the fields of its `callspec` (the same in
+# pytest 8.4 and 9.2); should they change, every case takes the generic path again, and
+# tests/plugin/test_collection_cost.py compares the two paths' items field by field.
+
+_KNOWN_HOOKS = frozenset(
+    {
+        # pytest's own implementations and anyio's (installed with httpx), which act on
+        # nothing the shared function has (a parametrize mark, a fixture with params, a class,
+        # a coroutine function); what they would do is in the first case's items
+        "_pytest.python",
+        "_pytest.fixtures",
+        "_pytest.unittest",
+        "anyio.pytest_plugin",
+        __package__,
+    }
+)
+
+
+def _only_known_hooks(ihook: Any) -> bool:
+    """Whether only the implementations above take part in making this case's items: another
+    plugin's or a conftest's pytest_generate_tests or pytest_pycollect_makeitem gets pytest's
+    generic path, as it would see each case there."""
+    return all(
+        _module_of(impl.plugin) in _KNOWN_HOOKS
+        for hook in (ihook.pytest_generate_tests, ihook.pytest_pycollect_makeitem)
+        for impl in hook.get_hookimpls()
+    )
+
+
+def _module_of(plugin: object) -> str:
+    return getattr(plugin, "__name__", None) or type(plugin).__module__
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.:/@=+,-]+")
+"""Ids that pytest keeps as they are (it escapes non-ASCII, non-printable and backslashes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ItemTemplate:
+    """What pytest's generic path made for the first case of a directory: the fixture closure
+    and a parametrization by `nodeval_case` alone, which the other cases' items share."""
+
+    fixtureinfo: Any
+    callspec: Any
+
+    @classmethod
+    def of(cls, items: list[Any]) -> _ItemTemplate | None:
+        """The template from one case's items; None if anything but `nodeval_case` took part
+        (another parametrization, or a fixture closure of its own per item)."""
+        if not items or not all(isinstance(item, pytest.Function) for item in items):
+            return None
+        callspec = getattr(items[0], "callspec", None)
+        fixtureinfo = getattr(items[0], "_fixtureinfo", None)
+        if (
+            callspec is None
+            or fixtureinfo is None
+            or not all(
+                getattr(item, "callspec", None) is not None
+                and list(item.callspec.params) == ["nodeval_case"]
+                and len(getattr(item.callspec, "_idlist", ())) == 1
+                and getattr(item, "_fixtureinfo", None) is fixtureinfo
+                for item in items
+            )
+        ):
+            return None
+        return cls(fixtureinfo, callspec)
+
+    def items(
+        self, collector: CaseFile, refs: list[CaseRef], marks: list[Any]
+    ) -> list[pytest.Item | pytest.Collector] | None:
+        """This case's items as the generic path would make them; None when its ids are ones
+        pytest would escape or make unique (then the generic path makes them)."""
+        ids = [ref.test_id for ref in refs]
+        if len(set(ids)) != len(ids) or not all(_SAFE_ID.fullmatch(i) for i in ids):
+            return None
+        applied = [mark.mark for mark in marks]
+        items: list[pytest.Item | pytest.Collector] = []
+        for index, (ref, test_id) in enumerate(zip(refs, ids, strict=True)):
+            callspec = dataclasses.replace(
+                self.callspec,
+                params={"nodeval_case": ref},
+                indices={"nodeval_case": index},
+                _idlist=[test_id],
+                marks=list(applied),
+            )
+            items.append(
+                pytest.Function.from_parent(
+                    collector,
+                    name=f"test_scenario[{test_id}]",
+                    callspec=callspec,
+                    fixtureinfo=self.fixtureinfo,
+                    keywords={test_id: True},
+                    originalname="test_scenario",
+                )
+            )
+        return items

@@ -113,17 +113,28 @@ class TextPool:
         self._texts: dict[str, str] = {}
 
     def share(self, value: Any) -> Any:
-        """`value` (freshly parsed JSON, changed in place) with its long strings shared."""
-        if isinstance(value, str):
+        """`value` (freshly parsed JSON, changed in place) with its long strings shared.
+
+        A loop over a stack rather than a call per value, and exact type checks (parsed JSON
+        has no subclasses): the report reads two journals per attempt, and this walks every
+        value of them.
+        """
+        if type(value) is str:
             return self._texts.setdefault(value, value) if len(value) >= POOLED_TEXT else value
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(item, (str, dict, list)):
-                    value[key] = self.share(item)
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                if isinstance(item, (str, dict, list)):
-                    value[index] = self.share(item)
+        if type(value) is not dict and type(value) is not list:
+            return value
+        texts = self._texts
+        stack = [value]
+        while stack:
+            node = stack.pop()
+            pairs = node.items() if type(node) is dict else enumerate(node)
+            for key, item in pairs:
+                kind = type(item)
+                if kind is str:
+                    if len(item) >= POOLED_TEXT:
+                        node[key] = texts.setdefault(item, item)
+                elif kind is dict or kind is list:
+                    stack.append(item)
         return value
 
 

@@ -136,3 +136,68 @@ def test_a_config_that_needs_inputs_fails_its_case_naming_the_file(
             "*scenarios/alpha/input/inputs.yaml: missing (a case with input/config.yaml needs*",
         ]
     )
+
+
+class _Items:
+    """What a run collected, item by item, as far as selection, reports and fixtures see it."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, ...]] = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            assert isinstance(item, pytest.Function)
+            spec = item.callspec
+            self.seen.append(
+                (
+                    item.nodeid,
+                    item.originalname,
+                    [(m.name, m.args) for m in item.iter_markers()],
+                    sorted(item.keywords),
+                    (spec.params, spec.indices, dict(spec._arg2scope), spec.id, spec.marks),
+                    item.fixturenames,
+                )
+            )
+
+
+class _GenericPath:
+    """A plugin with a pytest_generate_tests of its own: every case goes through pytest's
+    generic path, as that plugin must see each of them."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        self.seen.append(metafunc.definition.nodeid)
+
+
+def test_cases_beside_one_another_get_the_items_pytest_would_make(
+    nodeval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = nodeval_project.path / "scenarios"
+    cases = {
+        root: [("alpha", {"tags": ["pr"]}), ("beta", {"repeat": 2}), ("gamma", {})],
+        root / "group": [("delta", {"tags": ["pr", "nightly"]}), ("eta", {})],
+    }
+    for where, made in cases.items():
+        for name, case in made:
+            write_case(where, name, script=ANSWER, inputs=["hi"], assertions=PASSING, case=case)
+    # A case with a conftest.py of its own (its fixtures may differ) is made apart.
+    (root / "gamma" / "conftest.py").write_text("")
+    from pytest_nodeval.plugin import collect
+
+    metafuncs: list[str] = []
+
+    def counting(metafunc: pytest.Metafunc, _original: Any = collect.parametrize_case) -> None:
+        metafuncs.append(metafunc.definition.nodeid)
+        _original(metafunc)
+
+    monkeypatch.setattr(collect, "parametrize_case", counting)
+    fast, generic, hook = _Items(), _Items(), _GenericPath()
+    nodeval_project.runpytest("--collect-only", "-q", plugins=[fast]).assert_outcomes()
+    assert len(metafuncs) == 3  # the first case of scenarios/ and of group/, and gamma
+    metafuncs.clear()
+    nodeval_project.runpytest("--collect-only", "-q", plugins=[generic, hook]).assert_outcomes()
+    assert len(metafuncs) == len(hook.seen) == 5
+    assert len(fast.seen) == 6
+    assert fast.seen == generic.seen

@@ -1,0 +1,68 @@
+"""The fast reader of flat case.yaml files reads exactly what the YAML loader reads, or leaves
+the file to the loader."""
+
+from __future__ import annotations
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_nodeval.yamlfiles import _Loader, flat_mapping
+
+
+def _loaded(text: str) -> object:
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        return exc
+
+
+def test_a_dumped_case_yaml_is_read_without_the_loader() -> None:
+    text = yaml.safe_dump({"id": "bench-00001", "tags": ["bench", "pr"], "repeat": 3})
+    assert flat_mapping(text) == {"id": "bench-00001", "tags": ["bench", "pr"], "repeat": 3}
+    assert flat_mapping("id: a\ntags:\n  - x\n  - y\ntags_b: []\n") == _loaded(
+        "id: a\ntags:\n  - x\n  - y\ntags_b: []\n"
+    )
+
+
+def test_what_yaml_reads_otherwise_goes_to_the_loader() -> None:
+    for text in [
+        "id: yes\n",  # a boolean
+        "on: a\n",  # a boolean key
+        "id: Null\n",
+        "id: a\ntags:\n",  # null
+        "id: a\nid: b\n",  # the loader's error names the duplicate
+        "id: a\ntags:\n- x\n  - y\n",  # one scalar 'x - y'
+        "id: 1.5\n",
+        "id: 0x1f\n",
+        "id: 2024-01-01\n",
+        "id: 'a'\n",
+        "id: a # note\n",
+        "id: a",  # no final newline
+        "id: a\r\n",
+        "",
+    ]:
+        assert flat_mapping(text) is None, text
+
+
+WORDS = st.sampled_from(
+    ["a", "bench", "b-1", "x.y", "yes", "No", "on", "OFF", "true", "null", "y", "n", "e5", "inf"]
+)
+LINES = st.one_of(
+    st.builds("{}: {}".format, st.sampled_from(["id", "on", "tags", "name", "yes"]), WORDS),
+    st.builds("{}: {}".format, st.sampled_from(["repeat", "id"]), st.integers(0, 10**10)),
+    st.builds("{}:".format, st.sampled_from(["tags", "id"])),
+    st.builds("{}: []".format, st.sampled_from(["tags", "id"])),
+    st.builds("- {}".format, WORDS),
+    st.builds("  - {}".format, WORDS),
+    st.sampled_from(["# c", "", "id: 'q'", "---"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(LINES, max_size=6))
+def test_whatever_it_reads_the_loader_reads_the_same(lines: list[str]) -> None:
+    text = "".join(f"{line}\n" for line in lines)
+    flat = flat_mapping(text)
+    if flat is not None:
+        assert flat == _loaded(text)
