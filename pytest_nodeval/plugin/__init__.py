@@ -21,17 +21,19 @@ from ..case import CASE_FILE
 from ..provider_keys import provide_placeholders, withdraw_placeholders
 from .keys import (
     GATE_INI_KEYS,
+    PATH_OPTIONS,
     WORKER_RUN_ID,
     RecentCases,
+    bound_key,
     case_ref,
+    case_roots,
     cases_key,
     refuse_selection,
+    resolved_key,
     run_id_key,
-    settings_key,
+    settings_of,
     shard_key,
 )
-
-pytest_plugins = ["pytest_nodeval.plugin.fixtures"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -306,11 +308,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from .rootdir import check_rootdir
-    from .settings import from_config
+    from . import fixtures
+    from .resolve import attempt_mode, resolve
 
-    check_rootdir(config)
-    config.stash[settings_key] = from_config(config)
+    # Registered here rather than through `pytest_plugins`, for which pytest reads every
+    # installed distribution's entry points once more (about 20 M instructions a run).
+    config.pluginmanager.register(fixtures, fixtures.__name__)
+    if any(str(arg) in PATH_OPTIONS for arg in config.invocation_params.args):
+        from .rootdir import check_rootdir  # only such an argument can have moved the rootdir
+
+        check_rootdir(config)
+    values = config.stash[resolved_key] = resolve(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:  # the controller writes; xdist workers get checked options
         from .preflight import check_options
@@ -328,28 +336,40 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "nodeval_case(case_id): bind a Python scenario to a case directory."
     )
-    from . import markers, own_cases
+    names_cases = any(_names_a_case(config, arg) for arg in config.args)
+    if names_cases:
+        from . import own_cases
 
-    own_cases.rewrite_arguments(config)
-    markers.register_markers(config)
-    config.pluginmanager.register(markers, "nodeval-markers")
+        own_cases.rewrite_arguments(config)
+    if names_cases or config.option.markers or config.getini("nodeval_profiles"):
+        from . import markers
+
+        markers.register_markers(config)
+        config.pluginmanager.register(markers, "nodeval-markers")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "nodeval-xdist")
-    if config.stash[settings_key].concurrency > 1:
+    if values["concurrency"] > 1:
         from .ahead import RunAhead, runs_attempts_ahead
 
-        if runs_attempts_ahead(config.stash[settings_key]):
+        if runs_attempts_ahead(settings_of(config)):
             config.pluginmanager.register(RunAhead(config), "nodeval-ahead")
     if workerinput is None:
-        if _starts_at_once(config):
+        if _starts_at_once(config, attempt_mode(values["mode"], values["record_mode"])):
             _start_controller(config)
         else:
             config.pluginmanager.register(_StartWhenCollected(config), "nodeval-start")
-    if config.stash[settings_key].adaptive:
+    if values["adaptive"]:
         from .adaptive import register
 
         register(config)
     _export_otel(config)
+
+
+def _names_a_case(config: pytest.Config, arg: str) -> bool:
+    """Whether a command-line argument may name a case (own_cases.py and markers.py look
+    closer): most runs name none, and then load neither module (issue 33)."""
+    path = (config.invocation_params.dir / arg.partition("::")[0]).resolve()
+    return path.name == CASE_FILE or (path / CASE_FILE).is_file()
 
 
 def _export_otel(config: pytest.Config) -> None:
@@ -371,17 +391,12 @@ def _export_otel(config: pytest.Config) -> None:
         register(config, url)
 
 
-def _starts_at_once(config: pytest.Config) -> bool:
+def _starts_at_once(config: pytest.Config, mode: str) -> bool:
     """Whether the controller must listen from the start: under xdist (this process collects
     nothing and hears of the tests from the workers), a shard (whose empty run is still
     written), and live or record runs (which clean up what a killed run left first)."""
-    settings = config.stash[settings_key]
     distributed = config.pluginmanager.hasplugin("xdist") and config.getvalue("dist") != "no"
-    return (
-        distributed
-        or bool(config.getoption("nodeval_shard"))
-        or settings.attempt_mode in ("live", "record")
-    )
+    return distributed or bool(config.getoption("nodeval_shard")) or mode in ("live", "record")
 
 
 def _start_controller(config: pytest.Config) -> tuple[Any, Any]:
@@ -391,7 +406,7 @@ def _start_controller(config: pytest.Config) -> tuple[Any, Any]:
     controller = Controller(config)
     config.pluginmanager.register(controller, "nodeval-controller")
     progress = None
-    if config.stash[settings_key].progress != "off":
+    if settings_of(config).progress != "off":
         from .progress import Progress
 
         progress = Progress(config, controller.expected)
@@ -413,7 +428,8 @@ class _StartWhenCollected:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         from .preflight import check_baseline
 
-        check_baseline(self.config.stash[settings_key])
+        values = self.config.stash[resolved_key]
+        check_baseline(values["baseline"], values["baseline_from_cli"])
 
     def start(self, session: pytest.Session) -> None:
         controller, progress = _start_controller(self.config)
@@ -440,7 +456,7 @@ class _XdistHooks:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """Adaptive repeats decide from a case's earlier repeats: all of them go to one worker.
         Otherwise, with --nodeval-concurrency, each worker gets chunks of N tests (schedule.py)."""
-        settings = config.stash[settings_key]
+        settings = settings_of(config)
         if settings.adaptive:
             from .adaptive import make_scheduler
 
@@ -466,7 +482,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     """A case directory is collected as its case.yaml alone: pytest never walks input/ or
     journal/."""
-    roots = parent.config.stash[settings_key].case_roots
+    roots = case_roots(parent.config)
     if not any(path.is_relative_to(root) for root in roots) or not (path / CASE_FILE).is_file():
         return None
     from .collect import CaseDir
@@ -477,7 +493,7 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.name != CASE_FILE:
         return None
-    roots = parent.config.stash[settings_key].case_roots
+    roots = case_roots(parent.config)
     if not any(file_path.is_relative_to(root) for root in roots):
         return None
     from .collect import CaseFile
@@ -494,12 +510,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(trylast=True)  # after -k and -m: a shard splits what is selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from .own_cases import select_bound
+    if bound_key in config.stash:
+        from .own_cases import select_bound
 
-    select_bound(config, items)
+        select_bound(config, items)
     _select_cases(config, items)
     _shard_items(config, items)
-    if config.stash[settings_key].from_turn is not None:
+    if config.stash[resolved_key]["from_turn"] is not None:
         from .preflight import check_from_turn_cases
 
         check_from_turn_cases(config, items)

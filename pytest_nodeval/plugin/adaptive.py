@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .keys import adaptive_off_key, case_ref, settings_key
+from .keys import adaptive_off_key, case_ref, settings_of
 
 
 def register(config: pytest.Config) -> None:
@@ -28,12 +28,12 @@ def register(config: pytest.Config) -> None:
         return
     from ..report.baseline import policy_from
 
-    policy = policy_from(config.stash[settings_key].gate_policy)
+    policy = policy_from(settings_of(config).gate_policy)
     config.pluginmanager.register(AdaptiveRepeats(config, policy), "nodeval-adaptive")
 
 
 def inactive_reason(config: pytest.Config) -> str | None:
-    settings = config.stash[settings_key]
+    settings = settings_of(config)
     runs_all = "every case runs all its repeats"
     if settings.mode == "deterministic":
         return (
@@ -153,7 +153,7 @@ class AdaptiveRepeats:
             from ..report.adaptive import baseline_counts, compared, level_for
             from ..report.baseline import load
 
-            path = self.config.stash[settings_key].baseline
+            path = settings_of(self.config).baseline
             try:
                 self.counts = baseline_counts(load(path)) if path is not None else {}
             except NodevalError:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .keys import ahead_key, case_ref, run_id_key, settings_key
+from .keys import ahead_key, case_ref, run_id_key, settings_of
 
 if TYPE_CHECKING:
     from ..runner.pool import AttemptPool
@@ -56,7 +56,7 @@ class RunAhead:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.settings: Settings = config.stash[settings_key]
+        self.settings: Settings = settings_of(config)
         self.size = self.settings.concurrency
         self._pool: AttemptPool | None = None
         self.started: dict[str, Future[Any]] = {}

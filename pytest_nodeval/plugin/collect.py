@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..case import CASE_FILE, CONFIG_FILE
-from .keys import case_index_key, cases_key, settings_key
+from .keys import case_index_key, cases_key, settings_of
 
 if TYPE_CHECKING:
     from ..case.directory import Case, CaseHead
@@ -232,7 +232,7 @@ def load_case_cached(
 
 def _variant(config: pytest.Config, label: str | None) -> Any:
     """The run's `Variant` of this label (None outside a matrix)."""
-    variants = config.stash[settings_key].variants
+    variants = settings_of(config).variants
     return next((v for v in variants if v.label == label), None) if label else None
 
 
@@ -255,7 +255,7 @@ def case_for(metafunc: pytest.Metafunc) -> CaseHead:
             return case_head(metafunc.config, directory)
     except NodevalError as exc:
         raise pytest.Collector.CollectError(str(exc)) from None
-    roots = ", ".join(str(r) for r in metafunc.config.stash[settings_key].case_roots)
+    roots = ", ".join(str(r) for r in settings_of(metafunc.config).case_roots)
     raise pytest.Collector.CollectError(
         f"{metafunc.definition.nodeid}: no case with id {case_id!r} under {roots}"
     )
@@ -268,7 +268,7 @@ def _case_index(config: pytest.Config) -> dict[str, Path]:
 
         heads = _collected(config).heads
         index: dict[str, Path] = {}
-        for directory in find_case_dirs(list(config.stash[settings_key].case_roots)):
+        for directory in find_case_dirs(list(settings_of(config).case_roots)):
             head = heads.get(str(directory))
             index.setdefault(head.id if head is not None else read_case_id(directory), directory)
         config.stash[case_index_key] = index
@@ -281,7 +281,7 @@ def case_params(config: pytest.Config, head: CaseHead) -> tuple[list[CaseRef], l
     from ..case.dataset import ROW_SEPARATOR
     from ..errors import NodevalError
 
-    settings = config.stash[settings_key]
+    settings = settings_of(config)
     marks = [getattr(pytest.mark, tag) for tag in head.spec.tags]
     try:
         rows = [row.id for row in head.rows()]

@@ -25,7 +25,7 @@ from .keys import (
     case_ref,
     otel_problem_key,
     run_id_key,
-    settings_key,
+    settings_of,
     shard_key,
     worker_crashed,
 )
@@ -49,7 +49,7 @@ class Controller:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.settings = config.stash[settings_key]
+        self.settings = settings_of(config)
         self.run_id = config.stash[run_id_key]
         self.run_dir = self.settings.report_dir / self.run_id
         self.started_at, self._t0 = _now(), time.perf_counter()
@@ -75,7 +75,7 @@ class Controller:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         from .preflight import check_baseline
 
-        check_baseline(self.settings)
+        check_baseline(self.settings.baseline, self.settings.baseline_from_cli)
         if self.settings.attempt_mode in ("live", "record") and self.settings.world in (
             "auto",
             "docker",

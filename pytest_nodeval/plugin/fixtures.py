@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from .keys import ahead_key, attempt_key, case_ref, fakes_key, infra_key, run_id_key, settings_key
+from .keys import ahead_key, attempt_key, case_ref, fakes_key, infra_key, run_id_key, settings_of
 
 if TYPE_CHECKING:
     from pytest_nodeval_fakes.composio import ComposioFake
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def nodeval_settings(pytestconfig: pytest.Config) -> Settings:
     """The resolved run settings (mode, repeat, match, world, report directory, profile)."""
-    return pytestconfig.stash[settings_key]
+    return settings_of(pytestconfig)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Names the pytest layer shares: stash keys and the gate's ini keys.
 
-Imports nothing of the package at run time, so the entry module, the fixtures, the
+Imports nothing of the package at load time, so the entry module, the fixtures, the
 settings and the controller can share these without importing one another.
 """
 
@@ -20,10 +20,16 @@ if TYPE_CHECKING:
     from .attempt import Attempt, SharedObservation
     from .collect import CaseRef
     from .otel_sender import OtelSender
+    from .own_cases import BoundRun
     from .settings import Settings
 
+resolved_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+"""config.stash: the run's settings, resolved and checked once per process in pytest_configure
+(resolve.py), as the keyword arguments of `settings.Settings`."""
 settings_key: pytest.StashKey[Settings] = pytest.StashKey()
-"""config.stash: the run's settings, resolved once per process."""
+"""config.stash: the run's Settings, made when first needed: read them with `settings_of`."""
+bound_key: pytest.StashKey[BoundRun] = pytest.StashKey()
+"""config.stash: the own agents' cases given by directory, whose bound tests run (own_cases.py)."""
 run_id_key: pytest.StashKey[str] = pytest.StashKey()
 """config.stash: the run id (the controller's, handed to every xdist worker)."""
 cases_key: pytest.StashKey[dict[str, Case]] = pytest.StashKey()
@@ -59,6 +65,23 @@ GATE_INI_ALIASES = {"fail_on_latency_p95_drop": "fail_on_latency_p95_increase"}
 """Other names a gate ini key is known by -> the GatePolicy field it sets."""
 
 
+def settings_of(config: pytest.Config) -> Settings:
+    """The run's Settings. A run that collects no nodeval case does not need them, and never
+    pays for creating their dataclass (issue 33): what it reads is in `resolved_key`."""
+    settings = config.stash.get(settings_key, None)
+    if settings is None:
+        from .settings import Settings
+
+        settings = config.stash[settings_key] = Settings(**config.stash[resolved_key])
+    return settings
+
+
+def case_roots(config: pytest.Config) -> tuple[Path, ...]:
+    """The directories searched for cases (nodeval_cases), without making the Settings."""
+    roots: tuple[Path, ...] = config.stash[resolved_key]["case_roots"]
+    return roots
+
+
 def case_ref(node: Any) -> CaseRef | None:
     """The node's CaseRef (which case, which repeat) when the plugin parametrized it, else None."""
     ref = getattr(getattr(node, "callspec", None), "params", {}).get("nodeval_case")
@@ -91,6 +114,10 @@ class RecentCases(OrderedDict):  # type: ignore[type-arg]
         while len(self) > self.size:
             self.popitem(last=False)
 
+
+PATH_OPTIONS = ("--nodeval-report-dir", "--nodeval-baseline", "--nodeval-summary-md")
+"""Our options that take a path: given as a separate argument, pytest may take its value for a
+test path when it chooses the rootdir (rootdir.py)."""
 
 WORKER_RUN_ID = "nodeval_run_id"
 """The key of the run id in an xdist worker's `workerinput`."""

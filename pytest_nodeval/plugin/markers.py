@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from ..case import CASE_FILE
-from .keys import settings_key
+from .keys import case_roots
 
 _hints_key = pytest.StashKey[list[str]]()
 
 
 def register_markers(config: pytest.Config) -> None:
-    settings = config.stash[settings_key]
+    roots = case_roots(config)
     profiles = set()
     for line in config.getini("nodeval_profiles"):
         name = line.partition(":")[0].strip()
@@ -31,10 +31,9 @@ def register_markers(config: pytest.Config) -> None:
                 f"{line.partition(':')[2].strip()}), and the cases tagged '{name}'",
             )
     if config.option.markers:
-        for tag in _case_tags(settings.case_roots):
+        for tag in _case_tags(roots):
             if tag not in profiles:
                 config.addinivalue_line("markers", f"{tag}: cases tagged '{tag}' (pytest-nodeval)")
-    roots = settings.case_roots
     config.stash[_hints_key] = _outside_roots(config, roots)
 
 

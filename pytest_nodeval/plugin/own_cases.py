@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ..case import CASE_FILE, CONFIG_FILE
-from .keys import case_ref, refuse_selection, settings_key
+from .keys import bound_key, case_ref, case_roots, refuse_selection
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,9 @@ class BoundRun:
     """Where the bound tests were looked for."""
 
 
-_bound_key = pytest.StashKey[BoundRun]()
-
-
 def rewrite_arguments(config: pytest.Config) -> None:
     """Swap each own agent's case directory on the command line for the test tree."""
-    roots = [r.resolve() for r in config.stash[settings_key].case_roots]
+    roots = [r.resolve() for r in case_roots(config)]
     case_ids: dict[str, str] = {}
     kept: list[str] = []
     for arg in config.args:
@@ -59,7 +56,7 @@ def rewrite_arguments(config: pytest.Config) -> None:
     others = tuple((base / a.partition("::")[0]).resolve() for a in kept)
     tree = [p for p in _test_tree(config, roots) if not any(p.is_relative_to(o) for o in others)]
     config.args[:] = kept + [str(p) for p in tree]
-    config.stash[_bound_key] = BoundRun(case_ids, others, tuple(tree))
+    config.stash[bound_key] = BoundRun(case_ids, others, tuple(tree))
 
 
 def _own_case_dir(config: pytest.Config, arg: str, roots: list[Path]) -> Path | None:
@@ -90,7 +87,7 @@ def _test_tree(config: pytest.Config, roots: list[Path]) -> list[Path]:
 
 def select_bound(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the tests bound to the cases given by directory, and the other arguments' tests."""
-    bound = config.stash.get(_bound_key, None)
+    bound = config.stash.get(bound_key, None)
     if bound is None:
         return
     kept: list[pytest.Item] = []

@@ -10,12 +10,11 @@ problem is a usage error (exit status 4) naming the option or ini key, and nothi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ..paths import directory_problem, history_problem, output_file_problem
-from .keys import settings_key
+from .keys import case_roots, resolved_key, settings_of
 
 SHOWN_IDS = 10
 """How many case ids an unknown --nodeval-case error lists."""
@@ -30,7 +29,9 @@ def check_options(config: pytest.Config) -> None:
 
 def _check_from_turn(config: pytest.Config) -> None:
     """--nodeval-from-turn goes live at turn N: a run that replays everything cannot."""
-    settings = config.stash[settings_key]
+    if config.stash[resolved_key]["from_turn"] is None:
+        return
+    settings = settings_of(config)
     if settings.from_turn is None or settings.attempt_mode in ("live", "record"):
         return
     mode = settings.mode if settings.mode == settings.attempt_mode else "record (replaying)"
@@ -48,7 +49,7 @@ def _check_selection(config: pytest.Config, where: str) -> None:
         from .shard import parse_shard
 
         parse_shard(shard)  # raises the usage error that names the value
-    roots = config.stash[settings_key].case_roots
+    roots = case_roots(config)
     for root in roots:  # a missing root is fine: a project without cases yet
         if root.exists() and not root.is_dir():
             _refuse(f"nodeval_cases ({where})", f"{root} is a file, not a directory of cases")
@@ -58,14 +59,14 @@ def _check_selection(config: pytest.Config, where: str) -> None:
 
 def _check_outputs(config: pytest.Config, where: str) -> None:
     """What the controller writes at the end: the report directory, history and summary."""
-    settings = config.stash[settings_key]
+    values = config.stash[resolved_key]
     from_cli = config.getoption("nodeval_report_dir")
     _refuse(
         "--nodeval-report-dir" if from_cli else f"nodeval_report_dir ({where})",
-        directory_problem(settings.report_dir),
+        directory_problem(values["report_dir"]),
     )
-    if settings.history is not None:
-        _refuse(f"nodeval_history ({where})", history_problem(settings.history))
+    if values["history"] is not None:
+        _refuse(f"nodeval_history ({where})", history_problem(values["history"]))
     summary = config.getoption("nodeval_summary_md")
     if summary:
         path = config.invocation_params.dir / summary
@@ -77,7 +78,7 @@ def check_from_turn_cases(config: pytest.Config, items: list[pytest.Item]) -> No
     (runner/session.py `from_turn_problem`); else a usage error naming the first that cannot,
     under xdist too (keys.refuse_selection). A case that does not load is left to its test,
     which reports the bad file."""
-    settings = config.stash[settings_key]
+    settings = settings_of(config)
     if settings.from_turn is None:
         return
     from ..case.directory import load_case
@@ -145,10 +146,9 @@ def _case_ids(roots: tuple[Path, ...]) -> set[str]:
     return ids
 
 
-def check_baseline(settings: Any) -> None:
+def check_baseline(path: Path | None, from_cli: bool) -> None:
     """A baseline that cannot be read is a usage error at the start, not after the whole run."""
-    path = settings.baseline
-    if path is None or (not path.exists() and not settings.baseline_from_cli):
+    if path is None or (not path.exists() and not from_cli):
         return  # nodeval_baseline naming a file not blessed yet: the run says how to make one
     # Imported only when there is a baseline: report.models loads pydantic, which a run
     # without one (every run of a project with no nodeval case) should not pay for.
@@ -158,5 +158,5 @@ def check_baseline(settings: Any) -> None:
     try:
         load(path)
     except NodevalError as exc:
-        source = "--nodeval-baseline" if settings.baseline_from_cli else "nodeval_baseline"
+        source = "--nodeval-baseline" if from_cli else "nodeval_baseline"
         raise pytest.UsageError(f"{source}: {exc}") from None

@@ -48,7 +48,7 @@ from typing import Any, TextIO
 import pytest
 
 from ..report.progress import Tally, format_line
-from .keys import settings_key, worker_crashed
+from .keys import settings_of, worker_crashed
 
 ERASE_BELOW = "\x1b[J"
 UP_ONE_ROW = "\x1b[1A"
@@ -57,7 +57,7 @@ UP_ONE_ROW = "\x1b[1A"
 class Progress:
     def __init__(self, config: pytest.Config, tests: dict[str, tuple[str, int]]) -> None:
         self.config = config
-        self.settings = config.stash[settings_key]
+        self.settings = settings_of(config)
         self.tally = Tally(tests)
         self.lock = threading.Lock()
         """Held while the tally changes or is summed: the ticker thread reads it."""

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-PATH_OPTIONS = ("--nodeval-report-dir", "--nodeval-baseline", "--nodeval-summary-md")
+from .keys import PATH_OPTIONS
+
 INI_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 

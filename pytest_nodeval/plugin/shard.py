@@ -178,9 +178,9 @@ def deselect(config: pytest.Config, items: list[pytest.Item]) -> ShardPlan | Non
 
 def known_durations(config: pytest.Config) -> tuple[dict[str, float], str]:
     """Milliseconds per attempt by case id: the baseline's, else the run history's."""
-    from .keys import settings_key
+    from .keys import settings_of
 
-    settings = config.stash[settings_key]
+    settings = settings_of(config)
     if settings.baseline is not None and settings.baseline.exists():
         durations = baseline_durations(settings.baseline)
         if durations:

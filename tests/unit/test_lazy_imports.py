@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import PYTEST_ADDOPTS
 
 # What a run that needs none of them must not pay for at startup.
@@ -36,6 +38,13 @@ HEAVY = (
     # Only a run that exports (--nodeval-otel-endpoint, nodeval export-otel) loads the SDK.
     "opentelemetry",
     "google.protobuf",
+)
+
+# The plugin's own modules a run without cases, profiles or case arguments does without.
+IDLE_UNUSED = (
+    "pytest_nodeval.plugin.settings",
+    "pytest_nodeval.plugin.own_cases",
+    "pytest_nodeval.plugin.markers",
 )
 
 # Writes every module loaded by the end of the session (after every other plugin's hook).
@@ -121,5 +130,33 @@ def test_a_whole_run_without_cases_starts_no_controller_and_writes_nothing(
     assert _heavy(modules) == [], _ours(modules)
     started = {"pytest_nodeval.plugin.controller", "pytest_nodeval.plugin.progress"}
     assert not started & set(modules), _ours(modules)
+    # Nor the Settings dataclass (checked values suffice), nor what only a run naming a case
+    # directory or defining profiles needs.
+    assert not set(IDLE_UNUSED) & set(modules), _ours(modules)
     assert not any(name.startswith("pytest_nodeval.report") for name in modules), _ours(modules)
     assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize(
+    ("ini", "args", "said"),
+    [
+        ("", ["--repeat", "0"], "repeat from command line must be an integer from 1 to"),
+        ("nodeval_progress_interval = soon", [], "must be a number of seconds >= 0, got 'soon'"),
+    ],
+)
+def test_a_bad_option_is_refused_in_a_run_without_cases(
+    tmp_path: Path, ini: str, args: list[str], said: str
+) -> None:
+    """The settings are checked in every run, though made only when a case needs them."""
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+        + PYTEST_ADDOPTS.split(),
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert said in done.stderr
