@@ -20,7 +20,10 @@ CHUNK = 1 << 20
 
 
 class GoldenChanged(JournalError):
-    """The golden journal changed on disk while a replay still read from it."""
+    """The golden journal changed on disk while a replay still read from it: the machine's
+    doing (a recording installed meanwhile, say), not the agent's, so an infrastructure error."""
+
+    infrastructure = True
 
 
 Stamp = tuple[int, int, int]

@@ -144,6 +144,8 @@ class ReplayStash:
         self._tools: dict[str, tuple[Event, Event]] = {}
         self._asks: dict[str, Event] = {}
         self.stopped: ReplayDivergence | None = None
+        self.golden_error: GoldenChanged | None = None
+        """Set when the golden journal changed on disk under the replay (`golden_changed`)."""
         self.path = journal.directory / "events.jsonl"
         self._served_llm: dict[str, int] = {}
         """The seq of the last recorded response served per provider (named in a divergence)."""
@@ -414,9 +416,16 @@ class ReplayStash:
 
     def golden_changed(self, exc: GoldenChanged) -> NoReturn:
         """A golden line left in its file, which has changed since, stops the replay with that
-        one line: as a plain error it would reach the SDK, which retries a connection error."""
+        one line: as a plain error it would reach the SDK, which retries a connection error.
+        The session raises it once the agent has stopped (`raise_if_golden_changed`): the
+        attempt is an infrastructure error, not a divergence of the agent's."""
+        self.golden_error = exc
         self.stopped = ReplayDivergence(str(exc))
         raise ReplayStopped(self.stopped) from None
+
+    def raise_if_golden_changed(self) -> None:
+        if self.golden_error is not None:
+            raise self.golden_error
 
     def _raise_if_stopped(self) -> None:
         if self.stopped is not None:

@@ -248,6 +248,8 @@ def run_case(
         writer.close()
         if world is not None and owns_world:
             world.close()
+    if stash is not None:
+        stash.raise_if_golden_changed()
     observed.wall_ms = (time.perf_counter() - start) * 1000
     observed.golden = _golden(case, settings)
     if settings.mode == "record" and settings.install and observed.status == "ok":
@@ -504,6 +506,8 @@ def run_agent_case(
         )
     finally:
         writer.close()
+    if stash is not None:
+        stash.raise_if_golden_changed()
     observed = Observed(
         case.id,
         settings.mode,

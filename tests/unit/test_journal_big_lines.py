@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +241,34 @@ def test_reading_a_line_of_20_mb_adds_less_than_one_and_a_half_times_it(tmp_path
     assert done.returncode == 0, done.stderr
     # The line is held once while it is checked; parsed whole beside it, it was twice and more.
     assert int(done.stdout) < 1.5 * line
+
+
+def test_a_golden_journal_changed_under_a_replay_is_the_machines_fault_not_a_divergence(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The attempt stops with the one line and as an infrastructure error (run_case raises it
+    once the agent has stopped), where a divergence would count against the agent."""
+    from pytest_nodeval.case import directory
+    from pytest_nodeval.case.directory import JournalCache, load_case
+    from pytest_nodeval.runner.session import AttemptSettings, run_case
+
+    scenario = tmp_path / "case"
+    shutil.copytree(Path(__file__).parents[2] / "scenarios" / "hello-answer", scenario)
+    (scenario / "input" / "inputs.yaml").write_text(
+        f"user:\n  kind: scripted\n  inputs: [{LONG}]\n", encoding="utf-8"
+    )
+    recorded = run_case(load_case(scenario), AttemptSettings(mode="record"), tmp_path / "rec")
+    assert recorded.status == "ok", recorded.metrics()
+    monkeypatch.setattr(directory, "JOURNALS", JournalCache(max_bytes=0))  # read lazily
+    monkeypatch.setattr(reader, "BIG_LINE", 4096)  # the request's line is left in the file
+    monkeypatch.setattr(reader, "LONG_STRING", 64)
+
+    def changed(self: DiskSlice) -> Any:
+        raise self._changed()
+
+    monkeypatch.setattr(DiskSlice, "_open", changed)
+    case = load_case(scenario)
+    with pytest.raises(JournalError) as stopped:
+        run_case(case, AttemptSettings(mode="deterministic"), tmp_path / "observed")
+    assert stopped.value.infrastructure
+    assert "changed on disk during the replay that reads it" in str(stopped.value)
