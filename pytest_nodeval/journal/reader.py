@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ..errors import JournalError, NodevalWarning
 from .events import (
@@ -50,6 +50,10 @@ class Journal(BaseModel):
     compares an SDK's request body with it byte for byte before parsing anything, and writes
     both back to the observed journal as they are (see replay.ReplayStash). Empty in a golden
     journal, whose model payloads are that text (`RecordedPayload.raw`)."""
+
+    _replay_seed: Any = PrivateAttr(default=None)
+    """What every replay of the whole journal starts from (journal/replay.py), sorted out of
+    the events once per journal read rather than once per attempt."""
 
     def of_type(self, *types: str) -> list[Event]:
         return [e for e in self.events if e.type in types]

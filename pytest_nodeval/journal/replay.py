@@ -70,6 +70,9 @@ class _Exchange:
     """The request payload's JSON text as the golden journal has it ("" when unknown)."""
     raw_response: PayloadText = b""
     """The same for the response payload."""
+    body_span: tuple[int, int] | None = None
+    """Where the response body's JSON text is in `raw_response`, once the replay transport
+    has found it (the exchange is shared by every replay of its journal, see `_Seed`)."""
 
     @property
     def raw_body(self) -> memoryview | DiskSlice:
@@ -110,6 +113,65 @@ class _Exchange:
         return self.response_event.payload_dict()
 
 
+@dataclass(frozen=True, slots=True)
+class _Seed:
+    """What a stash starts from, sorted out of a journal's events: the stash copies each
+    collection it consumes, so one seed serves every attempt replaying the journal."""
+
+    inputs: tuple[Event, ...]
+    snapshots: tuple[Event, ...]
+    recorded_end: Event | None
+    judge_responses: tuple[Event, ...]
+    registered: tuple[Event, ...]
+    llm: dict[str, tuple[_Exchange, ...]]
+    tools: dict[str, tuple[Event, Event]]
+    asks: dict[str, Event]
+
+    @classmethod
+    def of(cls, journal: Journal, events: list[Event]) -> _Seed:
+        """`events`: the journal's own, or the turns a prefix stash serves (the snapshots,
+        the end, the judge's answers and the tools registered are the whole journal's)."""
+        llm: dict[str, list[_Exchange]] = {}
+        tools: dict[str, tuple[Event, Event]] = {}
+        asks: dict[str, Event] = {}
+        pending_llm: dict[str, Event] = {}
+        calls: dict[str, Event] = {}
+        raw_payloads = journal.raw_payloads
+        # Payload attributes, not payload_dict(): dumping every recorded request body to a
+        # dict would cost more than the replay itself.
+        for event in events:
+            kind, payload = event.type, event.payload
+            if kind == "llm.request":
+                pending_llm[payload.provider] = event
+            elif kind == "llm.response":
+                request = pending_llm.pop(payload.provider, None)
+                if request is not None:
+                    llm.setdefault(payload.provider, []).append(
+                        _Exchange(
+                            request,
+                            event,
+                            raw_payloads.get(request.seq) or _raw_text(request),
+                            raw_payloads.get(event.seq) or _raw_text(event),
+                        )
+                    )
+            elif kind == "tool.call":
+                calls[payload.call_id] = event
+            elif kind == "tool.result" and payload.call_id in calls:
+                tools[payload.call_id] = (calls.pop(payload.call_id), event)
+            elif kind == "io.ask.response":
+                asks[payload.call_id] = event
+        return cls(
+            inputs=tuple(e for e in events if e.type == "io.input"),
+            snapshots=tuple(journal.of_type("world.snapshot")),
+            recorded_end=next(iter(journal.of_type("session.end")), None),
+            judge_responses=tuple(journal.of_type("judge.response")),
+            registered=tuple(journal.of_type("tool.register")),
+            llm={provider: tuple(queue) for provider, queue in llm.items()},
+            tools=tools,
+            asks=asks,
+        )
+
+
 class ReplayStash:
     def __init__(
         self,
@@ -132,52 +194,30 @@ class ReplayStash:
         self._golden = journal.events
         """Held while the stash lives: the journal cache finds a big journal again through it
         (case.directory.JournalCache) instead of reading a second copy."""
-        events = journal.events if live_from is None else events_before_turn(journal, live_from)
-        self.inputs: deque[Any] = deque(e for e in events if e.type == "io.input")
-        self.snapshots = journal.of_type("world.snapshot")
-        self.recorded_end = next(iter(journal.of_type("session.end")), None)
-        self.judge_responses = journal.of_type("judge.response")
-        self.registered = [e.payload_dict() for e in journal.of_type("tool.register")]
+        if live_from is None:
+            # The whole journal: sorted out once per journal read, every attempt copies it
+            # (the recorded events and exchanges are shared, only the queues are its own).
+            seed = journal._replay_seed
+            if seed is None:
+                seed = journal._replay_seed = _Seed.of(journal, journal.events)
+        else:
+            seed = _Seed.of(journal, events_before_turn(journal, live_from))
+        self.inputs: deque[Any] = deque(seed.inputs)
+        self.snapshots = list(seed.snapshots)
+        self.recorded_end = seed.recorded_end
+        self.judge_responses = list(seed.judge_responses)
+        self.registered = [e.payload_dict() for e in seed.registered]
         """The recorded tool.register payloads: replay rebuilds outside services' tools from
         them."""
-        self._llm: dict[str, deque[_Exchange]] = {}
-        self._tools: dict[str, tuple[Event, Event]] = {}
-        self._asks: dict[str, Event] = {}
+        self._llm: dict[str, deque[_Exchange]] = {p: deque(q) for p, q in seed.llm.items()}
+        self._tools: dict[str, tuple[Event, Event]] = dict(seed.tools)
+        self._asks: dict[str, Event] = dict(seed.asks)
         self.stopped: ReplayDivergence | None = None
         self.golden_error: GoldenChanged | None = None
         """Set when the golden journal changed on disk under the replay (`golden_changed`)."""
         self.path = journal.directory / "events.jsonl"
         self._served_llm: dict[str, int] = {}
         """The seq of the last recorded response served per provider (named in a divergence)."""
-        self._seed(events, journal.raw_payloads)
-
-    def _seed(self, events: list[Event], raw_payloads: dict[int, bytes]) -> None:
-        pending_llm: dict[str, Event] = {}
-        calls: dict[str, Event] = {}
-        # Payload attributes, not payload_dict(): dumping every recorded request body to a
-        # dict would cost more than the replay itself.
-        for event in events:
-            kind, payload = event.type, event.payload
-            if kind == "llm.request":
-                pending_llm[payload.provider] = event
-            elif kind == "llm.response":
-                request = pending_llm.pop(payload.provider, None)
-                if request is not None:
-                    queue = self._llm.setdefault(payload.provider, deque())
-                    queue.append(
-                        _Exchange(
-                            request,
-                            event,
-                            raw_payloads.get(request.seq) or _raw_text(request),
-                            raw_payloads.get(event.seq) or _raw_text(event),
-                        )
-                    )
-            elif kind == "tool.call":
-                calls[payload.call_id] = event
-            elif kind == "tool.result" and payload.call_id in calls:
-                self._tools[payload.call_id] = (calls.pop(payload.call_id), event)
-            elif kind == "io.ask.response":
-                self._asks[payload.call_id] = event
 
     # -- what the agent asks for -------------------------------------------------------
 
@@ -228,10 +268,11 @@ class ReplayStash:
 
     def serve_exact(
         self, journal: JournalWriter, provider: str, api: str, method: str, path: str, body: bytes
-    ) -> tuple[Event, PayloadText] | None:
+    ) -> tuple[Event, PayloadText, _Exchange] | None:
         """`serve_llm_exact` for a caller that reads the response itself (the replay
-        transport): the journaled llm.response event and its payload's JSON text as the golden
-        journal has it (b"" when unknown), so the answer need not be parsed into a dict."""
+        transport): the journaled llm.response event, its payload's JSON text as the golden
+        journal has it (b"" when unknown), so the answer need not be parsed into a dict, and
+        the recorded exchange (where the caller may keep what it found in that text)."""
         self._raise_if_stopped()
         queue = self._llm.get(provider)
         if not queue:
@@ -254,7 +295,7 @@ class ReplayStash:
             self.golden_changed(exc)
         # A writer with a stricter redactor journals (and so answers) its own redaction.
         verbatim = served.payload is head.response_event.payload
-        return served, head.raw_response if verbatim else b""
+        return served, head.raw_response if verbatim else b"", head
 
     def _next_exchange(self, provider: str, request: dict[str, Any]) -> _Exchange:
         self._raise_if_stopped()

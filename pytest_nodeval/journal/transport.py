@@ -21,7 +21,7 @@ import httpx2
 
 from .events import PayloadText, RecordedPayload
 from .ondisk import GoldenChanged
-from .replay import ReplayStash
+from .replay import ReplayStash, _Exchange
 from .writer import JournalWriter
 
 ROUTED: contextvars.ContextVar[bool] = contextvars.ContextVar("nodeval_routed", default=False)
@@ -397,7 +397,7 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             self._journal, self._provider, self._api, request.method, path, body
         )
         if served is not None:
-            prepared = _prepared_response(served[0].payload, served[1], request)
+            prepared = _prepared_response(served[0].payload, served[1], request, served[2])
             if prepared is not None:
                 return prepared
             recorded = served[0].payload_dict()
@@ -450,20 +450,31 @@ def _answer(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Respons
 
 
 def _prepared_response(
-    payload: Any, raw: PayloadText, request: httpx2.Request
+    payload: Any,
+    raw: PayloadText,
+    request: httpx2.Request,
+    exchange: _Exchange | None = None,
 ) -> httpx2.Response | None:
     """A recorded success answered as the golden journal's text of its body, which the SDK
     parses to what `replayed_response` would send it: the payload is not parsed into a dict
     and its body serialised again. None for anything else (a failure, a stream, a string
-    body, a payload whose text is unknown or not laid out as the writer writes it)."""
+    body, a payload whose text is unknown or not laid out as the writer writes it).
+
+    `exchange`: the stash's recorded exchange `raw` is the response text of, which keeps
+    where the body was found for the next replay of the same journal."""
     if not raw or payload.status >= 400 or payload.error is not None:
         return None
     headers = payload.headers
     if "body" in headers:  # then `,"body":` could be a header's key, not the payload's
         return None
-    content = _body_text(raw, payload)
-    if content is None:
-        return None
+    span = exchange.body_span if exchange is not None else None
+    if span is None:
+        span = _body_span(raw, payload)
+        if span is None:
+            return None
+        if exchange is not None:
+            exchange.body_span = span
+    content = bytes(raw[span[0] : span[1]])
     headers = dict(headers)
     headers.setdefault("content-type", "application/json")
     return httpx2.Response(payload.status, headers=headers, content=content, request=request)
@@ -474,7 +485,13 @@ _NO_SSE = b',"sse":null,'
 
 
 def _body_text(raw: PayloadText, payload: Any) -> bytes | None:
-    """The JSON text of an llm.response payload's body, sliced from the payload's text.
+    """The JSON text of an llm.response payload's body, sliced from the payload's text."""
+    span = _body_span(raw, payload)
+    return None if span is None else bytes(raw[span[0] : span[1]])
+
+
+def _body_span(raw: PayloadText, payload: Any) -> tuple[int, int] | None:
+    """Where the JSON text of an llm.response payload's body is in the payload's text.
 
     The writer puts `provider`, `status` and `headers` (string keys and values: no `,"body":`
     once no header is called that) before `body`, and `sse` after it. The last `,"sse":null,`
@@ -489,9 +506,10 @@ def _body_text(raw: PayloadText, payload: Any) -> bytes | None:
         tail = json.loads(b"{" + bytes(raw[end + 1 :]))
     except ValueError:
         return None
-    body = bytes(raw[start + len(_BODY_KEY) : end])
+    start += len(_BODY_KEY)
     # A string body is sent as its text, not as JSON (replayed_response).
-    return body if isinstance(tail, dict) and body[:1] != b'"' else None
+    string = bytes(raw[start : start + 1]) == b'"'
+    return (start, end) if isinstance(tail, dict) and not string else None
 
 
 def replayed_response(recorded: dict[str, Any], request: httpx2.Request) -> httpx2.Response:

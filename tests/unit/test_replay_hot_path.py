@@ -17,6 +17,7 @@ from pytest_nodeval.case.directory import load_case
 from pytest_nodeval.journal import events, transport, writer
 from pytest_nodeval.journal.events import EVENTS_FILE, HEADER_FILE
 from pytest_nodeval.journal.reader import read_journal
+from pytest_nodeval.journal.replay import ReplayStash
 from pytest_nodeval.journal.writer import JournalWriter
 from pytest_nodeval.runner.session import AttemptSettings, journal_header, run_case
 
@@ -71,6 +72,21 @@ def test_the_seeds_cover_every_shortcut() -> None:
                 apis.add(event.payload.api)
     assert {"anthropic.messages", "openai.chat", "gemini.generate_content", "mock"} <= apis
     assert {"tool.call", "tool.result", "agent.turn.start", "agent.turn.end", "io.input"} <= types
+
+
+def test_the_stashes_of_one_journal_share_its_seed_and_each_serves_it_whole() -> None:
+    journal = read_journal(SCENARIOS / "multi-turn-refund" / "journal")
+    first = ReplayStash(journal, case="refund")
+    seed = journal._replay_seed
+    request = next(e for e in journal.events if e.type == "llm.request")
+    while first.next_input() is not None:
+        pass
+    first.serve_llm(_writer(None), request.payload.provider, request.payload_dict())
+    assert first.leftovers() != ReplayStash(read_journal(journal.directory), case="r").leftovers()
+    second = ReplayStash(journal, case="refund")
+    assert journal._replay_seed is seed
+    assert second.leftovers() == ReplayStash(read_journal(journal.directory), case="r").leftovers()
+    assert second.next_input() is not None
 
 
 # -- the writer ---------------------------------------------------------------------------------
