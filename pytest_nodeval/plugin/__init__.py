@@ -308,8 +308,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from ..modes import attempt_mode
     from . import fixtures
-    from .resolve import attempt_mode, resolve
+    from .resolve import resolve
 
     # Registered here rather than through `pytest_plugins`, for which pytest reads every
     # installed distribution's entry points once more (about 20 M instructions a run).

@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 
-from ..modes import MATCH_LEVELS, MAX_REPEAT, MODES, RECORD_MODES, Mode, RecordMode
+from ..modes import (
+    MATCH_LEVELS,
+    MAX_REPEAT,
+    MODES,
+    RECORD_MODES,
+    WORLD_CONCURRENCY,
+    RecordMode,
+)
 
 WORLD_BACKENDS = ("auto", "docker", "bwrap", "local")
 PROGRESS_MODES = ("auto", "tty", "plain", "off")
@@ -46,16 +53,6 @@ SWITCH_VALUES = {
     "no": False,
     "0": False,
 }
-WORLD_CONCURRENCY = 4
-"""World-backed attempts in flight per process by default (nodeval_world_concurrency)."""
-
-
-def attempt_mode(mode: Mode, record_mode: RecordMode) -> Mode:
-    """The mode the attempts run in: the run's, but record mode's `none` records nothing
-    and replays the journals (vcrpy's playback only)."""
-    if mode == "record" and record_mode == "none":
-        return "deterministic"
-    return mode
 
 
 def parse_profiles(lines: list[str], where: str) -> dict[str, dict[str, Any]]:

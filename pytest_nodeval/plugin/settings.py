@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..modes import MatchLevel, Mode, RecordMode
-from .resolve import WORLD_CONCURRENCY, attempt_mode
+from ..modes import WORLD_CONCURRENCY, MatchLevel, Mode, RecordMode, attempt_mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +72,7 @@ class Settings:
 
     @property
     def attempt_mode(self) -> Mode:
-        """The mode the attempts run in (resolve.py `attempt_mode`)."""
+        """The mode the attempts run in (`modes.attempt_mode`)."""
         return attempt_mode(self.mode, self.record_mode)
 
     def repeats_for(self, case_repeat: int | None) -> int:
