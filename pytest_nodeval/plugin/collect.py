@@ -73,6 +73,8 @@ class _Collected:
     """Directory -> why its files could not be loaded (each of its tests fails with it)."""
     templates: dict[pytest.Collector, _ItemTemplate | None] = field(default_factory=dict)
     """Per directory above case directories: how its cases' items are made (`_ItemTemplate`)."""
+    marks: dict[tuple[str, ...], list[Any]] = field(default_factory=dict)
+    """A case's tags as marks, by tags: cases share them (marks are frozen)."""
 
 
 _collected_key = pytest.StashKey[_Collected]()
@@ -88,15 +90,41 @@ def _collected(config: pytest.Config) -> _Collected:
 class CaseDir(pytest.Directory):
     """A case directory. pytest collects its case.yaml and nothing else in it.
 
-    case.yaml still goes through `pytest_ignore_collect` (--ignore, collect_ignore), but
-    not through other plugins' `pytest_collect_file`: it is the case's, not a YAML test.
+    case.yaml still goes through `pytest_ignore_collect` (--ignore, collect_ignore) when
+    anything could ignore it, but not through other plugins' `pytest_collect_file`: it is the
+    case's, not a YAML test.
     """
 
     def collect(self) -> list[pytest.Item | pytest.Collector]:
         path = self.path / CASE_FILE
-        if self.ihook.pytest_ignore_collect(collection_path=path, config=self.config):
+        if _may_be_ignored(self) and self.ihook.pytest_ignore_collect(
+            collection_path=path, config=self.config
+        ):
             return []
         return [CaseFile.from_parent(self, path=path)]
+
+
+def _may_be_ignored(case_dir: CaseDir) -> bool:
+    """Whether pytest_ignore_collect could ignore this case's case.yaml. When pytest's own
+    implementation is the only one and no --ignore, --ignore-glob, collect_ignore or
+    collect_ignore_glob applies, it cannot: its other checks (__pycache__, a virtualenv,
+    norecursedirs) never hold for a file. The hook's call, mostly those checks' stat calls
+    on case.yaml, was a fifth of what the plugin added per case (issue 33)."""
+    config = case_dir.config
+    if config.getoption("ignore") or config.getoption("ignore_glob"):
+        return True
+    for impl in case_dir.ihook.pytest_ignore_collect.get_hookimpls():
+        if _module_of(impl.plugin) != "_pytest.main":
+            return True
+    pathlist = getattr(config, "_getconftest_pathlist", None)  # what pytest's reads them with
+    try:
+        return (
+            pathlist is None
+            or pathlist("collect_ignore", path=case_dir.path) is not None
+            or pathlist("collect_ignore_glob", path=case_dir.path) is not None
+        )
+    except TypeError:  # pytest's private reader changed: let its hook decide, as before
+        return True
 
 
 class CaseFile(pytest.Module):
@@ -282,7 +310,11 @@ def case_params(config: pytest.Config, head: CaseHead) -> tuple[list[CaseRef], l
     from ..errors import NodevalError
 
     settings = settings_of(config)
-    marks = [getattr(pytest.mark, tag) for tag in head.spec.tags]
+    tags = tuple(head.spec.tags)
+    made_marks = _collected(config).marks
+    marks = made_marks.get(tags)
+    if marks is None:
+        marks = made_marks[tags] = [getattr(pytest.mark, tag) for tag in tags]
     try:
         rows = [row.id for row in head.rows()]
     except NodevalError as exc:
@@ -298,7 +330,7 @@ def case_params(config: pytest.Config, head: CaseHead) -> tuple[list[CaseRef], l
         for variant in variants
         for r in range(1, settings.repeats_for(head.spec.repeat) + 1)
     ]
-    return refs, marks
+    return refs, list(marks)
 
 
 def parametrize_case(metafunc: pytest.Metafunc) -> None:

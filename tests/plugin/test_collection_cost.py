@@ -201,3 +201,38 @@ def test_cases_beside_one_another_get_the_items_pytest_would_make(
     assert len(metafuncs) == len(hook.seen) == 5
     assert len(fast.seen) == 6
     assert fast.seen == generic.seen
+
+
+@pytest.mark.parametrize(
+    ("args", "conftest"),
+    [
+        (["--ignore=scenarios/group/beta/case.yaml"], ""),
+        (["--ignore-glob=*/beta/case.yaml"], ""),
+        ([], "collect_ignore = ['beta/case.yaml']\n"),
+        ([], "collect_ignore_glob = ['b*/case.*']\n"),
+        (
+            [],
+            "def pytest_ignore_collect(collection_path):\n"
+            "    return True if collection_path.parent.name == 'beta' else None\n",
+        ),
+    ],
+    ids=["ignore", "ignore-glob", "collect_ignore", "collect_ignore_glob", "hook"],
+)
+def test_anything_that_can_ignore_a_case_yaml_still_does(
+    nodeval_project: pytest.Pytester, args: list[str], conftest: str
+) -> None:
+    """The check pytest_ignore_collect makes on case.yaml is skipped only when nothing could
+    ignore it: each way of ignoring a file must still drop its case, and only its case."""
+    group = nodeval_project.path / "scenarios" / "group"
+    for name in ("alpha", "beta", "gamma"):
+        write_case(group, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
+    (group / "conftest.py").write_text(conftest)
+    result = nodeval_project.runpytest("--collect-only", "-q", *args)
+    result.stdout.fnmatch_lines(
+        [
+            "scenarios/group/alpha/case.yaml::test_scenario[[]alpha[]]",
+            "scenarios/group/gamma/case.yaml::test_scenario[[]gamma[]]",
+            "*2 tests collected*",
+        ]
+    )
+    assert "beta" not in result.stdout.str()

@@ -3,11 +3,14 @@ the file to the loader."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_nodeval.yamlfiles import _Loader, flat_mapping
+from pytest_nodeval.yamlfiles import _Loader, _read_text, flat_mapping
 
 
 def _loaded(text: str) -> object:
@@ -66,3 +69,27 @@ def test_whatever_it_reads_the_loader_reads_the_same(lines: list[str]) -> None:
     flat = flat_mapping(text)
     if flat is not None:
         assert flat == _loaded(text)
+
+
+def _text_or_error(read: object, path: Path) -> object:
+    try:
+        return read(path)  # type: ignore[operator]
+    except UnicodeDecodeError as exc:
+        return (exc.reason, exc.start)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([b"a", b"id: x", b"\r", b"\n", b"\r\n", b"\xc3\xa9", b"\xc3", b"\xff"]),
+        max_size=12,
+    ),
+    st.integers(min_value=0, max_value=9000),
+)
+def test_a_file_is_read_as_path_read_text_reads_it(parts: list[bytes], padding: int) -> None:
+    """Newlines translated alike, and a file that is not UTF-8 fails at the same byte."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "case.yaml"
+        path.write_bytes(b"x" * padding + b"".join(parts))
+        expected = _text_or_error(lambda p: p.read_text(encoding="utf-8"), path)
+        assert _text_or_error(_read_text, path) == expected
