@@ -9,6 +9,7 @@ events to and from disk.
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
 from functools import cached_property
@@ -504,7 +505,24 @@ class JournalHeader(BaseModel):
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return iso_of_ns(time.time_ns())
+
+
+_SECOND: tuple[int, str] = (-1, "")
+"""The last second formatted and its text: every event is stamped, mostly within one second."""
+
+
+def iso_of_ns(ns: int) -> str:
+    """`datetime.now(UTC).isoformat(timespec="microseconds")` with a Z, for the system clock
+    read as `ns` (datetime floors it to the microsecond too), at a third of its cost: the
+    date and time of day are formatted once per second."""
+    global _SECOND
+    second, micro = divmod(ns // 1000, 1_000_000)
+    cached = _SECOND  # one read: another thread may replace it, never change it
+    if cached[0] != second:
+        day = datetime.fromtimestamp(second, UTC)
+        cached = _SECOND = (second, day.isoformat(timespec="seconds").removesuffix("+00:00"))
+    return f"{cached[1]}.{micro:06d}Z"
 
 
 def new_session_id() -> str:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TextIO
 
@@ -201,8 +202,12 @@ class JournalWriter:
                 values = {
                     name: redacted.get(name, default) for name, default in scalars.defaults.items()
                 }
+                line = None
+                if self._file is not None or self._pending is not None:
+                    line = _declared_line(head, values, scalars.keys)
                 head["payload"] = constructed(PAYLOADS[type_name], values, set(redacted))
                 event = constructed(EVENT_MODELS[type_name], head, _SERVED_FIELDS)
+                return self._keep(event, line=line)
             return self._keep(event)
 
     def emit_recorded(
@@ -237,7 +242,8 @@ class JournalWriter:
             # One fields set for every served event (events are frozen).
             return self._keep(constructed(model, values, _SERVED_FIELDS), raw_payload)
 
-    def _keep(self, event: Event, raw_payload: PayloadText = b"") -> Event:
+    def _keep(self, event: Event, raw_payload: PayloadText = b"", line: str | None = None) -> Event:
+        """Append `event` and write its line: `line` when the caller built it already."""
         if self._file is not None or self._pending is not None:
             if raw_payload:  # the field order of model_dump_json, with the golden payload's text
                 line = (
@@ -250,7 +256,8 @@ class JournalWriter:
                     line, raw_payload = line + str(text, "utf-8") + "}", b""
                 self._append(line, event.type in _DURABLE_AFTER, raw_payload)
             else:
-                line = event.model_dump_json()  # canonical: every field, defaults included
+                if line is None:
+                    line = event.model_dump_json()  # canonical: every field, defaults included
                 self._append(line, event.type in _DURABLE_AFTER)
         self.events.append(event)
         return event
@@ -402,6 +409,8 @@ class _ScalarFields:
     defaults: dict[str, Any]
     """Every field in declaration order, with its default (immutable: a scalar)."""
     required: frozenset[str]
+    keys: tuple[str, ...]
+    """Each field's name as JSON with its colon, in declaration order (`_declared_line`)."""
 
 
 def _scalar_fields(model: type[Any]) -> _ScalarFields | None:
@@ -421,7 +430,43 @@ def _scalar_fields(model: type[Any]) -> _ScalarFields | None:
         types,
         {name: None if info.is_required() else info.default for name, info in fields},
         frozenset(name for name, info in fields if info.is_required()),
+        tuple(f"{encode_basestring(name)}:" for name in model.model_fields),
     )
+
+
+def _declared_line(
+    head: dict[str, Any], values: dict[str, Any], keys: tuple[str, ...]
+) -> str | None:
+    """The line `model_dump_json` writes for an event of declared scalars, built by hand (the
+    engine writes three or four a turn); None for a value it is not proven for (anything but a
+    str or None, a turn that is not an int) and for a string JSON cannot carry (a lone
+    surrogate: pydantic refuses it), which then take `model_dump_json`.
+
+    Pydantic's JSON and `encode_basestring` escape strings alike (`"`, `\\`, the short forms
+    and `\\u00xx` for the control characters, nothing else): tests/unit/test_journal_lines.py
+    compares the two for every event type `emit` constructs.
+    """
+    turn = head["turn"]
+    if type(turn) is not int:
+        return None
+    fields = []
+    for key, value in zip(keys, values.values(), strict=True):
+        if type(value) is str:
+            fields.append(key + encode_basestring(value))
+        elif value is None:
+            fields.append(key + "null")
+        else:
+            return None
+    line = (
+        f'{{"seq":{head["seq"]},"ts":"{head["ts"]}","type":"{head["type"]}","turn":{turn},'
+        f'"payload":{{{",".join(fields)}}}}}'
+    )
+    if not line.isascii():
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return line
 
 
 _SCALAR_FIELDS = {

@@ -152,6 +152,7 @@ def test_only_values_validation_keeps_as_given_take_the_shortcut() -> None:
         {"n": frozenset({float}), "s": frozenset({str, type(None)})},
         {"n": None, "s": None},
         frozenset({"n"}),
+        ('"n":', '"s":'),
     )
     assert writer._as_declared({"n": 1.5, "s": None}, fields)
     assert not writer._as_declared({"n": 1, "s": "x"}, fields), "an int becomes a float"
