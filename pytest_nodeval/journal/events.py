@@ -322,8 +322,7 @@ class RecordedPayload:
 
     def parsed(self) -> _Payload:
         """The whole payload model, parsed now (the caller drops it when done)."""
-        line = self._line
-        payload: _Payload = EVENT_ADAPTER.validate_json(bytes(line)).payload
+        payload: _Payload = EVENT_ADAPTER.validate_json(bytes(self._line)).payload
         return payload
 
     def model_dump(self) -> dict[str, Any]:

@@ -484,12 +484,6 @@ _BODY_KEY = b',"body":'
 _NO_SSE = b',"sse":null,'
 
 
-def _body_text(raw: PayloadText, payload: Any) -> bytes | None:
-    """The JSON text of an llm.response payload's body, sliced from the payload's text."""
-    span = _body_span(raw, payload)
-    return None if span is None else bytes(raw[span[0] : span[1]])
-
-
 def _body_span(raw: PayloadText, payload: Any) -> tuple[int, int] | None:
     """Where the JSON text of an llm.response payload's body is in the payload's text.
 

@@ -78,8 +78,6 @@ class JournalWriter:
         self._pending: list[str | PayloadText] | None = None
         """A replayed journal's lines not written yet (see `_append`); None: written at once."""
         self._pending_size = 0
-        self._pending_on_disk = False
-        """Whether a pending payload is a golden line left in its file (`DiskSlice`)."""
         if directory is None:
             return
         if durable:
@@ -197,18 +195,15 @@ class JournalWriter:
             head = {"seq": len(self.events) + 1, "ts": now_iso(), "type": type_name}
             head["turn"] = self._turn if turn is None else turn
             if redacted is not payload and not _as_declared(redacted, scalars):
-                event = EVENT_ADAPTER.validate_python({**head, "payload": redacted})
-            else:
-                values = {
-                    name: redacted.get(name, default) for name, default in scalars.defaults.items()
-                }
-                line = None
-                if self._file is not None or self._pending is not None:
-                    line = _declared_line(head, values, scalars.keys)
-                head["payload"] = constructed(PAYLOADS[type_name], values, set(redacted))
-                event = constructed(EVENT_MODELS[type_name], head, _SERVED_FIELDS)
-                return self._keep(event, line=line)
-            return self._keep(event)
+                return self._keep(EVENT_ADAPTER.validate_python({**head, "payload": redacted}))
+            values = {
+                name: redacted.get(name, default) for name, default in scalars.defaults.items()
+            }
+            written = self._file is not None or self._pending is not None
+            line = _declared_line(head, values, scalars.keys) if written else None
+            head["payload"] = constructed(PAYLOADS[type_name], values, set(redacted))
+            event = constructed(EVENT_MODELS[type_name], head, _SERVED_FIELDS)
+            return self._keep(event, line=line)
 
     def emit_recorded(
         self, recorded: Event, *, turn: int | None = None, raw_payload: PayloadText = b""
@@ -273,7 +268,6 @@ class JournalWriter:
             # payload's bytes are views into the golden journal, not copies).
             if payload:
                 pending += (line, payload, "}\n")
-                self._pending_on_disk = self._pending_on_disk or isinstance(payload, DiskSlice)
             else:
                 pending.append(line + "\n")
             self._pending_size += len(line) + len(payload) + 2
@@ -306,14 +300,9 @@ class JournalWriter:
             self._open()
         assert self._file is not None
         chunks, self._pending, self._pending_size = self._pending, [], 0
-        on_disk, self._pending_on_disk = self._pending_on_disk, False
         try:
             self._file.flush()  # nothing is in its text layer: the lines go to the bytes
-            if on_disk:
-                _write_runs(self._file.buffer, chunks)
-            else:
-                text = (c.encode("utf-8") if isinstance(c, str) else c for c in chunks)
-                self._file.buffer.write(b"".join(text))  # type: ignore[arg-type]  # no DiskSlice
+            _write_runs(self._file.buffer, chunks)
             self._file.buffer.flush()
         except OSError as exc:
             self._fail(exc)
@@ -364,8 +353,8 @@ _SERVED_FIELDS = {"seq", "ts", "type", "turn", "payload"}
 
 
 def _write_runs(file: BinaryIO, chunks: list[str | PayloadText]) -> None:
-    """Write pending lines, joined between the golden lines left in the file, which are copied
-    from it a chunk at a time."""
+    """Write pending lines, joined in one write between the golden lines left in their file
+    (most journals have none), which are copied from it a chunk at a time."""
     run: list[bytes | memoryview] = []
     for chunk in chunks:
         if isinstance(chunk, DiskSlice):
