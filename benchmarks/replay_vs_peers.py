@@ -93,23 +93,30 @@ def sdk_floor_session(
 ) -> None:
     """The SDK floor, one session: the recorded requests sent with `messages.create`, one client
     per session, answered from memory by an injected `httpx2.MockTransport`."""
-    import anthropic
     import httpx2
 
     answers = iter(responses)
-    transport = httpx2.MockTransport(
+    client = mock_transport_client(
+        base_url,
         lambda request: httpx2.Response(
             200, content=next(answers), headers={"content-type": "application/json"}
-        )
-    )
-    client = anthropic.Anthropic(
-        api_key="k",
-        base_url=base_url,
-        max_retries=0,
-        http_client=httpx2.Client(transport=transport),
+        ),
     )
     for body in requests:
         client.messages.create(**body)
+
+
+def mock_transport_client(base_url: str, answer: Callable[[Any], Any]) -> Any:
+    """An anthropic client whose requests `answer` handles (an `httpx2.MockTransport`)."""
+    import anthropic
+    import httpx2
+
+    return anthropic.Anthropic(
+        api_key="k",
+        base_url=base_url,
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+    )
 
 
 def mock_case(directory: Path, turns: int = TURNS) -> Path:
@@ -250,13 +257,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
                 if fresh_client:  # what a test usually does
                     client = anthropic.Anthropic(api_key="k", base_url=base_url, max_retries=0)
                 else:  # built as the floor builds it; vcrpy patches the mock transport
-                    transport = httpx2.MockTransport(lambda request: httpx2.Response(500))
-                    client = anthropic.Anthropic(
-                        api_key="k",
-                        base_url=base_url,
-                        max_retries=0,
-                        http_client=httpx2.Client(transport=transport),
-                    )
+                    client = mock_transport_client(base_url, lambda _: httpx2.Response(500))
                 for body in requests:
                     client.messages.create(**body)
 

@@ -96,10 +96,18 @@ def test_importing_the_entry_module_loads_nothing_heavy(tmp_path: Path) -> None:
 def _plain_project_run(tmp_path: Path, *args: str) -> tuple[str, list[str]]:
     """pytest run in a project of one plain test and no case: (its output, the modules it
     had loaded by the end)."""
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "conftest.py").write_text(RECORDING_CONFTEST)
+    done = _pytest_on_one_plain_test(tmp_path, "", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout, json.loads((tmp_path / "modules.json").read_text())
+
+
+def _pytest_on_one_plain_test(
+    tmp_path: Path, ini: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
     (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
-    done = subprocess.run(
+    return subprocess.run(
         # langsmith's own plugin (the frameworks extra) imports httpx2 and pydantic: not ours.
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
         + PYTEST_ADDOPTS.split(),
@@ -108,8 +116,6 @@ def _plain_project_run(tmp_path: Path, *args: str) -> tuple[str, list[str]]:
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout, json.loads((tmp_path / "modules.json").read_text())
 
 
 def test_a_collect_only_run_without_cases_loads_nothing_heavy(tmp_path: Path) -> None:
@@ -148,15 +154,6 @@ def test_a_bad_option_is_refused_in_a_run_without_cases(
     tmp_path: Path, ini: str, args: list[str], said: str
 ) -> None:
     """The settings are checked in every run, though made only when a case needs them."""
-    (tmp_path / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
-    (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
-        + PYTEST_ADDOPTS.split(),
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-    )
+    done = _pytest_on_one_plain_test(tmp_path, ini, *args)
     assert done.returncode == 4, done.stdout + done.stderr
     assert said in done.stderr
