@@ -370,7 +370,10 @@ def _names_a_case(config: pytest.Config, arg: str) -> bool:
     """Whether a command-line argument may name a case (own_cases.py and markers.py look
     closer): most runs name none, and then load neither module (issue 33)."""
     path = (config.invocation_params.dir / arg.partition("::")[0]).resolve()
-    return path.name == CASE_FILE or (path / CASE_FILE).is_file()
+    try:
+        return path.name == CASE_FILE or (path / CASE_FILE).is_file()
+    except OSError:  # a name too long for the file system: pytest says what is wrong with it
+        return False
 
 
 def _export_otel(config: pytest.Config) -> None:

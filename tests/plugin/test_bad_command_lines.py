@@ -277,6 +277,12 @@ PYTEST = [
         "pytest --nodeval-update-baseline --nodeval-baseline=afile/baseline.json",
         "ERROR: --nodeval-baseline: *afile/baseline.json: no such report or run directory",
     ),
+    # -- test paths --------------------------------------------------------------------------
+    Wrong(
+        "a-path-longer-than-a-file-name-may-be",
+        "pytest " + "x" * 300,
+        "ERROR: file or directory not found: " + "x" * 300,
+    ),
 ]
 
 NODEVAL = [
