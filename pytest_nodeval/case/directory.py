@@ -278,7 +278,7 @@ def _check_journal_tools(journal: Journal, config: EngineConfig | None) -> None:
     """A golden journal calling a tool the config lacks would replay a session this agent
     cannot have."""
     offered = config.offered_tools() if config is not None else None
-    if offered is None:
+    if offered is None or journal.tools_called() <= offered:
         return
     for event in journal.events:
         if event.type == "tool.call" and event.payload.tool not in offered:

@@ -367,11 +367,16 @@ def constructed(model: type[_M], values: dict[str, Any], fields_set: set[str]) -
     """
     built = model.__new__(model)
     object.__setattr__(built, "__dict__", values)
-    object.__setattr__(built, "__pydantic_fields_set__", fields_set)
-    extra: dict[str, Any] | None = {} if model.model_config.get("extra") == "allow" else None
-    object.__setattr__(built, "__pydantic_extra__", extra)
-    object.__setattr__(built, "__pydantic_private__", None)
+    # BaseModel's slots set through their descriptors: half the cost of object.__setattr__.
+    _SET_FIELDS_SET(built, fields_set)
+    _SET_EXTRA(built, {} if model.model_config.get("extra") == "allow" else None)
+    _SET_PRIVATE(built, None)
     return built
+
+
+_SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 _FIELDS_SETS: dict[frozenset[str], set[str]] = {}

@@ -54,9 +54,16 @@ class Journal(BaseModel):
     _replay_seed: Any = PrivateAttr(default=None)
     """What every replay of the whole journal starts from (journal/replay.py), sorted out of
     the events once per journal read rather than once per attempt."""
+    _tools_called: frozenset[str] | None = PrivateAttr(default=None)
 
     def of_type(self, *types: str) -> list[Event]:
         return [e for e in self.events if e.type in types]
+
+    def tools_called(self) -> frozenset[str]:
+        """The tools the journal's tool.call events name (found once per journal read)."""
+        if self._tools_called is None:
+            self._tools_called = frozenset(e.payload.tool for e in self.of_type("tool.call"))
+        return self._tools_called
 
 
 def read_golden(directory: Path, *, lazy: bool = True) -> Journal:

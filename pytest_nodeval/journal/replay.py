@@ -18,6 +18,7 @@ import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ReplayDivergence
@@ -25,6 +26,7 @@ from ..modes import MatchLevel
 from .events import PayloadText, RecordedPayload
 from .ondisk import DiskSlice, GoldenChanged
 from .reader import Journal
+from .writer import GoldenEvents
 
 if TYPE_CHECKING:
     from .events import Event
@@ -126,6 +128,8 @@ class _Seed:
     llm: dict[str, tuple[_Exchange, ...]]
     tools: dict[str, tuple[Event, Event]]
     asks: dict[str, Event]
+    golden: GoldenEvents
+    """The whole journal's events, as its replays' writers look up the engine's own."""
 
     @classmethod
     def of(cls, journal: Journal, events: list[Event]) -> _Seed:
@@ -169,6 +173,7 @@ class _Seed:
             llm={provider: tuple(queue) for provider, queue in llm.items()},
             tools=tools,
             asks=asks,
+            golden=GoldenEvents(journal.events),
         )
 
 
@@ -206,18 +211,29 @@ class ReplayStash:
         self.snapshots = list(seed.snapshots)
         self.recorded_end = seed.recorded_end
         self.judge_responses = list(seed.judge_responses)
-        self.registered = [e.payload_dict() for e in seed.registered]
-        """The recorded tool.register payloads: replay rebuilds outside services' tools from
-        them."""
+        self._registered = seed.registered
         self._llm: dict[str, deque[_Exchange]] = {p: deque(q) for p, q in seed.llm.items()}
         self._tools: dict[str, tuple[Event, Event]] = dict(seed.tools)
         self._asks: dict[str, Event] = dict(seed.asks)
+        self.golden = seed.golden
+        """For the writer of this replay (JournalWriter's `golden`)."""
         self.stopped: ReplayDivergence | None = None
         self.golden_error: GoldenChanged | None = None
         """Set when the golden journal changed on disk under the replay (`golden_changed`)."""
         self.path = journal.directory / "events.jsonl"
         self._served_llm: dict[str, int] = {}
         """The seq of the last recorded response served per provider (named in a divergence)."""
+
+    @cached_property
+    def registered(self) -> list[dict[str, Any]]:
+        """The recorded tool.register payloads: replay rebuilds outside services' tools from
+        them (made when first asked: most replays have none to rebuild)."""
+        return [e.payload_dict() for e in self._registered]
+
+    @property
+    def golden_events(self) -> list[Event]:
+        """The golden journal's events."""
+        return self._golden
 
     # -- what the agent asks for -------------------------------------------------------
 

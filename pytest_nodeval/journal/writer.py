@@ -62,9 +62,13 @@ class JournalWriter:
         redactor: Redactor | None = None,
         *,
         durable: bool = True,
+        golden: GoldenEvents | None = None,
     ) -> None:
         self.directory = directory
         self.header = header
+        self._golden = golden
+        """A replay's golden journal: an engine event equal to the one recorded at its place
+        is written as recorded (see GoldenEvents)."""
         self.events: list[Event] = []
         self._redactor = redactor or secrets_redactor()
         self._durable = durable
@@ -186,6 +190,13 @@ class JournalWriter:
         engine's turn markers, inputs and outputs): validation would return the payload as
         given, so the models are constructed around it, unvalidated and uncopied, and
         serialised as `emit` serialises them."""
+        golden = self._golden
+        if golden is not None and getattr(self._redactor, "redacts_as_recorded", False):
+            with self._lock:
+                now = self._turn if turn is None else turn
+                twin = golden.twin(len(self.events), type_name, now, payload, scalars)
+                if twin is not None:
+                    return self._keep_twin(twin[0], twin[1], now)
         text = "\n".join(f'"{key}":{value}' for key, value in payload.items() if type(value) is str)
         if getattr(self._redactor, "scans_text", False):
             redacted = self._redactor(type_name, payload, text)  # type: ignore[call-arg]
@@ -204,6 +215,18 @@ class JournalWriter:
             head["payload"] = constructed(PAYLOADS[type_name], values, set(redacted))
             event = constructed(EVENT_MODELS[type_name], head, _SERVED_FIELDS)
             return self._keep(event, line=line)
+
+    def _keep_twin(self, recorded: Event, payload_text: str, turn: int) -> Event:
+        """Keep and write an engine event as its golden twin: the recorded payload (frozen,
+        shared) with a new seq, time and turn; its line with the payload's text as recorded."""
+        head = {"seq": len(self.events) + 1, "ts": now_iso(), "type": recorded.type}
+        head["turn"] = turn
+        line = (
+            f'{{"seq":{head["seq"]},"ts":"{head["ts"]}","type":"{recorded.type}","turn":{turn},'
+            f'"payload":{payload_text}}}'
+        )
+        head["payload"] = recorded.payload
+        return self._keep(constructed(EVENT_MODELS[recorded.type], head, _SERVED_FIELDS), line=line)
 
     def emit_recorded(
         self, recorded: Event, *, turn: int | None = None, raw_payload: PayloadText = b""
@@ -438,6 +461,17 @@ def _declared_line(
     turn = head["turn"]
     if type(turn) is not int:
         return None
+    payload = _declared_payload(values, keys)
+    if payload is None:
+        return None
+    return (
+        f'{{"seq":{head["seq"]},"ts":"{head["ts"]}","type":"{head["type"]}","turn":{turn},'
+        f'"payload":{payload}}}'
+    )
+
+
+def _declared_payload(values: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The payload's part of `_declared_line`: its JSON object, or None."""
     fields = []
     for key, value in zip(keys, values.values(), strict=True):
         if type(value) is str:
@@ -446,16 +480,55 @@ def _declared_line(
             fields.append(key + "null")
         else:
             return None
-    line = (
-        f'{{"seq":{head["seq"]},"ts":"{head["ts"]}","type":"{head["type"]}","turn":{turn},'
-        f'"payload":{{{",".join(fields)}}}}}'
-    )
-    if not line.isascii():
+    text = f"{{{','.join(fields)}}}"
+    if not text.isascii():
         try:
-            line.encode("utf-8")
+            text.encode("utf-8")
         except UnicodeEncodeError:
             return None
-    return line
+    return text
+
+
+class GoldenEvents:
+    """A golden journal's events as the writers of its replays look them up.
+
+    The engine's own events of declared scalars (turn starts and ends, inputs, outputs) in a
+    replay are mostly the recorded ones again, at the same place: an event of the same type
+    and turn whose payload, its defaults filled in, equals the recorded payload is written as
+    that one (`JournalWriter._keep_twin`): its payload model shared, its text made once per
+    golden journal, nothing scanned, constructed or serialised again. The line is the one the
+    writer would build (the same `_declared_payload` of equal values). As for the model's
+    answers served verbatim, the scan that is skipped is the one made when it was recorded;
+    a writer with a stricter redactor than the default scans every event (see `emit`).
+    """
+
+    __slots__ = ("_events", "_texts")
+
+    def __init__(self, events: list[Event]) -> None:
+        self._events = events
+        self._texts: dict[int, str | None] = {}
+        """By index: the payload's text as written, None where it has none (not str/None)."""
+
+    def twin(
+        self, index: int, type_name: str, turn: int, payload: dict[str, Any], fields: _ScalarFields
+    ) -> tuple[Event, str] | None:
+        """The recorded event at `index` and its payload's text, if the event about to be
+        written there (`type_name`, `turn`, `payload`) is equal to it; None otherwise."""
+        if index >= len(self._events):
+            return None
+        recorded = self._events[index]
+        if recorded.type != type_name or recorded.turn != turn:
+            return None
+        model = recorded.payload
+        if isinstance(model, RecordedPayload) or model.__pydantic_extra__:
+            return None
+        values = {name: payload.get(name, default) for name, default in fields.defaults.items()}
+        if model.__dict__ != values:  # str and None only below: equal values, equal text
+            return None
+        text = self._texts.get(index, "")
+        if text == "":
+            text = self._texts[index] = _declared_payload(values, fields.keys)
+        return None if text is None else (recorded, text)
 
 
 _SCALAR_FIELDS = {

@@ -234,6 +234,7 @@ def run_case(
         journal_dir,
         journal_header(source, case.config, settings.session_id, _digests(case, settings)),
         durable=not settings.replay,
+        golden=stash.golden if stash is not None else None,
     )
     observed = Observed(
         case.id,
@@ -253,7 +254,7 @@ def run_case(
     if stash is not None:
         stash.raise_if_golden_changed()
     observed.wall_ms = (time.perf_counter() - start) * 1000
-    observed.golden = _golden(case, settings)
+    observed.golden = stash.golden_events if stash is not None else _golden(case, settings)
     if settings.mode == "record" and settings.install and observed.status == "ok":
         install_journal(journal_dir, case.journal_dir)
     return observed
@@ -494,7 +495,12 @@ def run_agent_case(
     source = "replay" if settings.replay else ("record" if settings.mode == "record" else "live")
     start = time.perf_counter()
     header = journal_header(source, None, case_digests=_digests(case, settings))
-    writer = JournalWriter(journal_dir, header, durable=not settings.replay)
+    writer = JournalWriter(
+        journal_dir,
+        header,
+        durable=not settings.replay,
+        golden=stash.golden if stash is not None else None,
+    )
     try:
         divergence, _ = run_agent(
             agent,

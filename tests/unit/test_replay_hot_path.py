@@ -170,6 +170,70 @@ def test_a_declared_payload_with_a_secret_is_written_redacted(tmp_path: Path) ->
     assert secret not in (tmp_path / "j" / EVENTS_FILE).read_text()
 
 
+def _golden(tmp_path: Path, *emitted: tuple[str, dict[str, Any]]) -> writer.GoldenEvents:
+    """A golden journal of these events (recorded, read back), as a replay's writer sees it."""
+    with JournalWriter(tmp_path / "golden", journal_header("record", None)) as journal:
+        for turn, (type_name, payload) in enumerate(emitted):
+            journal.emit(type_name, payload, turn=turn)
+    return writer.GoldenEvents(read_journal(tmp_path / "golden").events)
+
+
+def test_an_engine_event_equal_to_the_recorded_one_is_written_as_recorded(tmp_path: Path) -> None:
+    recorded = [
+        ("agent.turn.start", {}),
+        ("io.input", {"text": 'h\u00e9llo "quoted"\n', "source": "scripted"}),
+        ("io.output", {"text": "done"}),
+    ]
+    golden = _golden(tmp_path, *recorded)
+    twin = JournalWriter(
+        tmp_path / "twin", journal_header("replay", None), durable=False, golden=golden
+    )
+    with twin, _writer(tmp_path / "plain") as plain:
+        for turn, (type_name, payload) in enumerate(recorded):
+            twin.emit(type_name, dict(payload), turn=turn)
+            plain.emit(type_name, dict(payload), turn=turn)
+    lines = [
+        re.sub(r'"ts":"[^"]*"', "", (tmp_path / name / EVENTS_FILE).read_text(encoding="utf-8"))
+        for name in ("twin", "plain")
+    ]
+    assert lines[0] == lines[1]
+    assert [e.payload for e in twin.events] == [e.payload for e in plain.events]
+    # The recorded payloads themselves, shared: nothing was scanned or built again.
+    assert all(e.payload is g.payload for e, g in zip(twin.events, golden._events, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("type_name", "payload", "turn"),
+    [
+        ("io.output", {"text": "other"}, 1),  # another text
+        ("io.output", {"text": "done"}, 2),  # another turn
+        ("io.input", {"text": "done"}, 1),  # another type
+        ("io.output", {"text": "done", "extra": "kept"}, 1),  # a key the recording lacks
+    ],
+)
+def test_an_engine_event_unlike_the_recorded_one_is_written_as_made(
+    tmp_path: Path, type_name: str, payload: dict[str, Any], turn: int
+) -> None:
+    golden = _golden(tmp_path, ("agent.turn.start", {}), ("io.output", {"text": "done"}))
+    with JournalWriter(None, journal_header("replay", None), golden=golden) as journal:
+        journal.emit("agent.turn.start", {}, turn=0)
+        event = journal.emit(type_name, dict(payload), turn=turn)
+    assert event.payload is not golden._events[1].payload
+    assert event.payload.text == payload["text"]
+    assert event.turn == turn and event.type == type_name
+
+
+def test_a_stricter_redactor_scans_every_engine_event_of_a_replay(tmp_path: Path) -> None:
+    golden = _golden(tmp_path, ("io.output", {"text": "mail me at a@b.example"}))
+
+    def masking(type_name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {k: v.replace("a@b.example", "[EMAIL]") for k, v in payload.items()}
+
+    with JournalWriter(None, journal_header("replay", None), masking, golden=golden) as journal:
+        event = journal.emit("io.output", {"text": "mail me at a@b.example"}, turn=0)
+    assert event.payload.text == "mail me at [EMAIL]"
+
+
 def test_a_replayed_journal_is_written_when_it_closes(tmp_path: Path) -> None:
     journal = _writer(tmp_path / "j")
     journal.emit("agent.turn.start", {})
