@@ -136,13 +136,16 @@ def might_hold_secrets(
 
 
 def secret_env_values(environ: dict[str, str] | None = None) -> tuple[str, ...]:
-    environ = environ_snapshot() if environ is None else environ
+    """The values of the environment's secret-named variables (os.environ's by default)."""
+    if environ is None:  # every journal writer reads them: only the secret-named are read
+        environ = environ_snapshot(lambda key: _SECRET_ENV.search(key.upper()) is not None)
     # Short values would redact ordinary words; real keys are long.
     return tuple(v for k, v in environ.items() if _SECRET_ENV.search(k.upper()) and len(v) >= 8)
 
 
-def environ_snapshot() -> dict[str, str]:
-    """os.environ as a dict, safe while another thread changes it.
+def environ_snapshot(wanted: Callable[[str], bool] | None = None) -> dict[str, str]:
+    """os.environ as a dict (the keys `wanted` says yes to), safe while another thread
+    changes it.
 
     `dict(os.environ)` lists the keys, then reads each: with attempts running in pool
     threads (--nodeval-concurrency), pytest's main thread deletes PYTEST_CURRENT_TEST in
@@ -150,6 +153,8 @@ def environ_snapshot() -> dict[str, str]:
     """
     found = {}
     for key in list(os.environ):
+        if wanted is not None and not wanted(key):
+            continue
         value = os.environ.get(key)
         if value is not None:
             found[key] = value

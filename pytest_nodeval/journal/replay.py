@@ -75,6 +75,10 @@ class _Exchange:
     body_span: tuple[int, int] | None = None
     """Where the response body's JSON text is in `raw_response`, once the replay transport
     has found it (the exchange is shared by every replay of its journal, see `_Seed`)."""
+    answer_headers: dict[str, str] | None = None
+    """The headers the replay transport answers with, once it has made them (the same)."""
+    _body_start: int | None = None
+    """Where `raw_body` starts in `raw_request` (-1: nowhere), once looked for."""
 
     @property
     def raw_body(self) -> memoryview | DiskSlice:
@@ -85,8 +89,10 @@ class _Exchange:
         raw, payload = self.raw_request, self.request_event.payload
         if not raw or payload.model_extra:
             return memoryview(b"")
-        find = raw.find if isinstance(raw, bytes) else payload.find
-        start = find(b',"body":', find(b',"stream":'))
+        start = self._body_start
+        if start is None:
+            find = raw.find if isinstance(raw, bytes) else payload.find
+            start = self._body_start = find(b',"body":', find(b',"stream":'))
         if start == -1:
             return memoryview(b"")
         if isinstance(raw, DiskSlice):

@@ -475,9 +475,13 @@ def _prepared_response(
         if exchange is not None:
             exchange.body_span = span
     content = bytes(raw[span[0] : span[1]])
-    headers = dict(headers)
-    headers.setdefault("content-type", "application/json")
-    return httpx2.Response(payload.status, headers=headers, content=content, request=request)
+    answered = exchange.answer_headers if exchange is not None else None
+    if answered is None:
+        answered = dict(headers)
+        answered.setdefault("content-type", "application/json")
+        if exchange is not None:  # httpx2 copies them: one dict serves every replay
+            exchange.answer_headers = answered
+    return httpx2.Response(payload.status, headers=answered, content=content, request=request)
 
 
 _BODY_KEY = b',"body":'
