@@ -219,14 +219,32 @@ class JournalWriter:
     def _keep_twin(self, recorded: Event, payload_text: str, turn: int) -> Event:
         """Keep and write an engine event as its golden twin: the recorded payload (frozen,
         shared) with a new seq, time and turn; its line with the payload's text as recorded."""
-        head = {"seq": len(self.events) + 1, "ts": now_iso(), "type": recorded.type}
-        head["turn"] = turn
-        line = (
-            f'{{"seq":{head["seq"]},"ts":"{head["ts"]}","type":"{recorded.type}","turn":{turn},'
-            f'"payload":{payload_text}}}'
-        )
-        head["payload"] = recorded.payload
-        return self._keep(constructed(EVENT_MODELS[recorded.type], head, _SERVED_FIELDS), line=line)
+        return self._keep_served(EVENT_MODELS[recorded.type], recorded, turn, payload_text)
+
+    def _keep_served(
+        self, model: type[Event], recorded: Event, turn: int, payload_text: PayloadText | str
+    ) -> Event:
+        """(Under the lock.) Keep an event of `recorded`'s payload with a new seq, time and
+        turn, its line that payload's text as recorded. A replayed journal's line is kept as
+        its three parts, the payload's text not copied: most events of a replay come here."""
+        seq, ts, kind = len(self.events) + 1, now_iso(), recorded.type
+        values = {"seq": seq, "ts": ts, "type": kind, "turn": turn, "payload": recorded.payload}
+        # One fields set for every served event (events are frozen).
+        event = constructed(model, values, _SERVED_FIELDS)
+        pending = self._pending
+        if pending is None or self._no_room is not None or not payload_text:
+            if isinstance(payload_text, str):
+                return self._keep(event, line=_line_of(event, payload_text))
+            return self._keep(event, payload_text)
+        head = f'{{"seq":{seq},"ts":"{ts}","type":"{kind}","turn":{turn},"payload":'
+        pending += (head, payload_text, "}\n")
+        size = len(head) + len(payload_text) + 2
+        self._pending_size += size
+        self._written += size
+        if self._pending_size >= WRITTEN_AS_IS:
+            self._write_pending()
+        self.events.append(event)
+        return event
 
     def emit_recorded(
         self, recorded: Event, *, turn: int | None = None, raw_payload: PayloadText = b""
@@ -250,15 +268,9 @@ class JournalWriter:
             # A stricter redactor (the sampler's PII one, a user's) never saw this payload.
             return self.emit(recorded.type, recorded.payload_dict(), turn=turn)
         with self._lock:
-            values = {
-                "seq": len(self.events) + 1,
-                "ts": now_iso(),
-                "type": recorded.type,
-                "turn": self._turn if turn is None else turn,
-                "payload": recorded.payload,
-            }
-            # One fields set for every served event (events are frozen).
-            return self._keep(constructed(model, values, _SERVED_FIELDS), raw_payload)
+            return self._keep_served(
+                model, recorded, self._turn if turn is None else turn, raw_payload
+            )
 
     def _keep(self, event: Event, raw_payload: PayloadText = b"", line: str | None = None) -> Event:
         """Append `event` and write its line: `line` when the caller built it already."""
@@ -467,6 +479,14 @@ def _declared_line(
     return (
         f'{{"seq":{head["seq"]},"ts":"{head["ts"]}","type":"{head["type"]}","turn":{turn},'
         f'"payload":{payload}}}'
+    )
+
+
+def _line_of(event: Event, payload_text: str) -> str:
+    """An event's line, its payload's JSON text given."""
+    return (
+        f'{{"seq":{event.seq},"ts":"{event.ts}","type":"{event.type}","turn":{event.turn},'
+        f'"payload":{payload_text}}}'
     )
 
 
