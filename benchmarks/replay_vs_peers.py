@@ -14,6 +14,10 @@ In-process (medians of interleaved rounds, so load on the machine hits every var
 * **nodeval replay**: `run_case(..., mode="deterministic")` on the recorded case: the engine,
   the replay transport, the observed journal, the real SDK.
 * **nodeval replay, mock provider**: the same conversation with the keyless `mock` provider.
+* **nodeval replay, journal files unwritten** (a diagnostic, not a way to run): the replay
+  above with the writer's file writes switched off for the session (its directory is still
+  made, its events kept in memory): the difference with the replay is what writing the
+  observed journal's two files (~230 KB here) costs, most of it in the kernel.
 * **vcrpy** 9.4 (a benchmark-only dependency, `pip install vcrpy`): the same 20 exchanges
   recorded to a cassette through the same SDK, replayed with `record_mode="none"` and its
   default matchers; once with the client built as the floor builds it (an injected
@@ -233,6 +237,19 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
 
         return run
 
+    def unwritten(run: Callable[[], None]) -> Callable[[], None]:
+        from pytest_nodeval.journal.writer import JournalWriter
+
+        def session() -> None:
+            saved = JournalWriter._write_pending, JournalWriter.close
+            JournalWriter._write_pending = JournalWriter.close = lambda self: None  # type: ignore[method-assign]
+            try:
+                run()
+            finally:
+                JournalWriter._write_pending, JournalWriter.close = saved  # type: ignore[method-assign]
+
+        return session
+
     reused: list[Any] = []
 
     def vcrpy_reused() -> None:
@@ -267,6 +284,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         "sdk_floor": floor,
         "nodeval_replay": replay(sdk_case),
         "nodeval_replay_mock": replay(plain_case),
+        "nodeval_replay_unwritten": unwritten(replay(sdk_case)),
         "vcrpy_injected_client": vcrpy(False),
         "vcrpy_fresh_client": vcrpy(True),
         "vcrpy_reused_client": vcrpy_reused,
@@ -286,6 +304,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         "replay_over_floor": round(ours / floor_ms, 2),
         "goal_replay_ms": round(1.15 * floor_ms + 1.0, 2),
         "overhead_per_llm_call_ms": round((ours - floor_ms) / calls, 3),
+        "journal_files_ms": round(ours - ms["nodeval_replay_unwritten"], 2),
         "vcrpy_fresh_over_replay": round(ms["vcrpy_fresh_client"] / ours, 2),
         "vcrpy_injected_over_replay": round(ms["vcrpy_injected_client"] / ours, 2),
         "vcrpy_reused_over_replay": round(ms["vcrpy_reused_client"] / ours, 2),
