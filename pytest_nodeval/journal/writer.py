@@ -102,11 +102,13 @@ class JournalWriter:
         directory = self.directory
         assert directory is not None
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            if self._pending is None:  # a replayed journal's directory was made with the writer
+                directory.mkdir(parents=True, exist_ok=True)
             write_atomic(
                 directory / HEADER_FILE,
                 self.header.model_dump_json(indent=2) + "\n",
                 durable=self._durable,
+                make_parent=False,
             )
             # Open for the writer's lifetime (closed by close()), so no `with` block.
             self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
@@ -583,15 +585,17 @@ def _flat(payload: dict[str, Any]) -> bool:
     return True
 
 
-def write_atomic(path: Path, text: str, *, durable: bool = True) -> None:
+def write_atomic(path: Path, text: str, *, durable: bool = True, make_parent: bool = True) -> None:
     """Write a file so that readers see the old or the new content, never a torn one.
 
     A write that fails leaves no temporary file behind; one that found no room raises
-    DiskFullError (an OSError) naming the file and the space it needed.
+    DiskFullError (an OSError) naming the file and the space it needed. `make_parent=False`:
+    the caller has made its directory.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if make_parent:
+            path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
