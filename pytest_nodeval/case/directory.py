@@ -54,6 +54,12 @@ class WorldSpec(BaseModel):
     """Paths whose final state is journaled (`world.snapshot`); a trailing / lists a directory."""
 
 
+_NO_WORLD = WorldSpec()
+"""The world of every case.yaml without a `world:` block, one object for all (it is frozen):
+a case's spec stays with its test for the whole run, and each object more per case is more
+for every garbage collection to walk (issue 33)."""
+
+
 class CaseSpec(BaseModel):
     """`case.yaml`."""
 
@@ -90,7 +96,7 @@ class CaseSpec(BaseModel):
     needs_model: bool = True
     """An own agent's recording with no model call in it fails (and is not installed) unless
     this is false."""
-    world: WorldSpec = Field(default_factory=WorldSpec)
+    world: WorldSpec = Field(default_factory=lambda: _NO_WORLD)
 
     @field_validator("id")
     @classmethod
@@ -471,9 +477,11 @@ JOURNALS = JournalCache()
 """The process's golden journals (repeats and checks of one case share one parse)."""
 
 
-def read_case_head(directory: Path) -> CaseHead:
-    """Read and validate case.yaml alone (the id defaults to the directory's name)."""
-    case_file = directory / CASE_FILE
+def read_case_head(directory: Path, case_file: Path | None = None) -> CaseHead:
+    """Read and validate case.yaml alone (the id defaults to the directory's name);
+    `case_file`, when given, is its path (`directory / CASE_FILE`) that the caller holds."""
+    if case_file is None:
+        case_file = directory / CASE_FILE
     data = load_yaml(case_file)
     if isinstance(data, dict) and "id" not in data:
         data = {**data, "id": directory.name}

@@ -9,6 +9,7 @@ only where this process is not an xdist worker.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import time
@@ -26,13 +27,13 @@ from .keys import (
     RecentCases,
     bound_key,
     case_ref,
-    case_roots,
     cases_key,
     refuse_selection,
     resolved_key,
     run_id_key,
     settings_of,
     shard_key,
+    under_case_roots,
 )
 
 
@@ -486,19 +487,24 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     """A case directory is collected as its case.yaml alone: pytest never walks input/ or
     journal/."""
-    roots = case_roots(parent.config)
-    if not any(path.is_relative_to(root) for root in roots) or not (path / CASE_FILE).is_file():
+    if not under_case_roots(parent.config, path) or not (path / CASE_FILE).is_file():
         return None
+    return _case_dir_type().from_parent(parent, path=path)
+
+
+@functools.cache
+def _case_dir_type() -> type[pytest.Directory]:
+    """`collect.CaseDir`, imported once (a run without cases does not load that module): an
+    import statement in the hook costs a microsecond per case directory (issue 33)."""
     from .collect import CaseDir
 
-    return CaseDir.from_parent(parent, path=path)
+    return CaseDir
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.name != CASE_FILE:
         return None
-    roots = case_roots(parent.config)
-    if not any(file_path.is_relative_to(root) for root in roots):
+    if not under_case_roots(parent.config, file_path):
         return None
     from .collect import CaseFile
 

@@ -15,6 +15,7 @@ its first test runs (`load_case_cached`), and a bad one fails that case's tests,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -24,9 +25,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..case import CASE_FILE, CONFIG_FILE
+from ..case.dataset import ROW_SEPARATOR
+from ..errors import CaseFormatError, NodevalError
 from .keys import case_index_key, cases_key, settings_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..case.directory import Case, CaseHead
 
 
@@ -75,6 +80,9 @@ class _Collected:
     """Per directory above case directories: how its cases' items are made (`_ItemTemplate`)."""
     marks: dict[tuple[str, ...], list[Any]] = field(default_factory=dict)
     """A case's tags as marks, by tags: cases share them (marks are frozen)."""
+    ignorable: dict[tuple[str, int], bool] = field(default_factory=dict)
+    """(Directory above case directories, how many pytest_ignore_collect implementations
+    there are) -> whether anything could ignore their case.yaml."""
 
 
 _collected_key = pytest.StashKey[_Collected]()
@@ -95,8 +103,12 @@ class CaseDir(pytest.Directory):
     case's, not a YAML test.
     """
 
+    own_conftest = True
+    """Whether pytest loaded a conftest.py of this directory's own (known once it collects)."""
+
     def collect(self) -> list[pytest.Item | pytest.Collector]:
         path = self.path / CASE_FILE
+        self.own_conftest = _own_conftest_loaded(self)
         if _may_be_ignored(self) and self.ihook.pytest_ignore_collect(
             collection_path=path, config=self.config
         ):
@@ -104,7 +116,32 @@ class CaseDir(pytest.Directory):
         return [CaseFile.from_parent(self, path=path)]
 
 
+def _own_conftest_loaded(case_dir: CaseDir) -> bool:
+    """Whether pytest loaded a conftest.py in the case directory itself. It loads a
+    directory's conftest files before it collects the directory, and registers each as a
+    plugin named by its path; asking it spares a stat call per case (issue 33)."""
+    conftest = os.path.join(case_dir.path, "conftest.py")
+    return case_dir.config.pluginmanager.get_plugin(conftest) is not None
+
+
 def _may_be_ignored(case_dir: CaseDir) -> bool:
+    """`_could_be_ignored`, asked once for the case directories beside one another that
+    have no conftest.py of their own: they see the same options, conftest files and hooks
+    (asked again should a plugin implementing pytest_ignore_collect come in meanwhile)."""
+    if case_dir.own_conftest:
+        return _could_be_ignored(case_dir)
+    answers = _collected(case_dir.config).ignorable
+    key = (
+        os.path.dirname(case_dir.path),
+        len(case_dir.config.hook.pytest_ignore_collect.get_hookimpls()),
+    )
+    answer = answers.get(key)
+    if answer is None:
+        answer = answers[key] = _could_be_ignored(case_dir)
+    return answer
+
+
+def _could_be_ignored(case_dir: CaseDir) -> bool:
     """Whether pytest_ignore_collect could ignore this case's case.yaml. When pytest's own
     implementation is the only one and no --ignore, --ignore-glob, collect_ignore or
     collect_ignore_glob applies, it cannot: its other checks (__pycache__, a virtualenv,
@@ -138,17 +175,16 @@ class CaseFile(pytest.Module):
         return _scenario
 
     def collect(self) -> list[pytest.Item | pytest.Collector]:
-        from ..errors import NodevalError
-
+        # The case directory's node holds the same path: one object for both (issue 33)
+        directory = self.parent.path if isinstance(self.parent, CaseDir) else self.path.parent
         try:
-            self.head = case_head(self.config, self.path.parent)
+            self.head = case_head(self.config, directory, self.path)
             _warn_if_stale(self.head)
         except NodevalError as exc:
             raise self.CollectError(str(exc)) from None
-        case_dir = str(self.path.parent)
-        if not os.path.isfile(os.path.join(case_dir, CONFIG_FILE)):
+        if not os.path.isfile(os.path.join(directory, CONFIG_FILE)):
             return []  # your own agent's case: the Python tests bound to it are its tests
-        key = self._neighbourhood(case_dir)
+        key = self._neighbourhood()
         templates = _collected(self.config).templates
         if key is not None and (template := templates.get(key)) is not None:
             try:
@@ -169,13 +205,11 @@ class CaseFile(pytest.Module):
             templates[key] = _ItemTemplate.of(items) if _only_known_hooks(self.ihook) else None
         return items
 
-    def _neighbourhood(self, case_dir: str) -> pytest.Collector | None:
+    def _neighbourhood(self) -> pytest.Collector | None:
         """The node whose fixtures and hooks this case's test sees, as do the cases beside it:
         the directory above the case directory. None when the case directory has fixtures or
         hooks of its own (a conftest.py) or is not collected as a `CaseDir`."""
-        if not isinstance(self.parent, CaseDir) or os.path.exists(
-            os.path.join(case_dir, "conftest.py")
-        ):
+        if not isinstance(self.parent, CaseDir) or self.parent.own_conftest:
             return None
         return self.parent.parent
 
@@ -199,18 +233,15 @@ def _warn_if_stale(head: CaseHead) -> None:
         )
 
 
-def case_head(config: pytest.Config, directory: Path) -> CaseHead:
+def case_head(config: pytest.Config, directory: Path, case_file: Path | None = None) -> CaseHead:
     """The case's case.yaml, read once per process; ids must be unique across the roots."""
     state = _collected(config)
     key = str(directory)
     head = state.heads.get(key)
     if head is None:
-        from ..case.directory import read_case_head
-        from ..errors import CaseFormatError
-
-        head = read_case_head(directory)
+        head = _case_head_reader()(directory, case_file)
         other = state.ids.setdefault(head.id, directory)
-        if other != directory:
+        if other is not directory and other != directory:
             raise CaseFormatError(
                 f"duplicate case id {head.id!r}: {other / CASE_FILE} and "
                 f"{directory / CASE_FILE}; case ids must be unique"
@@ -221,6 +252,15 @@ def case_head(config: pytest.Config, directory: Path) -> CaseHead:
                 config.addinivalue_line("markers", f"{tag}: cases tagged '{tag}' (pytest-nodeval)")
         state.heads[key] = head
     return head
+
+
+@functools.cache
+def _case_head_reader() -> Callable[[Path, Path | None], CaseHead]:
+    """`read_case_head`, imported once: its module loads pydantic, which a run without cases
+    does without, and an import statement in `case_head` costs a microsecond a case."""
+    from ..case.directory import read_case_head
+
+    return read_case_head
 
 
 def case_key(directory: str | Path, row: str | None, variant: str | None = None) -> str:
@@ -243,8 +283,6 @@ def load_case_cached(
     case = cases.get(key)
     if case is not None:
         return case
-    from ..errors import NodevalError
-
     state = _collected(config)
     if key not in state.broken:
         try:
@@ -268,8 +306,6 @@ def case_for(metafunc: pytest.Metafunc) -> CaseHead:
     parent = metafunc.definition.parent
     if isinstance(parent, CaseFile):
         return parent.head
-    from ..errors import NodevalError
-
     marker = metafunc.definition.get_closest_marker("nodeval_case")
     if marker is None or not marker.args:
         raise pytest.Collector.CollectError(
@@ -306,9 +342,6 @@ def _case_index(config: pytest.Config) -> dict[str, Path]:
 def case_params(config: pytest.Config, head: CaseHead) -> tuple[list[CaseRef], list[Any]]:
     """The parameters of a case's tests (one per row, variant and repeat), and its tags as
     marks."""
-    from ..case.dataset import ROW_SEPARATOR
-    from ..errors import NodevalError
-
     settings = settings_of(config)
     tags = tuple(head.spec.tags)
     made_marks = _collected(config).marks
@@ -389,13 +422,21 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9_.:/@=+,-]+")
 """Ids that pytest keeps as they are (it escapes non-ASCII, non-printable and backslashes)."""
 
 
+_PER_ITEM = frozenset({"params", "indices", "_idlist", "marks"})
+"""The fields of a callspec that differ from one item of a case to the next."""
+
+
 @dataclass(frozen=True, slots=True)
 class _ItemTemplate:
     """What pytest's generic path made for the first case of a directory: the fixture closure
     and a parametrization by `nodeval_case` alone, which the other cases' items share."""
 
     fixtureinfo: Any
-    callspec: Any
+    callspec_type: type
+    shared: dict[str, Any]
+    """The callspec's other fields (its `_arg2scope`), as `dataclasses.replace` would keep them."""
+    function: Any
+    """The shared `test_scenario`, as each item would look it up on its module."""
 
     @classmethod
     def of(cls, items: list[Any]) -> _ItemTemplate | None:
@@ -417,7 +458,13 @@ class _ItemTemplate:
             )
         ):
             return None
-        return cls(fixtureinfo, callspec)
+        if not dataclasses.is_dataclass(callspec):  # pytest's CallSpec changed: generic path
+            return None
+        fields = {f.name: getattr(callspec, f.name) for f in dataclasses.fields(callspec) if f.init}
+        if not fields.keys() >= _PER_ITEM:
+            return None
+        shared = {name: value for name, value in fields.items() if name not in _PER_ITEM}
+        return cls(fixtureinfo, type(callspec), shared, items[0].obj)
 
     def items(
         self, collector: CaseFile, refs: list[CaseRef], marks: list[Any]
@@ -425,23 +472,24 @@ class _ItemTemplate:
         """This case's items as the generic path would make them; None when its ids are ones
         pytest would escape or make unique (then the generic path makes them)."""
         ids = [ref.test_id for ref in refs]
-        if len(set(ids)) != len(ids) or not all(_SAFE_ID.fullmatch(i) for i in ids):
+        if (len(ids) > 1 and len(set(ids)) != len(ids)) or not all(map(_SAFE_ID.fullmatch, ids)):
             return None
         applied = [mark.mark for mark in marks]
         items: list[pytest.Item | pytest.Collector] = []
         for index, (ref, test_id) in enumerate(zip(refs, ids, strict=True)):
-            callspec = dataclasses.replace(
-                self.callspec,
+            callspec = self.callspec_type(
                 params={"nodeval_case": ref},
                 indices={"nodeval_case": index},
                 _idlist=[test_id],
                 marks=list(applied),
+                **self.shared,
             )
             items.append(
                 pytest.Function.from_parent(
                     collector,
                     name=f"test_scenario[{test_id}]",
                     callspec=callspec,
+                    callobj=self.function,
                     fixtureinfo=self.fixtureinfo,
                     keywords={test_id: True},
                     originalname="test_scenario",

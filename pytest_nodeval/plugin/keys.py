@@ -6,6 +6,7 @@ settings and the controller can share these without importing one another.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,23 @@ def case_roots(config: pytest.Config) -> tuple[Path, ...]:
     """The directories searched for cases (nodeval_cases), without making the Settings."""
     roots: tuple[Path, ...] = config.stash[resolved_key]["case_roots"]
     return roots
+
+
+_root_texts_key: pytest.StashKey[tuple[tuple[str, str], ...]] = pytest.StashKey()
+
+
+def under_case_roots(config: pytest.Config, path: Path) -> bool:
+    """Whether `path` is a case root or inside one, as `path.is_relative_to(root)` answers
+    (lexically, case-insensitively where the system is), compared as text: pytest asks this
+    of every directory it collects, and `is_relative_to` builds paths to answer (issue 33)."""
+    roots = config.stash.get(_root_texts_key, None)
+    if roots is None:
+        roots = config.stash[_root_texts_key] = tuple(
+            (os.path.normcase(root), os.path.join(os.path.normcase(root), ""))
+            for root in map(str, case_roots(config))
+        )
+    text = os.path.normcase(path)
+    return any(text == root or text.startswith(inside) for root, inside in roots)
 
 
 def case_ref(node: Any) -> CaseRef | None:

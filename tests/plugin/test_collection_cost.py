@@ -3,6 +3,7 @@ directory, only case.yaml is read until a case runs, and a bad file fails only i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,12 @@ def test_collection_reads_case_yaml_only(
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(Path, method, recording)
+
+    def opening(path: Any, *args: Any, _original: Any = os.open, **kwargs: Any) -> Any:
+        read.append(Path(os.fsdecode(path)))  # how the YAML files are read (yamlfiles.py)
+        return _original(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", opening)
     nodeval_project.runpytest("--collect-only", "-q").stdout.fnmatch_lines(["*2 tests collected*"])
     assert sorted(p.relative_to(root).as_posix() for p in read if p.is_relative_to(root)) == [
         "alpha/case.yaml",
@@ -156,6 +163,7 @@ class _Items:
                     sorted(item.keywords),
                     (spec.params, spec.indices, dict(spec._arg2scope), spec.id, spec.marks),
                     item.fixturenames,
+                    (item.function, item.instance, item.module),
                 )
             )
 
@@ -236,3 +244,44 @@ def test_anything_that_can_ignore_a_case_yaml_still_does(
         ]
     )
     assert "beta" not in result.stdout.str()
+
+
+def test_a_case_directory_s_own_conftest_can_ignore_its_case_yaml(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    """Whether anything could ignore a case.yaml is asked once for the cases beside one
+    another, but a case directory with a conftest.py of its own is asked apart."""
+    group = nodeval_project.path / "scenarios" / "group"
+    for name in ("alpha", "beta", "gamma"):
+        write_case(group, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
+    (group / "beta" / "conftest.py").write_text("collect_ignore = ['case.yaml']\n")
+    result = nodeval_project.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        [
+            "scenarios/group/alpha/case.yaml::test_scenario[[]alpha[]]",
+            "scenarios/group/gamma/case.yaml::test_scenario[[]gamma[]]",
+            "*2 tests collected*",
+        ]
+    )
+    assert "beta" not in result.stdout.str()
+
+
+def test_a_plugin_that_comes_in_during_collection_can_ignore_the_cases_after_it(
+    nodeval_project: pytest.Pytester,
+) -> None:
+    """The answer kept for the cases beside one another is not kept past a plugin that
+    implements pytest_ignore_collect and is registered while they are collected."""
+    group = nodeval_project.path / "scenarios" / "group"
+    for name in ("alpha", "beta", "gamma"):
+        write_case(group, name, script=ANSWER, inputs=["hi"], assertions=PASSING)
+    (group / "conftest.py").write_text(
+        "class Ignorer:\n"
+        "    def pytest_ignore_collect(self, collection_path):\n"
+        "        return True if collection_path.parent.name == 'gamma' else None\n\n"
+        "def pytest_collectstart(collector):\n"
+        "    if collector.path.parent.name == 'beta':  # its case.yaml\n"
+        "        collector.config.pluginmanager.register(Ignorer())\n"
+    )
+    result = nodeval_project.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*alpha*", "*beta*", "*2 tests collected*"])
+    assert "gamma" not in result.stdout.str()

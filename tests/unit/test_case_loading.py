@@ -35,6 +35,19 @@ def test_the_head_is_case_yaml_alone_and_load_reads_the_rest(tmp_path: Path) -> 
         load_case(directory)
 
 
+def test_cases_without_a_world_block_share_one_default_world(tmp_path: Path) -> None:
+    """Collection keeps every case's spec: the default world is one object for all of them,
+    equal to the one a `world: {}` block makes, while a case's own block stays its own."""
+    for name, text in [("a", "id: a\n"), ("b", "id: b\n"), ("c", "id: c\nworld: {}\n")]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "case.yaml").write_text(text)
+    a, b, c = (read_case_head(tmp_path / name).spec for name in "abc")
+    assert a.world is b.world
+    assert c.world == a.world and c.world is not a.world
+    assert "world" not in a.model_fields_set and "world" in c.model_fields_set
+    assert a.model_dump() == {**c.model_dump(), "id": "a"}
+
+
 def test_find_case_dirs_does_not_search_inside_a_case(tmp_path: Path) -> None:
     outer = write_case(tmp_path / "group", "outer", script=ANSWER, inputs=["hi"], record=False)
     (outer / "input" / "world" / "copy").mkdir(parents=True)

@@ -93,3 +93,23 @@ def test_a_file_is_read_as_path_read_text_reads_it(parts: list[bytes], padding: 
         path.write_bytes(b"x" * padding + b"".join(parts))
         expected = _text_or_error(lambda p: p.read_text(encoding="utf-8"), path)
         assert _text_or_error(_read_text, path) == expected
+
+
+def _error_of(read: object, path: Path) -> object:
+    try:
+        read(path)  # type: ignore[operator]
+    except OSError as exc:
+        return type(exc), exc.errno, exc.filename
+    raise AssertionError(f"{path} was read")
+
+
+def test_a_file_that_cannot_be_read_fails_as_path_read_text_fails(tmp_path: Path) -> None:
+    """The same exception, naming the same file: a missing file, a directory."""
+    for path in (tmp_path / "missing.yaml", tmp_path):
+        assert _error_of(_read_text, path) == _error_of(Path.read_text, path)
+
+
+def test_a_file_longer_than_one_read_is_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "long.yaml"
+    path.write_bytes(("- " + "é" * 1000 + "\r\n").encode() * 200)  # 400 KB, CR LF lines
+    assert _read_text(path) == path.read_text(encoding="utf-8")
