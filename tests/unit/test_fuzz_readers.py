@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +65,15 @@ documents = st.recursive(
 )
 
 
-def _fresh_case() -> Path:
-    directory = Path(tempfile.mkdtemp(prefix="nodeval-fuzz-")) / "disk-usage"
-    shutil.copytree(SEED, directory)
-    return directory
+@contextmanager
+def _fresh_case() -> Iterator[Path]:
+    """A copy of the seed case for one example, removed after it (thousands are made)."""
+    root = Path(tempfile.mkdtemp(prefix="nodeval-fuzz-"))
+    try:
+        shutil.copytree(SEED, root / "disk-usage")
+        yield root / "disk-usage"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _only_ours(action: Any) -> None:
@@ -79,10 +86,10 @@ def _only_ours(action: Any) -> None:
 @FUZZ
 @given(st.binary(max_size=400))
 def test_any_bytes_in_events_jsonl(data: bytes) -> None:
-    case_dir = _fresh_case()
-    (case_dir / "journal" / "events.jsonl").write_bytes(data)
-    _only_ours(lambda: read_journal(case_dir / "journal", warn=lambda _: None))
-    _only_ours(lambda: read_golden(case_dir / "journal"))
+    with _fresh_case() as case_dir:
+        (case_dir / "journal" / "events.jsonl").write_bytes(data)
+        _only_ours(lambda: read_journal(case_dir / "journal", warn=lambda _: None))
+        _only_ours(lambda: read_golden(case_dir / "journal"))
 
 
 @FUZZ
@@ -93,11 +100,11 @@ def test_any_bytes_in_events_jsonl(data: bytes) -> None:
     )
 )
 def test_any_json_lines_in_events_jsonl(lines: list[dict[str, Any]]) -> None:
-    case_dir = _fresh_case()
-    (case_dir / "journal" / "events.jsonl").write_text(
-        "".join(json.dumps(line) + "\n" for line in lines)
-    )
-    _only_ours(lambda: read_golden(case_dir / "journal"))
+    with _fresh_case() as case_dir:
+        (case_dir / "journal" / "events.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines)
+        )
+        _only_ours(lambda: read_golden(case_dir / "journal"))
 
 
 @FUZZ
@@ -107,11 +114,11 @@ def test_any_json_lines_in_events_jsonl(lines: list[dict[str, Any]]) -> None:
     )
 )
 def test_anything_in_header_json(text: str) -> None:
-    case_dir = _fresh_case()
-    (case_dir / "journal" / "header.json").write_text(
-        text, encoding="utf-8", errors="surrogateescape"
-    )
-    _only_ours(lambda: read_golden(case_dir / "journal"))
+    with _fresh_case() as case_dir:
+        (case_dir / "journal" / "header.json").write_text(
+            text, encoding="utf-8", errors="surrogateescape"
+        )
+        _only_ours(lambda: read_golden(case_dir / "journal"))
 
 
 @FUZZ
@@ -120,16 +127,16 @@ def test_anything_in_header_json(text: str) -> None:
     st.one_of(documents.map(lambda d: yaml.safe_dump(d)), st.binary(max_size=200)),
 )
 def test_anything_in_a_case_file(name: str, content: str | bytes) -> None:
-    case_dir = _fresh_case()
-    path = case_dir / name
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content)
+    with _fresh_case() as case_dir:
+        path = case_dir / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
 
-    def load_and_replay_journal() -> None:
-        case = load_case(case_dir)
-        JOURNALS.clear()
-        case.journal()
+        def load_and_replay_journal() -> None:
+            case = load_case(case_dir)
+            JOURNALS.clear()
+            case.journal()
 
-    _only_ours(load_and_replay_journal)
+        _only_ours(load_and_replay_journal)
