@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -88,11 +89,14 @@ def record_case(directory: Path) -> Any:
     from pytest_nodeval.runner.session import AttemptSettings, run_case
 
     scratch = Path(tempfile.mkdtemp(prefix="nodeval-record-"))
-    observed = run_case(
-        load_case(directory),
-        AttemptSettings(mode="record", world_backend="local"),
-        scratch / "journal",
-    )
+    try:  # the recording is installed in the case: its observed journal is not needed after
+        observed = run_case(
+            load_case(directory),
+            AttemptSettings(mode="record", world_backend="local"),
+            scratch / "journal",
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     assert observed.status == "ok", observed.metrics()
     return observed
 
