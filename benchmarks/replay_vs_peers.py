@@ -297,6 +297,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         for name, fn in variants.items():
             samples[name].append(_median_ms(fn, runs, warmup=0))  # warmed up above
     ms = {name: round(statistics.median(values), 2) for name, values in samples.items()}
+    shutil.rmtree(work, ignore_errors=True)  # the observed journals: ~230 KB a session
     floor_ms, ours = ms["sdk_floor"], ms["nodeval_replay"]
     calls = len(requests)
     return {
