@@ -236,11 +236,6 @@ class ReplayStash:
         them (made when first asked: most replays have none to rebuild)."""
         return [e.payload_dict() for e in self._registered]
 
-    @property
-    def golden_events(self) -> list[Event]:
-        """The golden journal's events."""
-        return self._golden
-
     # -- what the agent asks for -------------------------------------------------------
 
     def serve_llm(

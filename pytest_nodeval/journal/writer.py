@@ -236,9 +236,9 @@ class JournalWriter:
         pending = self._pending
         if pending is None or self._no_room is not None or not payload_text:
             if isinstance(payload_text, str):
-                return self._keep(event, line=_line_of(event, payload_text))
+                return self._keep(event, line=_line_head(seq, ts, kind, turn) + payload_text + "}")
             return self._keep(event, payload_text)
-        head = f'{{"seq":{seq},"ts":"{ts}","type":"{kind}","turn":{turn},"payload":'
+        head = _line_head(seq, ts, kind, turn)
         pending += (head, payload_text, "}\n")
         size = len(head) + len(payload_text) + 2
         self._pending_size += size
@@ -278,10 +278,7 @@ class JournalWriter:
         """Append `event` and write its line: `line` when the caller built it already."""
         if self._file is not None or self._pending is not None:
             if raw_payload:  # the field order of model_dump_json, with the golden payload's text
-                line = (
-                    f'{{"seq":{event.seq},"ts":"{event.ts}","type":"{event.type}","turn":{event.turn},'
-                    '"payload":'
-                )
+                line = _line_head(event.seq, event.ts, event.type, event.turn)
                 # Kept for later, the payload stays a view (written as bytes, never decoded).
                 if self._pending is None and len(raw_payload) < WRITTEN_AS_IS:
                     text = bytes(raw_payload) if isinstance(raw_payload, DiskSlice) else raw_payload
@@ -478,18 +475,12 @@ def _declared_line(
     payload = _declared_payload(values, keys)
     if payload is None:
         return None
-    return (
-        f'{{"seq":{head["seq"]},"ts":"{head["ts"]}","type":"{head["type"]}","turn":{turn},'
-        f'"payload":{payload}}}'
-    )
+    return _line_head(head["seq"], head["ts"], head["type"], turn) + payload + "}"
 
 
-def _line_of(event: Event, payload_text: str) -> str:
-    """An event's line, its payload's JSON text given."""
-    return (
-        f'{{"seq":{event.seq},"ts":"{event.ts}","type":"{event.type}","turn":{event.turn},'
-        f'"payload":{payload_text}}}'
-    )
+def _line_head(seq: int, ts: str, kind: str, turn: int) -> str:
+    """An event's line up to its payload's text, in the field order of `model_dump_json`."""
+    return f'{{"seq":{seq},"ts":"{ts}","type":"{kind}","turn":{turn},"payload":'
 
 
 def _declared_payload(values: dict[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -524,10 +515,10 @@ class GoldenEvents:
     a writer with a stricter redactor than the default scans every event (see `emit`).
     """
 
-    __slots__ = ("_events", "_texts")
+    __slots__ = ("_texts", "events")
 
     def __init__(self, events: list[Event]) -> None:
-        self._events = events
+        self.events = events
         self._texts: dict[int, str | None] = {}
         """By index: the payload's text as written, None where it has none (not str/None)."""
 
@@ -536,9 +527,9 @@ class GoldenEvents:
     ) -> tuple[Event, str] | None:
         """The recorded event at `index` and its payload's text, if the event about to be
         written there (`type_name`, `turn`, `payload`) is equal to it; None otherwise."""
-        if index >= len(self._events):
+        if index >= len(self.events):
             return None
-        recorded = self._events[index]
+        recorded = self.events[index]
         if recorded.type != type_name or recorded.turn != turn:
             return None
         model = recorded.payload

@@ -254,7 +254,7 @@ def run_case(
     if stash is not None:
         stash.raise_if_golden_changed()
     observed.wall_ms = (time.perf_counter() - start) * 1000
-    observed.golden = stash.golden_events if stash is not None else _golden(case, settings)
+    observed.golden = stash.golden.events if stash is not None else _golden(case, settings)
     if settings.mode == "record" and settings.install and observed.status == "ok":
         install_journal(journal_dir, case.journal_dir)
     return observed

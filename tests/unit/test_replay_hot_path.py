@@ -199,7 +199,7 @@ def test_an_engine_event_equal_to_the_recorded_one_is_written_as_recorded(tmp_pa
     assert lines[0] == lines[1]
     assert [e.payload for e in twin.events] == [e.payload for e in plain.events]
     # The recorded payloads themselves, shared: nothing was scanned or built again.
-    assert all(e.payload is g.payload for e, g in zip(twin.events, golden._events, strict=True))
+    assert all(e.payload is g.payload for e, g in zip(twin.events, golden.events, strict=True))
 
 
 @pytest.mark.parametrize(
@@ -218,7 +218,7 @@ def test_an_engine_event_unlike_the_recorded_one_is_written_as_made(
     with JournalWriter(None, journal_header("replay", None), golden=golden) as journal:
         journal.emit("agent.turn.start", {}, turn=0)
         event = journal.emit(type_name, dict(payload), turn=turn)
-    assert event.payload is not golden._events[1].payload
+    assert event.payload is not golden.events[1].payload
     assert event.payload.text == payload["text"]
     assert event.turn == turn and event.type == type_name
 
