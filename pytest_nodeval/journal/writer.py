@@ -527,7 +527,7 @@ class GoldenEvents:
     ) -> tuple[Event, str] | None:
         """The recorded event at `index` and its payload's text, if the event about to be
         written there (`type_name`, `turn`, `payload`) is equal to it; None otherwise."""
-        if index >= len(self.events):
+        if index >= len(self.events) or type_name in _NOT_SERVABLE:
             return None
         recorded = self.events[index]
         if recorded.type != type_name or recorded.turn != turn:
