@@ -202,9 +202,6 @@ class ReplayStash:
         compared; None: the whole journal, every request compared."""
         self.serving = True
         """False once a prefix stash has handed over to the live attempt (`hand_over`)."""
-        self._golden = journal.events
-        """Held while the stash lives: the journal cache finds a big journal again through it
-        (case.directory.JournalCache) instead of reading a second copy."""
         if live_from is None:
             # The whole journal: sorted out once per journal read, every attempt copies it
             # (the recorded events and exchanges are shared, only the queues are its own).
@@ -222,7 +219,9 @@ class ReplayStash:
         self._tools: dict[str, tuple[Event, Event]] = dict(seed.tools)
         self._asks: dict[str, Event] = dict(seed.asks)
         self.golden = seed.golden
-        """For the writer of this replay (JournalWriter's `golden`)."""
+        """The whole journal's events, for the writer of this replay (JournalWriter's
+        `golden`); held while the stash lives, the journal cache finds a big journal again
+        through them (case.directory.JournalCache) instead of reading a second copy."""
         self.stopped: ReplayDivergence | None = None
         self.golden_error: GoldenChanged | None = None
         """Set when the golden journal changed on disk under the replay (`golden_changed`)."""

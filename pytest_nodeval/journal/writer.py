@@ -198,7 +198,8 @@ class JournalWriter:
                 now = self._turn if turn is None else turn
                 twin = golden.twin(len(self.events), type_name, now, payload, scalars)
                 if twin is not None:
-                    return self._keep_twin(twin[0], twin[1], now)
+                    recorded, text = twin
+                    return self._keep_served(EVENT_MODELS[type_name], recorded, now, text)
         text = "\n".join(f'"{key}":{value}' for key, value in payload.items() if type(value) is str)
         if getattr(self._redactor, "scans_text", False):
             redacted = self._redactor(type_name, payload, text)  # type: ignore[call-arg]
@@ -217,11 +218,6 @@ class JournalWriter:
             head["payload"] = constructed(PAYLOADS[type_name], values, set(redacted))
             event = constructed(EVENT_MODELS[type_name], head, _SERVED_FIELDS)
             return self._keep(event, line=line)
-
-    def _keep_twin(self, recorded: Event, payload_text: str, turn: int) -> Event:
-        """Keep and write an engine event as its golden twin: the recorded payload (frozen,
-        shared) with a new seq, time and turn; its line with the payload's text as recorded."""
-        return self._keep_served(EVENT_MODELS[recorded.type], recorded, turn, payload_text)
 
     def _keep_served(
         self, model: type[Event], recorded: Event, turn: int, payload_text: PayloadText | str
@@ -508,7 +504,7 @@ class GoldenEvents:
     The engine's own events of declared scalars (turn starts and ends, inputs, outputs) in a
     replay are mostly the recorded ones again, at the same place: an event of the same type
     and turn whose payload, its defaults filled in, equals the recorded payload is written as
-    that one (`JournalWriter._keep_twin`): its payload model shared, its text made once per
+    that one (`JournalWriter._keep_served`): its payload model shared, its text made once per
     golden journal, nothing scanned, constructed or serialised again. The line is the one the
     writer would build (the same `_declared_payload` of equal values). As for the model's
     answers served verbatim, the scan that is skipped is the one made when it was recorded;
