@@ -131,6 +131,10 @@ def load_yaml(path: Path) -> Any:
         raise CaseFormatError(
             f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from None
+    except OSError as exc:  # a directory where the file should be, no permission to read it
+        raise CaseFormatError(
+            f"{path}: cannot be read ({exc.strerror}); it must be a file"
+        ) from None
     flat = flat_mapping(text)
     if flat is not None:
         return flat

@@ -6,11 +6,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_nodeval.yamlfiles import _Loader, _read_text, flat_mapping
+from pytest_nodeval.errors import CaseFormatError
+from pytest_nodeval.yamlfiles import _Loader, _read_text, flat_mapping, load_yaml
 
 
 def _loaded(text: str) -> object:
@@ -113,3 +115,9 @@ def test_a_file_longer_than_one_read_is_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "long.yaml"
     path.write_bytes(("- " + "é" * 1000 + "\r\n").encode() * 200)  # 400 KB, CR LF lines
     assert _read_text(path) == path.read_text(encoding="utf-8")
+
+
+def test_a_yaml_path_that_is_not_a_readable_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "case.yaml").mkdir()
+    with pytest.raises(CaseFormatError, match=r"case\.yaml: cannot be read \(Is a directory\)"):
+        load_yaml(tmp_path / "case.yaml")
