@@ -64,7 +64,7 @@ class ReplayStopped(BaseException):
 
 
 @dataclass(slots=True)
-class _Exchange:
+class RecordedExchange:
     request_event: Event
     response_event: Event
     """The recorded llm.response event (its payload is served verbatim)."""
@@ -131,7 +131,7 @@ class _Seed:
     recorded_end: Event | None
     judge_responses: tuple[Event, ...]
     registered: tuple[Event, ...]
-    llm: dict[str, tuple[_Exchange, ...]]
+    llm: dict[str, tuple[RecordedExchange, ...]]
     tools: dict[str, tuple[Event, Event]]
     asks: dict[str, Event]
     golden: GoldenEvents
@@ -141,7 +141,7 @@ class _Seed:
     def of(cls, journal: Journal, events: list[Event]) -> _Seed:
         """`events`: the journal's own, or the turns a prefix stash serves (the snapshots,
         the end, the judge's answers and the tools registered are the whole journal's)."""
-        llm: dict[str, list[_Exchange]] = {}
+        llm: dict[str, list[RecordedExchange]] = {}
         tools: dict[str, tuple[Event, Event]] = {}
         asks: dict[str, Event] = {}
         pending_llm: dict[str, Event] = {}
@@ -157,7 +157,7 @@ class _Seed:
                 request = pending_llm.pop(payload.provider, None)
                 if request is not None:
                     llm.setdefault(payload.provider, []).append(
-                        _Exchange(
+                        RecordedExchange(
                             request,
                             event,
                             raw_payloads.get(request.seq) or _raw_text(request),
@@ -215,7 +215,7 @@ class ReplayStash:
         self.recorded_end = seed.recorded_end
         self.judge_responses = list(seed.judge_responses)
         self._registered = seed.registered
-        self._llm: dict[str, deque[_Exchange]] = {p: deque(q) for p, q in seed.llm.items()}
+        self._llm: dict[str, deque[RecordedExchange]] = {p: deque(q) for p, q in seed.llm.items()}
         self._tools: dict[str, tuple[Event, Event]] = dict(seed.tools)
         self._asks: dict[str, Event] = dict(seed.asks)
         self.golden = seed.golden
@@ -284,7 +284,7 @@ class ReplayStash:
 
     def serve_exact(
         self, journal: JournalWriter, provider: str, api: str, method: str, path: str, body: bytes
-    ) -> tuple[Event, PayloadText, _Exchange] | None:
+    ) -> tuple[Event, PayloadText, RecordedExchange] | None:
         """`serve_llm_exact` for a caller that reads the response itself (the replay
         transport): the journaled llm.response event, its payload's JSON text as the golden
         journal has it (b"" when unknown), so the answer need not be parsed into a dict, and
@@ -313,7 +313,7 @@ class ReplayStash:
         verbatim = served.payload is head.response_event.payload
         return served, head.raw_response if verbatim else b"", head
 
-    def _next_exchange(self, provider: str, request: dict[str, Any]) -> _Exchange:
+    def _next_exchange(self, provider: str, request: dict[str, Any]) -> RecordedExchange:
         self._raise_if_stopped()
         queue = self._llm.get(provider)
         if not queue:
@@ -427,7 +427,7 @@ class ReplayStash:
     def _masked(self, body: Any) -> Any:
         return _masked(body, self.ignore) if self.ignore else body
 
-    def _request_diff(self, head: _Exchange, request: dict[str, Any]) -> str:
+    def _request_diff(self, head: RecordedExchange, request: dict[str, Any]) -> str:
         expected: Any = {k: head.request.get(k) for k in ("method", "path")}
         actual: Any = {k: request.get(k) for k in ("method", "path")}
         if expected == actual:

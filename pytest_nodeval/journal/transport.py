@@ -21,7 +21,7 @@ import httpx2
 
 from .events import PayloadText, RecordedPayload
 from .ondisk import GoldenChanged
-from .replay import ReplayStash, _Exchange
+from .replay import RecordedExchange, ReplayStash
 from .writer import JournalWriter
 
 ROUTED: contextvars.ContextVar[bool] = contextvars.ContextVar("nodeval_routed", default=False)
@@ -453,7 +453,7 @@ def _prepared_response(
     payload: Any,
     raw: PayloadText,
     request: httpx2.Request,
-    exchange: _Exchange | None = None,
+    exchange: RecordedExchange | None = None,
 ) -> httpx2.Response | None:
     """A recorded success answered as the golden journal's text of its body, which the SDK
     parses to what `replayed_response` would send it: the payload is not parsed into a dict
