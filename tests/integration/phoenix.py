@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import time
@@ -49,6 +50,12 @@ PHOENIX_CLI = PHOENIX_VENV / "bin" / "phoenix"
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 15.0
 LOG_TAIL_LINES = 40
+# A start whose port was taken after it was chosen is tried again with other ports.
+START_ATTEMPTS = 3
+PORT_TAKEN_SIGNS = ("Failed to bind to address", "address already in use")
+PORT_TRIES = 50
+PRIVATE_PORTS_FROM = 20000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 # Reads every span of a project through arize-phoenix-client and prints them as JSON.
 # Phoenix ingests OTLP in the background, so it waits (in its own process, no restart per
@@ -130,11 +137,23 @@ def require_phoenix() -> None:
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
     """Phoenix serving on 127.0.0.1 for the session, stopped at its end."""
     require_phoenix()
-    working_dir = tmp_path_factory.mktemp("phoenix")
-    port, grpc_port = _free_port(), _free_port()
-    log = working_dir / "server.log"
+    for attempt in range(1, START_ATTEMPTS + 1):
+        working_dir = tmp_path_factory.mktemp("phoenix")
+        port, grpc_port = _free_port(), _free_port()
+        log = working_dir / "server.log"
+        process = _start(working_dir, port, grpc_port, log)
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            if _wait_until_ready(process, base_url, log, last_attempt=attempt == START_ATTEMPTS):
+                yield PhoenixServer(base_url, f"{base_url}/v1/traces", grpc_port, log)
+                return
+        finally:
+            _stop(process)
+
+
+def _start(working_dir: Path, port: int, grpc_port: int, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as log_file:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [str(PHOENIX_CLI), "serve"],
             cwd=working_dir,
             env=_server_env(working_dir, port, grpc_port),
@@ -142,12 +161,6 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_ready(process, base_url, log)
-        yield PhoenixServer(base_url, f"{base_url}/v1/traces", grpc_port, log)
-    finally:
-        _stop(process)
 
 
 def _server_env(working_dir: Path, port: int, grpc_port: int) -> dict[str, str]:
@@ -180,18 +193,59 @@ def _clean_env() -> dict[str, str]:
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
+    """A port no other socket holds, below the kernel's ephemeral range when it can be.
+
+    Phoenix binds its gRPC collector on [::] (every address), so a port free on 127.0.0.1
+    alone is not enough; and a port the kernel hands out (bind to port 0, or the local end of
+    any outgoing connection, of which the suite makes thousands) can be taken again in the
+    second before Phoenix binds it. A CI run failed that way once ("Failed to bind to address
+    [::]:47707"); ports outside that range are never handed out.
+    """
+    first_ephemeral = _first_ephemeral_port()
+    for _ in range(PORT_TRIES):
+        port = random.randrange(PRIVATE_PORTS_FROM, first_ephemeral)
+        if _bindable(port):
+            return port
+    with socket.socket() as probe:  # a crowded range: let the kernel choose
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        chosen: int = probe.getsockname()[1]
+        return chosen
 
 
-def _wait_until_ready(process: subprocess.Popen[bytes], base_url: str, log: Path) -> None:
-    """Poll /readyz (it answers once the database is reachable) until 200."""
+def _first_ephemeral_port() -> int:
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default when the range cannot be read
+    return max(low, PRIVATE_PORTS_FROM + 1)
+
+
+def _bindable(port: int) -> bool:
+    families = [(socket.AF_INET, "0.0.0.0")]
+    if socket.has_ipv6:
+        families.append((socket.AF_INET6, "::"))
+    for family, address in families:
+        with socket.socket(family) as probe:
+            try:
+                probe.bind((address, port))
+            except OSError:
+                return False
+    return True
+
+
+def _wait_until_ready(
+    process: subprocess.Popen[bytes], base_url: str, log: Path, *, last_attempt: bool
+) -> bool:
+    """Poll /readyz (it answers once the database is reachable) until 200: True then.
+
+    False when the server exited because one of its ports was taken and another attempt is
+    left; a failure of the test for any other exit, or when it is not ready in time.
+    """
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            _stop(process)
+            if _port_taken(log) and not last_attempt:
+                return False
             pytest.fail(
                 f"phoenix serve exited with {process.returncode} before it was ready; "
                 f"its log ends:\n{_tail(log)}",
@@ -199,16 +253,20 @@ def _wait_until_ready(process: subprocess.Popen[bytes], base_url: str, log: Path
             )
         try:
             if httpx2.get(f"{base_url}/readyz", timeout=2).status_code == 200:
-                return
+                return True
         except httpx2.TransportError:
             pass
         time.sleep(0.2)
-    _stop(process)
     pytest.fail(
         f"phoenix serve was not ready at {base_url} after {START_TIMEOUT:.0f} s; "
         f"its log ends:\n{_tail(log)}",
         pytrace=False,
     )
+
+
+def _port_taken(log: Path) -> bool:
+    text = log.read_text(errors="replace")
+    return any(sign in text for sign in PORT_TAKEN_SIGNS)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
