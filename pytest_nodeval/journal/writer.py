@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn, TextIO
+from typing import Any, BinaryIO, NoReturn
 
 from ..errors import DiskFullError, disk_full, no_room
 from .events import (
@@ -73,7 +73,7 @@ class JournalWriter:
         self._redactor = redactor or secrets_redactor()
         self._durable = durable
         self._turn = 0
-        self._file: TextIO | None = None
+        self._file: BinaryIO | None = None
         self._lock = threading.Lock()
         self._written = 0
         self._no_room: DiskFullError | None = None
@@ -110,8 +110,9 @@ class JournalWriter:
                 durable=self._durable,
                 make_parent=False,
             )
-            # Open for the writer's lifetime (closed by close()), so no `with` block.
-            self._file = open(directory / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
+            # Open for the writer's lifetime (closed by close()), so no `with` block. Binary:
+            # lines are encoded as they go out, and served payloads are bytes already.
+            self._file = open(directory / EVENTS_FILE, "wb")  # noqa: SIM115
         except OSError as exc:
             if no_room(exc):
                 raise disk_full(exc, directory) from None
@@ -308,12 +309,11 @@ class JournalWriter:
         assert self._file is not None
         try:
             if payload:
-                self._file.write(line)
-                self._file.flush()  # the text before it reaches the bytes first
-                _write_bytes(self._file.buffer, payload)
-                self._file.write("}\n")
+                self._file.write(line.encode("utf-8"))
+                _write_bytes(self._file, payload)
+                self._file.write(b"}\n")
             else:
-                self._file.write(line + "\n")
+                self._file.write((line + "\n").encode("utf-8"))
             # Only a durable journal gets here (a replayed one keeps its lines): every event
             # flushed, an fsync at turn ends.
             self._file.flush()
@@ -331,9 +331,8 @@ class JournalWriter:
         assert self._file is not None
         chunks, self._pending, self._pending_size = self._pending, [], 0
         try:
-            self._file.flush()  # nothing is in its text layer: the lines go to the bytes
-            _write_runs(self._file.buffer, chunks)
-            self._file.buffer.flush()
+            _write_runs(self._file, chunks)
+            self._file.flush()
         except OSError as exc:
             self._fail(exc)
 
@@ -580,20 +579,32 @@ def write_atomic(path: Path, text: str, *, durable: bool = True, make_parent: bo
     the caller has made its directory.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    data = text.encode("utf-8")
     try:
         if make_parent:
             path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
+        # Descriptor calls, not a text file object: every replayed attempt writes a header
+        # this way, and building the object's layers cost more than the system calls.
+        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            _write_all(descriptor, data)
             if durable:
-                os.fsync(handle.fileno())
+                os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         if no_room(exc):
-            raise disk_full(exc, path, len(text.encode("utf-8"))) from None
+            raise disk_full(exc, path, len(data)) from None
         raise
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    """os.write until every byte is out (one call writes fewer only when interrupted)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
 
 
 STAGING_PREFIX = ".journal.new-"
