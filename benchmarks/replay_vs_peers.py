@@ -61,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -293,10 +294,14 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         for _ in range(3):
             fn()
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    cpu_samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):  # interleaved, so drift on the machine hits every variant
         for name, fn in variants.items():
-            samples[name].append(_median_ms(fn, runs, warmup=0))  # warmed up above
+            wall, cpu = _median_wall_and_cpu_ms(fn, runs)  # warmed up above
+            samples[name].append(wall)
+            cpu_samples[name].append(cpu)
     ms = {name: round(statistics.median(values), 2) for name, values in samples.items()}
+    cpu_ms = {name: round(statistics.median(values), 2) for name, values in cpu_samples.items()}
     shutil.rmtree(work, ignore_errors=True)  # the observed journals: ~230 KB a session
     floor_ms, ours = ms["sdk_floor"], ms["nodeval_replay"]
     calls = len(requests)
@@ -309,8 +314,24 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         "vcrpy_fresh_over_replay": round(ms["vcrpy_fresh_client"] / ours, 2),
         "vcrpy_injected_over_replay": round(ms["vcrpy_injected_client"] / ours, 2),
         "vcrpy_reused_over_replay": round(ms["vcrpy_reused_client"] / ours, 2),
+        # The process's CPU time (user and system) per session: what the wall-clock figures
+        # are without the waits (the disk's journal, other processes, the hypervisor).
+        "cpu_per_session_ms": cpu_ms,
+        "cpu_replay_over_floor": round(cpu_ms["nodeval_replay"] / cpu_ms["sdk_floor"], 2),
+        "cpu_goal_replay_ms": round(1.15 * cpu_ms["sdk_floor"] + 1.0, 2),
         "load_average": os.getloadavg()[0],
     }
+
+
+def _median_wall_and_cpu_ms(fn: Callable[[], None], runs: int) -> tuple[float, float]:
+    """The median wall-clock and process CPU time of `runs` calls of `fn`, in ms."""
+    wall, cpu = [], []
+    for _ in range(runs):
+        wall_start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
+        fn()
+        cpu.append((time.process_time_ns() - cpu_start) / 1e6)
+        wall.append((time.perf_counter_ns() - wall_start) / 1e6)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 # -- framework agents ------------------------------------------------------------------------
