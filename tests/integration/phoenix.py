@@ -139,7 +139,8 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]
     require_phoenix()
     for attempt in range(1, START_ATTEMPTS + 1):
         working_dir = tmp_path_factory.mktemp("phoenix")
-        port, grpc_port = _free_port(), _free_port()
+        port = _free_port()
+        grpc_port = _free_port(other_than=port)
         log = working_dir / "server.log"
         process = _start(working_dir, port, grpc_port, log)
         base_url = f"http://127.0.0.1:{port}"
@@ -192,8 +193,9 @@ def _clean_env() -> dict[str, str]:
     }
 
 
-def _free_port() -> int:
-    """A port no other socket holds, below the kernel's ephemeral range when it can be.
+def _free_port(other_than: int = 0) -> int:
+    """A port no other socket holds (nor `other_than`, chosen but not bound yet), below the
+    kernel's ephemeral range when it can be.
 
     Phoenix binds its gRPC collector on [::] (every address), so a port free on 127.0.0.1
     alone is not enough; and a port the kernel hands out (bind to port 0, or the local end of
@@ -204,12 +206,14 @@ def _free_port() -> int:
     first_ephemeral = _first_ephemeral_port()
     for _ in range(PORT_TRIES):
         port = random.randrange(PRIVATE_PORTS_FROM, first_ephemeral)
-        if _bindable(port):
+        if port != other_than and _bindable(port):
             return port
-    with socket.socket() as probe:  # a crowded range: let the kernel choose
-        probe.bind(("127.0.0.1", 0))
-        chosen: int = probe.getsockname()[1]
-        return chosen
+    while True:  # a crowded range: let the kernel choose
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            chosen: int = probe.getsockname()[1]
+        if chosen != other_than:
+            return chosen
 
 
 def _first_ephemeral_port() -> int:

@@ -20,6 +20,14 @@ def test_a_chosen_port_is_below_the_ephemeral_range_and_free_on_every_address() 
         assert phoenix._bindable(port)
 
 
+def test_the_second_port_is_never_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = phoenix._free_port()
+    second = phoenix._free_port(other_than=first)
+    picks = iter([first, first, second])
+    monkeypatch.setattr(phoenix.random, "randrange", lambda low, high: next(picks))
+    assert phoenix._free_port(other_than=first) == second
+
+
 def test_a_port_held_by_another_socket_is_not_bindable() -> None:
     with socket.socket() as holder:
         holder.bind(("0.0.0.0", 0))
