@@ -25,6 +25,10 @@ In-process (medians of interleaved rounds, so load on the machine hits every var
   usually does: its SSL context costs ~24 ms), once with one client (built as the floor
   builds it) reused by every session of the process.
 
+Each variant is timed as wall-clock and as the process's CPU time per session
+(`cpu_per_session_ms`: equal to the wall-clock one when nothing waits), with the kernel's part
+of it summed over each round (`system_per_session_ms`: file creation and writes, mostly).
+
 `--tree DIR` measures another checkout's pytest_nodeval with this script (run it beside a
 run without it to compare revisions).
 
