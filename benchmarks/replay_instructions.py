@@ -3,6 +3,7 @@
     python benchmarks/replay_instructions.py                       # this tree
     python benchmarks/replay_instructions.py --against ../other    # and another checkout, same run
     python benchmarks/replay_instructions.py --sessions 5 --variants replay floor
+    python benchmarks/replay_instructions.py --simulate    # + simulated cache and branch misses
 
 The session of benchmarks/replay_vs_peers.py (10 user turns, 20 anthropic calls through the
 real SDK, 10 shell calls; requests grow to ~40 KB), recorded once by this tree, then counted in
@@ -104,8 +105,11 @@ def child(tree: str, variant: str, cases: dict[str, Path], sessions: int, profil
 # -- the driver -------------------------------------------------------------------------------
 
 
-def count(tree: Path, variant: str, cases: dict[str, Path], sessions: int) -> int:
-    """Instructions (callgrind) or Python function calls (cProfile) of `sessions` sessions."""
+def count(
+    tree: Path, variant: str, cases: dict[str, Path], sessions: int, simulate: bool = False
+) -> dict[str, int]:
+    """Instructions (callgrind) or Python function calls (cProfile) of `sessions` sessions,
+    as {"Ir": n} or {"calls": n}; with `simulate`, callgrind's cache and branch events too."""
     command = [
         sys.executable,
         __file__,
@@ -126,17 +130,18 @@ def count(tree: Path, variant: str, cases: dict[str, Path], sessions: int) -> in
             "--callgrind-out-file=/dev/null",
             "--collect-atstart=no",
             "--toggle-collect=_operator_call",
+            *(["--cache-sim=yes", "--branch-sim=yes"] if simulate else []),
             *command,
         ]
-        pattern = r"Collected : (\d+)"
+        pattern = r"Events +: ([\w ]+)\n.*Collected : ([\d ]+)"
     else:
         command.append("--profile")
-        pattern = r"^calls (\d+)"
+        pattern = r"^(calls) (\d+)"
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     found = re.search(pattern, done.stdout + done.stderr, re.MULTILINE)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"{variant} in {tree} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
-    return int(found.group(1))
+    return dict(zip(found.group(1).split(), map(int, found.group(2).split()), strict=True))
 
 
 def main() -> None:
@@ -148,6 +153,11 @@ def main() -> None:
     parser.add_argument("--tree", help=argparse.SUPPRESS)
     parser.add_argument("--cases", help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="also callgrind's simulated cache misses and branch mispredictions, per call",
+    )
     args = parser.parse_args()
     if args.child:
         cases = {k: Path(v) for k, v in json.loads(args.cases).items()}
@@ -158,10 +168,20 @@ def main() -> None:
     trees = {"this tree": ROOT, **{str(path): path.resolve() for path in args.against}}
     result: dict[str, Any] = {"unit": f"{unit} per model call", "sessions": args.sessions}
     for name, tree in trees.items():
-        figures = {
-            variant: round(count(tree, variant, cases, args.sessions) / (args.sessions * CALLS))
+        events = {
+            variant: count(tree, variant, cases, args.sessions, args.simulate)
             for variant in args.variants
         }
+        per_call = args.sessions * CALLS
+        figures: dict[str, Any] = {
+            variant: round(next(iter(counted.values())) / per_call)
+            for variant, counted in events.items()
+        }
+        if args.simulate:  # every event callgrind counted, per call
+            figures["events"] = {
+                variant: {name: round(n / per_call) for name, n in counted.items()}
+                for variant, counted in events.items()
+            }
         if "floor" in figures and "replay" in figures:
             figures["replay_over_floor"] = round(figures["replay"] / figures["floor"], 3)
             figures["harness_per_call"] = figures["replay"] - figures["floor"]
