@@ -230,18 +230,11 @@ class JournalWriter:
         values = {"seq": seq, "ts": ts, "type": kind, "turn": turn, "payload": recorded.payload}
         # One fields set for every served event (events are frozen).
         event = constructed(model, values, _SERVED_FIELDS)
-        pending = self._pending
-        if pending is None or self._no_room is not None or not payload_text:
+        if self._pending is None or self._no_room is not None or not payload_text:
             if isinstance(payload_text, str):
                 return self._keep(event, line=_line_head(seq, ts, kind, turn) + payload_text + "}")
             return self._keep(event, payload_text)
-        head = _line_head(seq, ts, kind, turn)
-        pending += (head, payload_text, "}\n")
-        size = len(head) + len(payload_text) + 2
-        self._pending_size += size
-        self._written += size
-        if self._pending_size >= WRITTEN_AS_IS:
-            self._write_pending()
+        self._queue(_line_head(seq, ts, kind, turn), payload_text)
         self.events.append(event)
         return event
 
@@ -293,18 +286,8 @@ class JournalWriter:
         they are, and its closing brace."""
         if self._no_room is not None:
             raise self._no_room
-        pending = self._pending
-        if pending is not None:
-            # A replayed journal: kept until close, or until a megabyte has gathered (a served
-            # payload's bytes are views into the golden journal, not copies).
-            if payload:
-                pending += (line, payload, "}\n")
-            else:
-                pending.append(line + "\n")
-            self._pending_size += len(line) + len(payload) + 2
-            self._written += len(line) + len(payload) + (2 if payload else 1)
-            if self._pending_size >= WRITTEN_AS_IS:
-                self._write_pending()
+        if self._pending is not None:
+            self._queue(line, payload)
             return
         assert self._file is not None
         try:
@@ -322,6 +305,20 @@ class JournalWriter:
         except OSError as exc:
             self._fail(exc)
         self._written += len(line) + len(payload) + (2 if payload else 1)
+
+    def _queue(self, line: str, payload: PayloadText | str = b"") -> None:
+        """A replayed journal's line (`_append`), kept until close or until a megabyte has
+        gathered: a served payload's text stays a view into the golden journal, not a copy."""
+        assert self._pending is not None
+        if payload:
+            self._pending += (line, payload, "}\n")
+        else:
+            self._pending.append(line + "\n")
+        size = len(line) + len(payload) + (2 if payload else 1)
+        self._pending_size += size
+        self._written += size
+        if self._pending_size >= WRITTEN_AS_IS:
+            self._write_pending()
 
     def _write_pending(self) -> None:
         """Open the replayed journal if it is not yet, and write out its lines kept so far."""

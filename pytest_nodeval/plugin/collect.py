@@ -241,7 +241,7 @@ def case_head(config: pytest.Config, directory: Path, case_file: Path | None = N
     if head is None:
         head = _case_head_reader()(directory, case_file)
         other = state.ids.setdefault(head.id, directory)
-        if other is not directory and other != directory:
+        if other != directory:
             raise CaseFormatError(
                 f"duplicate case id {head.id!r}: {other / CASE_FILE} and "
                 f"{directory / CASE_FILE}; case ids must be unique"
