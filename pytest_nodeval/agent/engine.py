@@ -16,7 +16,8 @@ from typing import Any
 
 from .. import __version__
 from ..errors import NodevalError, ProviderError
-from ..journal.replay import ReplayStash, ReplayStopped, same_json
+from ..journal.events import same_json
+from ..journal.replay import ReplayStash, ReplayStopped
 from ..journal.writer import JournalWriter
 from ..world import World, snapshot
 from .config import EngineConfig

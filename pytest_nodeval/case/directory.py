@@ -17,6 +17,7 @@ from collections import OrderedDict
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -181,6 +182,12 @@ class Case:
     @property
     def inputs_path(self) -> Path:
         return self.directory / INPUTS_FILE
+
+    @cached_property
+    def config_digest(self) -> str | None:
+        """input/config.yaml's digest (EngineConfig.digest), made once: every attempt's
+        journal header carries it."""
+        return self.config.digest() if self.config is not None else None
 
     def journal(self) -> Journal:
         path = self.journal_dir

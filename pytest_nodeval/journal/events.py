@@ -508,6 +508,20 @@ class JournalHeader(BaseModel):
         return data
 
 
+def same_json(recorded: Any, actual: Any) -> bool:
+    """Whether two JSON values serialise alike: equal, with the same types (1, 1.0 and True
+    are equal in Python) and the same key order."""
+    if type(recorded) is not type(actual):
+        return False
+    if isinstance(recorded, dict):
+        return list(recorded) == list(actual) and all(
+            same_json(value, actual[key]) for key, value in recorded.items()
+        )
+    if isinstance(recorded, list):
+        return len(recorded) == len(actual) and all(map(same_json, recorded, actual))
+    return bool(recorded == actual)
+
+
 def now_iso() -> str:
     return iso_of_ns(time.time_ns())
 

@@ -34,6 +34,7 @@ from .events import (
     RecordedPayload,
     constructed,
     now_iso,
+    same_json,
 )
 from .ondisk import DiskSlice
 from .redact import Redactor, secrets_redactor
@@ -42,6 +43,9 @@ from .redact import Redactor, secrets_redactor
 _DURABLE_AFTER = frozenset({"agent.turn.end", "session.end"})
 # Events that describe this session itself, never a recorded one's.
 _NOT_SERVABLE = frozenset({"session.start", "session.end"})
+# Events of the engine's whose payload the recording fixes (tools as registered, the world's
+# files at the end): in a replay, mostly the recorded event again (see GoldenEvents.same).
+_SERVED_IF_SAME = frozenset({"tool.register", "world.snapshot"})
 
 
 class JournalWriter:
@@ -148,6 +152,13 @@ class JournalWriter:
         """
         if type_name not in PAYLOADS:
             raise ValueError(f"unknown event type {type_name!r}; known: {', '.join(PAYLOADS)}")
+        golden = self._golden
+        if golden is not None and type_name in _SERVED_IF_SAME and self._as_recorded():
+            with self._lock:
+                now = self._turn if turn is None else turn
+                same = golden.same(len(self.events), type_name, now, payload)
+                if same is not None:
+                    return self._keep_served(EVENT_MODELS[type_name], same[0], now, same[1])
         scalars = _SCALAR_FIELDS.get(type_name)
         if scalars is not None and _as_declared(payload, scalars):
             return self._emit_declared(type_name, payload, turn, scalars)
@@ -194,7 +205,7 @@ class JournalWriter:
         given, so the models are constructed around it, unvalidated and uncopied, and
         serialised as `emit` serialises them."""
         golden = self._golden
-        if golden is not None and getattr(self._redactor, "redacts_as_recorded", False):
+        if golden is not None and self._as_recorded():
             with self._lock:
                 now = self._turn if turn is None else turn
                 twin = golden.twin(len(self.events), type_name, now, payload, scalars)
@@ -219,6 +230,11 @@ class JournalWriter:
             head["payload"] = constructed(PAYLOADS[type_name], values, set(redacted))
             event = constructed(EVENT_MODELS[type_name], head, _SERVED_FIELDS)
             return self._keep(event, line=line)
+
+    def _as_recorded(self) -> bool:
+        """Whether this writer's redactor leaves a recorded payload as it was recorded (the
+        default one does; a stricter one must scan every event)."""
+        return bool(getattr(self._redactor, "redacts_as_recorded", False))
 
     def _keep_served(
         self, model: type[Event], recorded: Event, turn: int, payload_text: PayloadText | str
@@ -256,7 +272,7 @@ class JournalWriter:
             raise ValueError(
                 f"event type {recorded.type!r} cannot be served verbatim from a journal"
             )
-        if not getattr(self._redactor, "redacts_as_recorded", False):
+        if not self._as_recorded():
             # A stricter redactor (the sampler's PII one, a user's) never saw this payload.
             return self.emit(recorded.type, recorded.payload_dict(), turn=turn)
         with self._lock:
@@ -507,12 +523,14 @@ class GoldenEvents:
     a writer with a stricter redactor than the default scans every event (see `emit`).
     """
 
-    __slots__ = ("_texts", "events")
+    __slots__ = ("_dumps", "_texts", "events")
 
     def __init__(self, events: list[Event]) -> None:
         self.events = events
         self._texts: dict[int, str | None] = {}
         """By index: the payload's text as written, None where it has none (not str/None)."""
+        self._dumps: dict[int, tuple[dict[str, Any], str]] = {}
+        """By index, for `same`: the payload as JSON values and as its text."""
 
     def twin(
         self, index: int, type_name: str, turn: int, payload: dict[str, Any], fields: _ScalarFields
@@ -534,6 +552,38 @@ class GoldenEvents:
         if text == "":
             text = self._texts[index] = _declared_payload(values, fields.keys)
         return None if text is None else (recorded, text)
+
+    def same(
+        self, index: int, type_name: str, turn: int, payload: dict[str, Any]
+    ) -> tuple[Event, str] | None:
+        """The recorded event at `index` and its payload's text, if the event about to be
+        written there (`type_name`, `turn`, `payload`) has the recorded payload's every field,
+        each the same JSON (`same_json`: equal values of the same types, dicts in the same key
+        order); None otherwise. Validated and serialised, such a payload is the recorded one
+        again, and its line the recorded payload's text (extra fields included): `emit` hands
+        over the recorded event instead. The scan skipped is the one made when it was recorded,
+        as in `twin`."""
+        if index >= len(self.events):
+            return None
+        recorded = self.events[index]
+        if recorded.type != type_name or recorded.turn != turn:
+            return None
+        model = recorded.payload
+        if isinstance(model, RecordedPayload):
+            return None
+        known = self._dumps.get(index)
+        if known is None:
+            known = self._dumps[index] = (model.model_dump(mode="json"), model.model_dump_json())
+        values, text = known
+        if payload.keys() != values.keys():
+            return None
+        extra = model.__pydantic_extra__
+        if extra and [key for key in payload if key in extra] != list(extra):
+            return None  # validated, the extra fields keep the order they came in
+        for key, value in values.items():
+            if not same_json(value, payload[key]):
+                return None
+        return recorded, text
 
 
 _SCALAR_FIELDS = {

@@ -161,16 +161,17 @@ class Observed:
 
 def journal_header(
     source: str,
-    config: EngineConfig | None,
+    config_digest: str | None,
     session_id: str | None = None,
     case_digests: dict[str, str] | None = None,
 ) -> JournalHeader:
+    """`config_digest`: the engine config's (EngineConfig.digest), None without one."""
     return JournalHeader(
         session_id=session_id or new_session_id(),
         created_at=now_iso(),
         engine=EngineInfo(version=__version__),
         source=source,  # type: ignore[arg-type]
-        config_digest=config.digest() if config else None,
+        config_digest=config_digest,
         case_digests=case_digests,
         redaction=["secrets"],
     )
@@ -187,10 +188,14 @@ def _digests(case: Case, settings: AttemptSettings) -> dict[str, str] | None:
 
 
 def case_label(case: Case) -> str:
-    try:
-        return str(case.directory.relative_to(Path.cwd()))
-    except ValueError:
-        return str(case.directory)
+    """The case's directory relative to the working directory, if it is under it."""
+    # As text: every replayed attempt names its case (a Path's relative_to parses both).
+    directory, here = str(case.directory), os.getcwd()
+    if directory == here:
+        return "."
+    if directory.startswith(here.rstrip(os.sep) + os.sep):
+        return directory[len(here.rstrip(os.sep)) + 1 :]
+    return directory
 
 
 Grader = Callable[[JournalWriter, "str | None"], dict[str, Any]]
@@ -232,7 +237,7 @@ def run_case(
     start = time.perf_counter()
     writer = JournalWriter(
         journal_dir,
-        journal_header(source, case.config, settings.session_id, _digests(case, settings)),
+        journal_header(source, case.config_digest, settings.session_id, _digests(case, settings)),
         durable=not settings.replay,
         golden=stash.golden if stash is not None else None,
     )

@@ -468,7 +468,7 @@ def run_with_sampler(
     """
     from ..runner.session import journal_header
 
-    header = journal_header("live", config)
+    header = journal_header("live", config.digest())
     if session_id is not None:
         header = header.model_copy(update={"session_id": session_id})
     writer = JournalWriter(journal_dir, header)

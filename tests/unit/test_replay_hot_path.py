@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from pytest_nodeval.agent import engine, providers
+from pytest_nodeval.agent.config import EngineConfig
 from pytest_nodeval.case.directory import load_case
 from pytest_nodeval.journal import events, transport, writer
 from pytest_nodeval.journal.events import EVENTS_FILE, HEADER_FILE
 from pytest_nodeval.journal.reader import read_journal
 from pytest_nodeval.journal.replay import ReplayStash
 from pytest_nodeval.journal.writer import JournalWriter
-from pytest_nodeval.runner.session import AttemptSettings, journal_header, run_case
+from pytest_nodeval.runner.session import AttemptSettings, case_label, journal_header, run_case
 
 SCENARIOS = Path(__file__).parents[2] / "scenarios"
 SEEDS = sorted(p.name for p in SCENARIOS.iterdir() if (p / "journal" / EVENTS_FILE).is_file())
@@ -51,6 +52,7 @@ def test_a_replay_writes_what_the_validated_path_writes(seed: str, tmp_path: Pat
     again = _replayed(SCENARIOS / seed, tmp_path / "again")  # an SDK client reused, if any
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(writer, "_SCALAR_FIELDS", {})
+        patch.setattr(writer, "_SERVED_IF_SAME", frozenset())
         patch.setattr(transport, "_prepared_response", lambda *args: None)
         patch.setattr(engine, "same_json", lambda *args: False)
         patch.setattr(providers.ReplayedProviders, "take", lambda *args: None)
@@ -58,6 +60,38 @@ def test_a_replay_writes_what_the_validated_path_writes(seed: str, tmp_path: Pat
     assert len(fast) > 3
     assert fast == validated
     assert again == validated
+
+
+def test_a_case_digests_its_config_once_for_all_its_attempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = load_case(SCENARIOS / "hello-answer")
+    assert case.config is not None
+    expected = case.config.digest()
+    digested: list[EngineConfig] = []
+    original = EngineConfig.digest
+    monkeypatch.setattr(
+        EngineConfig, "digest", lambda self: digested.append(self) or original(self)
+    )
+    for attempt in ("a", "b"):
+        run_case(case, AttemptSettings(mode="deterministic"), tmp_path / attempt)
+        header = json.loads((tmp_path / attempt / HEADER_FILE).read_text(encoding="utf-8"))
+        assert header["config_digest"] == expected
+    assert digested == [case.config]
+
+
+def test_a_case_is_named_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = load_case(SCENARIOS / "hello-answer")
+    monkeypatch.chdir(SCENARIOS)
+    assert case_label(case) == "hello-answer"
+    monkeypatch.chdir(SCENARIOS / "hello-answer")
+    assert case_label(case) == "."
+    monkeypatch.chdir(SCENARIOS / "hello-answer" / "input")
+    assert case_label(case) == str(case.directory)
+    monkeypatch.chdir(tmp_path)
+    assert case_label(case) == str(case.directory)
 
 
 def test_the_seeds_cover_every_shortcut() -> None:
@@ -72,6 +106,7 @@ def test_the_seeds_cover_every_shortcut() -> None:
                 apis.add(event.payload.api)
     assert {"anthropic.messages", "openai.chat", "gemini.generate_content", "mock"} <= apis
     assert {"tool.call", "tool.result", "agent.turn.start", "agent.turn.end", "io.input"} <= types
+    assert {"tool.register", "world.snapshot"} <= types
 
 
 def test_the_stashes_of_one_journal_share_its_seed_and_each_serves_it_whole() -> None:
@@ -221,6 +256,69 @@ def test_an_engine_event_unlike_the_recorded_one_is_written_as_made(
     assert event.payload is not golden.events[1].payload
     assert event.payload.text == payload["text"]
     assert event.turn == turn and event.type == type_name
+
+
+REGISTERED = {
+    "extra_b": 1,
+    "extra_a": "x",
+    "tool": "shell",
+    "description": "Run a command.",
+    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    "side_effects": True,
+    "source": "builtin",
+}
+SNAPSHOT = {"backend": "local", "files": {"out.txt": {"exists": True, "content": "4.0"}}}
+
+
+def test_a_registration_or_snapshot_equal_to_the_recorded_one_is_written_as_recorded(
+    tmp_path: Path,
+) -> None:
+    recorded = [("tool.register", REGISTERED), ("world.snapshot", SNAPSHOT)]
+    # The fields in another order than the model's (validation does not keep it), the extra
+    # ones in theirs (it keeps that).
+    fields = ("source", "extra_b", "side_effects", "parameters", "extra_a", "description", "tool")
+    replayed = [{k: REGISTERED[k] for k in fields}, dict(reversed(SNAPSHOT.items()))]
+    golden = _golden(tmp_path, *recorded)
+    twin = JournalWriter(
+        tmp_path / "twin", journal_header("replay", None), durable=False, golden=golden
+    )
+    with twin, _writer(tmp_path / "plain") as plain:
+        for turn, ((type_name, payload), again) in enumerate(zip(recorded, replayed, strict=True)):
+            twin.emit(type_name, again, turn=turn)
+            plain.emit(type_name, dict(payload), turn=turn)
+    lines = [
+        re.sub(r'"ts":"[^"]*"', "", (tmp_path / name / EVENTS_FILE).read_text(encoding="utf-8"))
+        for name in ("twin", "plain")
+    ]
+    assert lines[0] == lines[1]
+    assert all(e.payload is g.payload for e, g in zip(twin.events, golden.events, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("changed", "turn"),
+    [
+        ({**REGISTERED, "description": "Run a shell command."}, 0),  # another value
+        ({**REGISTERED, "extra_b": 1.0}, 0),  # equal, but written 1.0
+        ({**REGISTERED, "parameters": {"properties": {}, "type": "object"}}, 0),  # key order
+        ({k: v for k, v in REGISTERED.items() if k != "source"}, 0),  # a default left out
+        ({"extra_a": "x", **REGISTERED}, 0),  # the extra fields in another order
+        (REGISTERED, 1),  # another turn
+    ],
+)
+def test_a_registration_unlike_the_recorded_one_is_written_as_made(
+    tmp_path: Path, changed: dict[str, Any], turn: int
+) -> None:
+    golden = _golden(tmp_path, ("tool.register", REGISTERED))
+    line, validated = _validated(tmp_path, "tool.register", dict(changed))
+    replay = JournalWriter(
+        tmp_path / "replay", journal_header("replay", None), durable=False, golden=golden
+    )
+    with replay:
+        event = replay.emit("tool.register", dict(changed), turn=turn)
+    assert event.payload is not golden.events[0].payload
+    assert event.payload == validated.payload
+    written = (tmp_path / "replay" / EVENTS_FILE).read_text(encoding="utf-8")
+    assert re.sub(r'"ts":"[^"]*"', "", written).replace(f'"turn":{turn}', '"turn":0') == line
 
 
 def test_a_stricter_redactor_scans_every_engine_event_of_a_replay(tmp_path: Path) -> None:
