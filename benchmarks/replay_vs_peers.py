@@ -18,6 +18,12 @@ In-process (medians of interleaved rounds, so load on the machine hits every var
   above with the writer's file writes switched off for the session (its directory is still
   made, its events kept in memory): the difference with the replay is what writing the
   observed journal's two files (~230 KB here) costs, most of it in the kernel.
+* **the journal's files alone** (a probe of the file system, not of nodeval): the file
+  operations an observed journal makes (its directory, header.json through a temporary file,
+  events.jsonl written in one piece), with the bytes of one replayed session's journal, timed
+  in the same rounds. On a VM's disk they cost from ~0.15 to ~0.8 ms within minutes (seen on
+  2026-12-04: after a large deletion, creating a file took 10 x longer for a minute or more),
+  so a replay figure is read beside this one.
 * **vcrpy** 9.4 (a benchmark-only dependency, `pip install vcrpy`): the same 20 exchanges
   recorded to a cassette through the same SDK, replayed with `record_mode="none"` and its
   default matchers; once with the client built as the floor builds it (an injected
@@ -232,6 +238,13 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
     def floor() -> None:
         sdk_floor_session(requests, responses, base_url)
 
+    from pytest_nodeval.journal.writer import write_atomic
+
+    sample = work / "observed-sample"
+    run_case(sdk_case, AttemptSettings(mode="deterministic"), sample)
+    header_text = (sample / "header.json").read_text()
+    events_bytes = (sample / "events.jsonl").read_bytes()
+
     sessions = iter(range(1_000_000))
 
     def replay(case: Any) -> Callable[[], None]:
@@ -255,6 +268,14 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
                 JournalWriter._write_pending, JournalWriter.close = saved  # type: ignore[method-assign]
 
         return session
+
+    def journal_files_alone() -> None:
+        # What JournalWriter does with a replayed session's files, with that session's bytes.
+        directory = work / "probe" / str(next(sessions))
+        directory.mkdir(parents=True)
+        write_atomic(directory / "header.json", header_text, durable=False, make_parent=False)
+        with open(directory / "events.jsonl", "wb") as events:
+            events.write(events_bytes)
 
     reused: list[Any] = []
 
@@ -294,6 +315,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         "vcrpy_injected_client": vcrpy(False),
         "vcrpy_fresh_client": vcrpy(True),
         "vcrpy_reused_client": vcrpy_reused,
+        "journal_files_alone": journal_files_alone,
     }
     for fn in variants.values():  # warm up: imports, caches, the first parse of each journal
         for _ in range(3):
@@ -319,6 +341,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
         "goal_replay_ms": round(1.15 * floor_ms + 1.0, 2),
         "overhead_per_llm_call_ms": round((ours - floor_ms) / calls, 3),
         "journal_files_ms": round(ours - ms["nodeval_replay_unwritten"], 2),
+        "journal_files_alone_ms": ms["journal_files_alone"],
         "vcrpy_fresh_over_replay": round(ms["vcrpy_fresh_client"] / ours, 2),
         "vcrpy_injected_over_replay": round(ms["vcrpy_injected_client"] / ours, 2),
         "vcrpy_reused_over_replay": round(ms["vcrpy_reused_client"] / ours, 2),
