@@ -23,7 +23,12 @@ In-process (medians of interleaved rounds, so load on the machine hits every var
   events.jsonl written in one piece), with the bytes of one replayed session's journal, timed
   in the same rounds. On a VM's disk they cost from ~0.15 to ~0.8 ms within minutes (seen on
   2026-12-04: after a large deletion, creating a file took 10 x longer for a minute or more),
-  so a replay figure is read beside this one.
+  so a replay figure is read beside this one. One cause is known: ext4 without a journal (as
+  on the VMs measured here) skips, when it allocates an inode, those freed in the last minute
+  (six while their inode table block is unwritten), reading each one; after thousands of
+  deletions, creating a file or directory costs several times more for minutes. So this
+  script deletes its files when it ends, unless `--keep-in DIR` keeps them there: a series of
+  runs deletes DIR after the last, and starts on a disk with no deletion in the last minutes.
 * **vcrpy** 9.4 (a benchmark-only dependency, `pip install vcrpy`): the same 20 exchanges
   recorded to a cassette through the same SDK, replayed with `record_mode="none"` and its
   default matchers; once with the client built as the floor builds it (an injected
@@ -220,7 +225,7 @@ def record_cassette(requests: list[dict[str, Any]], responses: list[bytes], cass
 # -- in-process figures ---------------------------------------------------------------------
 
 
-def in_process(runs: int, rounds: int) -> dict[str, Any]:
+def in_process(runs: int, rounds: int, keep: Path | None = None) -> dict[str, Any]:
     import anthropic
     import httpx2
     import vcr
@@ -228,7 +233,7 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
     from pytest_nodeval.case.directory import load_case
     from pytest_nodeval.runner.session import AttemptSettings, run_case
 
-    work = Path(tempfile.mkdtemp(prefix="nodeval-peers-"))
+    work = Path(tempfile.mkdtemp(prefix="nodeval-peers-", dir=keep))
     sdk_case = load_case(make_case(work / "sdk-case", TURNS))
     plain_case = load_case(mock_case(work / "mock-case"))
     requests, responses = recorded_exchanges(sdk_case.directory)
@@ -332,7 +337,8 @@ def in_process(runs: int, rounds: int) -> dict[str, Any]:
     ms = {name: round(statistics.median(values), 2) for name, values in samples.items()}
     cpu_ms = {name: round(statistics.median(values), 2) for name, values in cpu_samples.items()}
     system_ms = {name: round(statistics.median(v), 2) for name, v in system_samples.items()}
-    shutil.rmtree(work, ignore_errors=True)  # the observed journals: ~230 KB a session
+    if keep is None:  # the observed journals: ~230 KB a session
+        shutil.rmtree(work, ignore_errors=True)
     floor_ms, ours = ms["sdk_floor"], ms["nodeval_replay"]
     calls = len(requests)
     return {
@@ -745,9 +751,16 @@ def main() -> None:
     parser.add_argument(
         "--frameworks-only", action="store_true", help="only the framework agents (no vcrpy)"
     )
+    parser.add_argument(
+        "--keep-in",
+        type=Path,
+        metavar="DIR",
+        help="leave the in-process figures' files in DIR (deleted after a series of runs, not "
+        "between them: see the module's docstring)",
+    )
     args = parser.parse_args()
     if not (args.frameworks_only or args.suite_only):
-        print(json.dumps(in_process(args.runs, args.rounds), indent=2), flush=True)
+        print(json.dumps(in_process(args.runs, args.rounds, args.keep_in), indent=2), flush=True)
     if args.frameworks or args.frameworks_only:
         print(json.dumps({"frameworks": frameworks(args.runs, args.rounds)}, indent=2), flush=True)
     if args.suite:
