@@ -258,12 +258,13 @@ def test_an_engine_event_unlike_the_recorded_one_is_written_as_made(
     assert event.turn == turn and event.type == type_name
 
 
+PARAMETERS = {"type": "object", "properties": {"command": {"type": "string"}}}
 REGISTERED = {
     "extra_b": 1,
     "extra_a": "x",
     "tool": "shell",
     "description": "Run a command.",
-    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    "parameters": PARAMETERS,
     "side_effects": True,
     "source": "builtin",
 }
@@ -299,7 +300,7 @@ def test_a_registration_or_snapshot_equal_to_the_recorded_one_is_written_as_reco
     [
         ({**REGISTERED, "description": "Run a shell command."}, 0),  # another value
         ({**REGISTERED, "extra_b": 1.0}, 0),  # equal, but written 1.0
-        ({**REGISTERED, "parameters": {"properties": {}, "type": "object"}}, 0),  # key order
+        ({**REGISTERED, "parameters": dict(reversed(PARAMETERS.items()))}, 0),  # key order
         ({k: v for k, v in REGISTERED.items() if k != "source"}, 0),  # a default left out
         ({"extra_a": "x", **REGISTERED}, 0),  # the extra fields in another order
         (REGISTERED, 1),  # another turn
