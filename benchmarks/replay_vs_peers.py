@@ -21,12 +21,12 @@ In-process (medians of interleaved rounds, so load on the machine hits every var
 * **the journal's files alone** (a probe of the file system, not of nodeval): the file
   operations an observed journal makes (its directory, header.json through a temporary file,
   events.jsonl written in one piece), with the bytes of one replayed session's journal, timed
-  in the same rounds. On a VM's disk they cost from ~0.15 to ~0.8 ms within minutes (seen on
-  2026-12-04: after a large deletion, creating a file took 10 x longer for a minute or more),
-  so a replay figure is read beside this one. One cause is known: ext4 without a journal (as
-  on the VMs measured here) skips, when it allocates an inode, those freed in the last minute
-  (six while their inode table block is unwritten), reading each one; after thousands of
-  deletions, creating a file or directory costs several times more for minutes. So this
+  in the same rounds. On a VM's disk they cost from ~0.15 to ~1.3 ms within minutes (seen on
+  2026-12-04: after many deletions, creating a file took up to 10 x longer for several
+  minutes), so a replay figure is read beside this one. One cause is known: ext4 without a
+  journal (as on the VMs measured here) skips, when it allocates an inode, those freed in the
+  last minute (six while their inode table block is unwritten), reading each one; after
+  thousands of deletions, creating a file or directory costs several times more. So this
   script deletes its files when it ends, unless `--keep-in DIR` keeps them there: a series of
   runs deletes DIR after the last, and starts on a disk with no deletion in the last minutes.
 * **vcrpy** 9.4 (a benchmark-only dependency, `pip install vcrpy`): the same 20 exchanges
@@ -233,6 +233,8 @@ def in_process(runs: int, rounds: int, keep: Path | None = None) -> dict[str, An
     from pytest_nodeval.case.directory import load_case
     from pytest_nodeval.runner.session import AttemptSettings, run_case
 
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="nodeval-peers-", dir=keep))
     sdk_case = load_case(make_case(work / "sdk-case", TURNS))
     plain_case = load_case(mock_case(work / "mock-case"))
